@@ -1,0 +1,183 @@
+public import Foundation
+import Crypto
+import ExtrasBase64
+import LatchkeyModels
+
+/// Verifies OpenID Connect identity tokens: signature against the provider's keys, then `iss`, `aud`,
+/// `exp`/`nbf`/`iat` with leeway, the nonce, and `c_hash`/`at_hash` when the caller has the code or access token.
+///
+/// ```swift
+/// let verifier = IdentityTokenVerifier(policy: .apple(clientIDs: ["com.example.app"]), keys: appleKeys)
+/// let identity = try await verifier.verify(token, expecting: .init(rawNonce: nonce))
+/// print(identity.subject)
+/// ```
+public struct IdentityTokenVerifier: Sendable {
+    public let policy: IdentityTokenPolicy
+    public let timeSource: TimeSource
+    private let envelope: SignedTokenVerifier
+
+    public init(policy: IdentityTokenPolicy, keys: any VerificationKeyResolver, timeSource: TimeSource = .system) {
+        self.policy = policy
+        self.timeSource = timeSource
+        self.envelope = SignedTokenVerifier(
+            allowedAlgorithms: policy.allowedAlgorithms,
+            keys: keys,
+            maximumTokenSize: policy.maximumTokenSize
+        )
+    }
+
+    /// Verifies `token` as of `now` (the time source's time when nil).
+    public func verify(
+        _ token: String,
+        expecting expectations: IdentityTokenExpectations = .init(),
+        now: Date? = nil
+    ) async throws(LatchkeyError) -> VerifiedIdentity {
+        let jws = try await envelope.verify(token)
+        let claims = try IDTokenClaims.decode(jws.payload)
+        return try check(claims, algorithm: jws.header.alg, expectations: expectations, now: now ?? timeSource.now)
+    }
+
+    func check(
+        _ claims: IDTokenClaims,
+        algorithm: String,
+        expectations: IdentityTokenExpectations,
+        now: Date
+    ) throws(LatchkeyError) -> VerifiedIdentity {
+        guard let issuer = claims.iss else { throw missing("iss") }
+        guard let subject = claims.sub, !subject.isEmpty else { throw missing("sub") }
+        guard let audience = claims.aud, !audience.values.isEmpty else { throw missing("aud") }
+        guard let exp = claims.exp else { throw missing("exp") }
+        guard let iat = claims.iat else { throw missing("iat") }
+
+        try checkIssuer(issuer, tenantID: claims.tid)
+        let matchedAudience = try checkAudience(audience.values)
+        try checkTimes(exp: exp, iat: iat, nbf: claims.nbf, now: now)
+        try checkNonce(claims, rawNonce: expectations.rawNonce)
+        if let code = expectations.authorizationCode {
+            try checkHalfHash(claims.cHash, of: code, algorithm: algorithm, claim: "c_hash", error: .codeHashMismatch)
+        }
+        if let accessToken = expectations.accessToken {
+            try checkHalfHash(claims.atHash, of: accessToken, algorithm: algorithm, claim: "at_hash", error: .accessTokenHashMismatch)
+        }
+        return VerifiedIdentity(
+            issuer: issuer,
+            subject: subject,
+            audience: matchedAudience,
+            issuedAt: Date(timeIntervalSince1970: iat),
+            expiresAt: Date(timeIntervalSince1970: exp),
+            authTime: claims.authTime.map { Date(timeIntervalSince1970: $0) },
+            email: claims.email,
+            emailVerified: claims.emailVerified?.value,
+            isPrivateEmail: claims.isPrivateEmail?.value,
+            realUserStatus: claims.realUserStatus.flatMap(RealUserStatus.init(rawValue:)),
+            transferSubject: claims.transferSub,
+            organizationID: claims.orgID,
+            nonceSupported: claims.nonceSupported?.value,
+            authorizedParty: claims.azp,
+            hostedDomain: claims.hd,
+            tenantID: claims.tid,
+            name: claims.name,
+            givenName: claims.givenName,
+            familyName: claims.familyName
+        )
+    }
+
+    private func missing(_ claim: String) -> LatchkeyError {
+        LatchkeyError(.missingClaim, "the token has no \"\(claim)\" claim, which \(policy.providerName) ID tokens always carry")
+    }
+
+    private func checkIssuer(_ issuer: String, tenantID: String?) throws(LatchkeyError) {
+        if policy.issuers.contains(issuer) { return }
+        if let tenantID, UUID(uuidString: tenantID) != nil {
+            let templated = policy.issuers.map { $0.replacingOccurrences(of: "{tenantid}", with: tenantID.lowercased()) }
+            if templated.contains(issuer) { return }
+        }
+        throw LatchkeyError(
+            .unexpectedIssuer,
+            "issuer \"\(issuer.prefix(128))\" is not \(policy.providerName)'s (expected \(policy.issuers.sorted().joined(separator: " or ")))"
+        )
+    }
+
+    private func checkAudience(_ audiences: [String]) throws(LatchkeyError) -> String {
+        if let match = audiences.first(where: { policy.audiences.contains($0) }) { return match }
+        let arrived = audiences.map { "\"\($0.prefix(128))\"" }.joined(separator: ", ")
+        let expected = policy.audiences.isEmpty ? "none configured" : policy.audiences.joined(separator: ", ")
+        var reason = "audience \(arrived) is not one of the configured client ids [\(expected)]"
+        if let hint = policy.audienceHint { reason += "; \(hint)" }
+        throw LatchkeyError(.unexpectedAudience, reason)
+    }
+
+    private func checkTimes(exp: Double, iat: Double, nbf: Double?, now: Date) throws(LatchkeyError) {
+        let now = now.timeIntervalSince1970
+        let leeway = policy.leeway
+        if now > exp + leeway {
+            throw LatchkeyError(
+                .tokenExpired,
+                "the token expired \(describe(seconds: now - exp)) ago (leeway \(Int(leeway)) s); ask the app for a fresh sign-in"
+            )
+        }
+        if let nbf, now + leeway < nbf {
+            throw LatchkeyError(.tokenNotYetValid, "the token is not valid for another \(describe(seconds: nbf - now)); check this server's clock")
+        }
+        if now + leeway < iat {
+            throw LatchkeyError(
+                .issuedInFuture,
+                "the token was issued \(describe(seconds: iat - now)) in the future; this server's clock is probably behind"
+            )
+        }
+    }
+
+    private func checkNonce(_ claims: IDTokenClaims, rawNonce: String?) throws(LatchkeyError) {
+        guard let rawNonce else { return }
+        guard let claim = claims.nonce else {
+            if claims.nonceSupported?.value == false { return }  // Apple: the device could not carry a nonce
+            throw LatchkeyError(
+                .nonceMissing,
+                "a nonce was sent but the token carries none; the app must set the (hashed) nonce on the authorization request"
+            )
+        }
+        let hashed = SHA256.hash(data: Array(rawNonce.utf8)).map { hexDigits[Int($0 >> 4)] + hexDigits[Int($0 & 0xF)] }.joined()
+        let matches: Bool
+        switch policy.nonceMatching {
+        case .hashed: matches = constantTimeEquals(hashed, claim)
+        case .verbatim: matches = constantTimeEquals(rawNonce, claim)
+        case .hashedOrVerbatim: matches = constantTimeEquals(hashed, claim) || constantTimeEquals(rawNonce, claim)
+        }
+        guard matches else {
+            throw LatchkeyError(
+                .nonceMismatch,
+                "the token's nonce matches neither SHA-256(hex) of the sent nonce nor the nonce itself; send the raw nonce the app generated, not its hash"
+            )
+        }
+    }
+
+    private func checkHalfHash(_ claim: String?, of value: String, algorithm: String, claim name: String, error: LatchkeyError.Code) throws(LatchkeyError) {
+        guard let claim else {
+            throw LatchkeyError(error, "the token has no \(name) claim to bind it to the value delivered with it")
+        }
+        let bytes = Array(value.utf8)
+        let digest: [UInt8]
+        switch algorithm.suffix(3) {
+        case "384": digest = Array(SHA384.hash(data: bytes))
+        case "512": digest = Array(SHA512.hash(data: bytes))
+        default: digest = Array(SHA256.hash(data: bytes))
+        }
+        let expected = Base64.encodeToString(bytes: digest.prefix(digest.count / 2), options: [.base64UrlAlphabet, .omitPaddingCharacter])
+        guard constantTimeEquals(expected, claim) else {
+            throw LatchkeyError(error, "\(name) does not match the value delivered with the token; they come from different sign-ins")
+        }
+    }
+}
+
+private let hexDigits = (0..<16).map { String($0, radix: 16) }
+
+/// "3 h", "12 min", "40 s": a duration for people.
+public func describe(seconds: Double) -> String {
+    let seconds = abs(seconds)
+    switch seconds {
+    case ..<120: return "\(Int(seconds)) s"
+    case ..<7200: return "\(Int(seconds / 60)) min"
+    case ..<172_800: return "\(Int(seconds / 3600)) h"
+    default: return "\(Int(seconds / 86400)) days"
+    }
+}

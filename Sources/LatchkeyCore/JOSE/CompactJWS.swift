@@ -1,0 +1,87 @@
+import Foundation
+import ExtrasBase64
+
+/// A compact JWS split into its parts, with the header decoded. Nothing is verified yet.
+public struct CompactJWS: Sendable {
+    /// The largest token accepted by default. Real ID tokens are 1–2 KiB.
+    public static let defaultMaximumSize = 16 * 1024
+
+    /// The decoded protected header.
+    public let header: JOSEHeader
+    /// The payload's JSON bytes.
+    public let payload: [UInt8]
+    /// The raw signature bytes.
+    public let signature: [UInt8]
+    /// `BASE64URL(header) || '.' || BASE64URL(payload)`, the bytes the signature covers.
+    public let signingInput: ArraySlice<UInt8>
+
+    /// Splits and decodes `token`, refusing anything that is not a well-formed compact JWS.
+    public init(parsing token: String, maximumSize: Int = CompactJWS.defaultMaximumSize) throws(LatchkeyError) {
+        let bytes = Array(token.utf8)
+        guard bytes.count <= maximumSize else {
+            throw LatchkeyError(.tokenTooLarge, "the token is \(bytes.count) bytes; at most \(maximumSize) are accepted")
+        }
+        guard let first = bytes.firstIndex(of: UInt8(ascii: ".")),
+            let second = bytes[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
+            !bytes[(second + 1)...].contains(UInt8(ascii: "."))
+        else {
+            throw LatchkeyError(.malformedToken, "a JWT has exactly three dot-separated segments (header.payload.signature)")
+        }
+        let headerBytes = try Self.decodeSegment(bytes[..<first], name: "header")
+        let payloadBytes = try Self.decodeSegment(bytes[(first + 1)..<second], name: "payload")
+        let signatureBytes = try Self.decodeSegment(bytes[(second + 1)...], name: "signature")
+        guard !signatureBytes.isEmpty else {
+            throw LatchkeyError(.unsupportedAlgorithm, "the token is unsigned; unsecured JWTs (alg none) are never accepted")
+        }
+        self.header = try JOSEHeader(json: headerBytes)
+        self.payload = payloadBytes
+        self.signature = signatureBytes
+        self.signingInput = bytes[..<second]
+    }
+
+    private static func decodeSegment(_ segment: ArraySlice<UInt8>, name: String) throws(LatchkeyError) -> [UInt8] {
+        if segment.contains(UInt8(ascii: "=")) {
+            throw LatchkeyError(.malformedToken, "the \(name) segment is padded; JWTs use unpadded base64url")
+        }
+        do {
+            return try Base64.decode(bytes: segment, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+        } catch {
+            throw LatchkeyError(.malformedToken, "the \(name) segment is not valid base64url")
+        }
+    }
+}
+
+/// The JOSE header fields Latchkey acts on. Unknown fields are ignored unless listed in `crit`.
+public struct JOSEHeader: Sendable, Equatable {
+    /// The signature algorithm, such as `RS256`.
+    public let alg: String
+    /// The key id used to pick the verification key.
+    public let kid: String?
+    /// The media type, such as `JWT` or `at+jwt`.
+    public let typ: String?
+    /// Extensions the verifier must understand (RFC 7515 §4.1.11). Latchkey understands none.
+    public let crit: [String]?
+
+    init(json: [UInt8]) throws(LatchkeyError) {
+        let wire: Wire
+        do {
+            wire = try sharedJSONDecoder.decode(Wire.self, from: Data(json))
+        } catch {
+            throw LatchkeyError(.malformedToken, "the header is not a JSON object with a string \"alg\"")
+        }
+        if let duplicate = JSONTopLevelKeys.firstDuplicate(in: json) {
+            throw LatchkeyError(.malformedToken, "the header names \"\(duplicate)\" more than once")
+        }
+        self.alg = wire.alg
+        self.kid = wire.kid
+        self.typ = wire.typ
+        self.crit = wire.crit
+    }
+
+    private struct Wire: Decodable {
+        let alg: String
+        let kid: String?
+        let typ: String?
+        let crit: [String]?
+    }
+}

@@ -1,0 +1,17 @@
+public import Foundation
+
+/// Where Latchkey reads the current time. Inject ``fixed(_:)`` in tests so they never depend on the wall clock.
+public struct TimeSource: Sendable {
+    private let read: @Sendable () -> Date
+
+    public init(_ read: @escaping @Sendable () -> Date) { self.read = read }
+
+    /// The current time.
+    public var now: Date { read() }
+
+    /// The system clock.
+    public static let system = TimeSource { Date() }
+
+    /// Always answers `date`.
+    public static func fixed(_ date: Date) -> TimeSource { TimeSource { date } }
+}

@@ -1,0 +1,42 @@
+public import AsyncHTTPClient
+import Foundation
+public import LatchkeyCore
+import NIOCore
+import NIOHTTP1
+
+/// ``HTTPTransport`` over AsyncHTTPClient, with a cap on the response size.
+public struct AsyncHTTPClientTransport: HTTPTransport {
+    public let client: HTTPClient
+    /// Responses larger than this are refused; provider answers are a few KiB.
+    public let maximumResponseBytes: Int
+
+    public init(client: HTTPClient = .shared, maximumResponseBytes: Int = 1 << 20) {
+        self.client = client
+        self.maximumResponseBytes = maximumResponseBytes
+    }
+
+    public func send(_ request: OutboundRequest) async throws(LatchkeyError) -> OutboundResponse {
+        var outbound = HTTPClientRequest(url: request.url)
+        outbound.method = HTTPMethod(rawValue: request.method)
+        for header in request.headers { outbound.headers.add(name: header.name, value: header.value) }
+        if let body = request.body { outbound.body = .bytes(ByteBuffer(bytes: body)) }
+        let host = URL(string: request.url)?.host ?? "the provider"
+        do {
+            let response = try await client.execute(outbound, timeout: .nanoseconds(Int64(request.timeout.components.seconds * 1_000_000_000 + request.timeout.components.attoseconds / 1_000_000_000)))
+            let body = try await response.body.collect(upTo: maximumResponseBytes)
+            var headers: [String: String] = [:]
+            for (name, value) in response.headers { headers[name.lowercased()] = value }
+            return OutboundResponse(status: Int(response.status.code), headers: headers, body: Array(buffer: body))
+        } catch let error as NIOTooManyBytesError {
+            _ = error
+            throw LatchkeyError(.invalidProviderResponse, "\(host) answered with more than \(maximumResponseBytes) bytes")
+        } catch {
+            throw LatchkeyError(.providerUnavailable, "could not reach \(host): \(Self.shortDescription(error))")
+        }
+    }
+
+    private static func shortDescription(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError { return error.shortDescription }
+        return String(describing: type(of: error))
+    }
+}

@@ -1,0 +1,43 @@
+public import Logging
+public import ServiceLifecycle
+import Foundation
+import LatchkeyCore
+
+/// Keeps JWKS caches warm: refreshes each one shortly before its keys go stale, so no sign-in waits for a fetch.
+public struct JWKSRefreshService: Service {
+    public let caches: [JWKSCache]
+    /// How often the caches are looked at.
+    public let checkInterval: Duration
+    private let logger: Logger
+
+    public init(caches: [JWKSCache], checkInterval: Duration = .seconds(60), logger: Logger = Logger(label: "latchkey.jwks")) {
+        self.caches = caches
+        self.checkInterval = checkInterval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await refreshDue()
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: checkInterval) }
+            } catch {
+                return
+            }
+            await refreshDue()
+        }
+    }
+
+    /// Refreshes every cache whose keys go stale within the next check interval.
+    func refreshDue() async {
+        for cache in caches where cache.url != nil {
+            let dueBy = cache.expiresAt.addingTimeInterval(-checkInterval.seconds * 2)
+            guard dueBy <= .now else { continue }
+            do {
+                try await cache.refresh()
+            } catch {
+                logger.warning("could not refresh signing keys; the cached keys keep serving", metadata: ["error": "\(error.errorCode)"])
+            }
+        }
+    }
+}
