@@ -151,3 +151,12 @@ extension OutboundRequest {
         return fields
     }
 }
+
+/// A clock tests move by hand.
+public final class MutableClock: Sendable {
+    private let current: Mutex<Date>
+    public init(_ start: Date = Fixtures.now) { current = Mutex(start) }
+    public var now: Date { current.withLock { $0 } }
+    public var source: TimeSource { TimeSource { self.current.withLock { $0 } } }
+    public func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}

@@ -28,6 +28,12 @@ public struct AppleMigratedUser: Sendable, Decodable, Equatable {
     public var email: String?
     public var isPrivateEmail: Bool?
 
+    public init(sub: String, email: String? = nil, isPrivateEmail: Bool? = nil) {
+        self.sub = sub
+        self.email = email
+        self.isPrivateEmail = isPrivateEmail
+    }
+
     enum CodingKeys: String, CodingKey {
         case sub, email
         case isPrivateEmail = "is_private_email"

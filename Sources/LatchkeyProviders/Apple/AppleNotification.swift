@@ -141,7 +141,11 @@ public struct AppleNotificationVerifier: Sendable {
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
             if let string = try? container.decode(String.self) {
-                wire = try JSONDecoder().decode(Wire.self, from: Data(string.utf8))
+                do {
+                    wire = try JSONDecoder().decode(Wire.self, from: Data(string.utf8))
+                } catch {
+                    throw DecodingError.dataCorruptedError(in: container, debugDescription: "events is a string but not a JSON object")
+                }
             } else {
                 wire = try container.decode(Wire.self)
             }

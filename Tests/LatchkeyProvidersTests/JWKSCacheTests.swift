@@ -1,0 +1,149 @@
+import Foundation
+import LatchkeyCore
+import LatchkeyProviders
+import LatchkeyTestSupport
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+@Suite("JWKS cache")
+struct JWKSCacheTests {
+    static let url = "https://appleid.apple.com/auth/keys"
+
+    /// A transport serving whichever key set is current, counting fetches.
+    final class KeyServer: Sendable {
+        let document = Mutex(jwks(Fixtures.appleKey))
+        let failing = Mutex(false)
+        let cacheControl: String?
+        init(cacheControl: String? = "public, max-age=3600") { self.cacheControl = cacheControl }
+
+        func transport(delay: Duration = .zero) -> InMemoryTransport {
+            InMemoryTransport { _ throws(LatchkeyError) in
+                if delay > .zero { try? await Task.sleep(for: delay) }
+                if self.failing.withLock({ $0 }) { throw LatchkeyError(.providerUnavailable, "connection refused") }
+                var headers: [String: String] = [:]
+                if let cacheControl = self.cacheControl { headers["Cache-Control"] = cacheControl }
+                return OutboundResponse(status: 200, headers: headers, body: Array(self.document.withLock { $0 }.utf8))
+            }
+        }
+    }
+
+    @Test("keys are fetched once and served from cache until max-age passes")
+    func caching() async throws {
+        let server = KeyServer(cacheControl: "max-age=600")
+        let transport = server.transport()
+        let clock = MutableClock()
+        let cache = JWKSCache(url: Self.url, transport: transport, timeSource: clock.source)
+        _ = try await cache.key(forKeyID: "W6WcOKB")
+        _ = try await cache.key(forKeyID: "W6WcOKB")
+        #expect(transport.count == 1)
+        #expect(cache.expiresAt == Fixtures.now.addingTimeInterval(600))
+        clock.advance(601)
+        _ = try await cache.key(forKeyID: "W6WcOKB")
+        #expect(transport.count == 2)
+    }
+
+    @Test("max-age is clamped to the configured bounds", arguments: [("max-age=5", 300.0), ("max-age=9999999", 86_400.0), (nil, 3600.0), ("no-cache", 3600.0)])
+    func clamping(header: String?, expected: TimeInterval) async throws {
+        let cache = JWKSCache(url: Self.url, transport: KeyServer(cacheControl: header).transport(), timeSource: .fixed(Fixtures.now))
+        try await cache.refresh()
+        #expect(cache.expiresAt == Fixtures.now.addingTimeInterval(expected))
+    }
+
+    @Test("a thousand concurrent verifications with a new kid cause exactly one fetch")
+    func singleFlight() async throws {
+        let server = KeyServer()
+        let transport = server.transport(delay: .milliseconds(50))
+        let clock = MutableClock()
+        let cache = JWKSCache(url: Self.url, transport: transport, timeSource: clock.source)
+        try await cache.refresh()
+        clock.advance(61)  // past the refetch cooldown, well within max-age
+        let rotated = Fixtures.appleKey.withKeyID("NEWKID0001")
+        server.document.withLock { $0 = jwks(Fixtures.appleKey, rotated) }
+        let found = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<1000 { group.addTask { try await cache.key(forKeyID: "NEWKID0001").keyID } }
+            return try await group.reduce(into: 0) { count, _ in count += 1 }
+        }
+        #expect(found == 1000)
+        #expect(transport.count == 2)
+    }
+
+    @Test("tokens with random kids cannot cause a fetch storm")
+    func cooldown() async throws {
+        let transport = KeyServer().transport()
+        let clock = MutableClock()
+        let cache = JWKSCache(url: Self.url, transport: transport, timeSource: clock.source)
+        try await cache.refresh()
+        clock.advance(61)
+        for index in 0..<50 {
+            await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "random-\(index)") }
+        }
+        #expect(transport.count == 2)
+        clock.advance(61)
+        await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "random-again") }
+        #expect(transport.count == 3)
+    }
+
+    @Test("stale keys keep serving when the provider is unreachable")
+    func staleWhileUnreachable() async throws {
+        let server = KeyServer(cacheControl: "max-age=300")
+        let clock = MutableClock()
+        let cache = JWKSCache(url: Self.url, transport: server.transport(), timeSource: clock.source)
+        _ = try await cache.key(forKeyID: "W6WcOKB")
+        server.failing.withLock { $0 = true }
+        clock.advance(3600)
+        #expect(try await cache.key(forKeyID: "W6WcOKB").keyID == "W6WcOKB")
+    }
+
+    @Test("with no keys and no provider, the error says keys are unavailable")
+    func unavailable() async throws {
+        let server = KeyServer()
+        server.failing.withLock { $0 = true }
+        let cache = JWKSCache(url: Self.url, transport: server.transport(), timeSource: .fixed(Fixtures.now))
+        await #expect(throws: LatchkeyError(.keysUnavailable, "")) { _ = try await cache.key(forKeyID: "W6WcOKB") }
+        // Within the cooldown the same error comes back without another fetch.
+        await #expect(throws: LatchkeyError(.keysUnavailable, "")) { _ = try await cache.key(forKeyID: "W6WcOKB") }
+    }
+
+    @Test("non-200 answers and bodies that are not a JWKS are refused", arguments: [(500, "oops"), (200, "<html>"), (404, "{}")])
+    func badAnswers(status: Int, body: String) async {
+        let cache = JWKSCache(url: Self.url, transport: InMemoryTransport.answering(status, body), timeSource: .fixed(Fixtures.now))
+        await #expect(throws: LatchkeyError(.keysUnavailable, "")) { try await cache.refresh() }
+    }
+
+    @Test("preloaded keys serve without any fetch; offline caches never fetch")
+    func preload() async throws {
+        let transport = KeyServer().transport()
+        let cache = JWKSCache(url: Self.url, transport: transport, timeSource: .fixed(Fixtures.now))
+        try await cache.preload(jwksJSON: Array(jwks(Fixtures.appleKey).utf8))
+        _ = try await cache.key(forKeyID: "W6WcOKB")
+        #expect(transport.count == 0)
+
+        let offline = JWKSCache(offline: try await VerificationKeySet(jwksJSON: Array(jwks(Fixtures.appleKey).utf8)))
+        _ = try await offline.key(forKeyID: "W6WcOKB")
+        await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await offline.key(forKeyID: "other") }
+    }
+
+    @Test("the refresh service refreshes caches that are due and stops on shutdown")
+    func refreshService() async throws {
+        let transport = KeyServer().transport()
+        let cache = JWKSCache(url: Self.url, transport: transport, timeSource: .fixed(Fixtures.now))
+        let service = JWKSRefreshService(caches: [cache], checkInterval: .milliseconds(20))
+        let group = ServiceGroup(services: [service], logger: .init(label: "test"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            while transport.count == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(!cache.cachedKeys.isEmpty)
+    }
+
+    @Test("an identity token verifies end to end through the cache")
+    func endToEnd() async throws {
+        let cache = JWKSCache(url: Self.url, transport: KeyServer().transport(), timeSource: .fixed(Fixtures.now))
+        let verifier = IdentityTokenVerifier(policy: .apple(clientIDs: [Fixtures.bundleID]), keys: cache, timeSource: .fixed(Fixtures.now))
+        let identity = try await verifier.verify(Fixtures.appleKey.sign(claims: appleClaims()))
+        #expect(identity.subject.hasPrefix("000123."))
+    }
+}
