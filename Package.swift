@@ -63,9 +63,13 @@ let package = Package(
         .executableTarget(
             name: "latchkey",
             dependencies: [
+                "LatchkeyModels",
                 "LatchkeyCore",
                 "LatchkeyProviders",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -2,5 +2,10 @@ import ArgumentParser
 
 @main
 struct Latchkey: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "latchkey", version: "0.1.0")
+    static let configuration = CommandConfiguration(
+        commandName: "latchkey",
+        abstract: "Sign in with Apple (and other providers) for apps with their own backend.",
+        version: "0.1.0",
+        subcommands: [Demo.self, Bench.self]
+    )
 }

@@ -45,12 +45,12 @@ public struct IdentityTokenVerifier: Sendable {
     ) throws(LatchkeyError) -> VerifiedIdentity {
         guard let issuer = claims.iss else { throw missing("iss") }
         guard let subject = claims.sub, !subject.isEmpty else { throw missing("sub") }
-        guard let audience = claims.aud, !audience.values.isEmpty else { throw missing("aud") }
+        guard let audience = claims.aud, !audience.isEmpty else { throw missing("aud") }
         guard let exp = claims.exp else { throw missing("exp") }
         guard let iat = claims.iat else { throw missing("iat") }
 
         try checkIssuer(issuer, tenantID: claims.tid)
-        let matchedAudience = try checkAudience(audience.values)
+        let matchedAudience = try checkAudience(audience)
         try checkTimes(exp: exp, iat: iat, nbf: claims.nbf, now: now)
         try checkNonce(claims, rawNonce: expectations.rawNonce)
         if let code = expectations.authorizationCode {
@@ -67,12 +67,12 @@ public struct IdentityTokenVerifier: Sendable {
             expiresAt: Date(timeIntervalSince1970: exp),
             authTime: claims.authTime.map { Date(timeIntervalSince1970: $0) },
             email: claims.email,
-            emailVerified: claims.emailVerified?.value,
-            isPrivateEmail: claims.isPrivateEmail?.value,
+            emailVerified: claims.emailVerified,
+            isPrivateEmail: claims.isPrivateEmail,
             realUserStatus: claims.realUserStatus.flatMap(RealUserStatus.init(rawValue:)),
             transferSubject: claims.transferSub,
             organizationID: claims.orgID,
-            nonceSupported: claims.nonceSupported?.value,
+            nonceSupported: claims.nonceSupported,
             authorizedParty: claims.azp,
             hostedDomain: claims.hd,
             tenantID: claims.tid,
@@ -130,13 +130,13 @@ public struct IdentityTokenVerifier: Sendable {
     private func checkNonce(_ claims: IDTokenClaims, rawNonce: String?) throws(LatchkeyError) {
         guard let rawNonce else { return }
         guard let claim = claims.nonce else {
-            if claims.nonceSupported?.value == false { return }  // Apple: the device could not carry a nonce
+            if claims.nonceSupported == false { return }  // Apple: the device could not carry a nonce
             throw LatchkeyError(
                 .nonceMissing,
                 "a nonce was sent but the token carries none; the app must set the (hashed) nonce on the authorization request"
             )
         }
-        let hashed = SHA256.hash(data: Array(rawNonce.utf8)).map { hexDigits[Int($0 >> 4)] + hexDigits[Int($0 & 0xF)] }.joined()
+        let hashed = lowercaseHex(SHA256.hash(data: Array(rawNonce.utf8)))
         let matches: Bool
         switch policy.nonceMatching {
         case .hashed: matches = constantTimeEquals(hashed, claim)
@@ -169,7 +169,17 @@ public struct IdentityTokenVerifier: Sendable {
     }
 }
 
-private let hexDigits = (0..<16).map { String($0, radix: 16) }
+/// Lowercase hex of a digest, as iOS apps hash their nonces.
+func lowercaseHex(_ digest: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    text.reserveCapacity(128)
+    for byte in digest {
+        text.append(digits[Int(byte >> 4)])
+        text.append(digits[Int(byte & 0x0F)])
+    }
+    return String(decoding: text, as: UTF8.self)
+}
 
 /// "3 h", "12 min", "40 s": a duration for people.
 public func describe(seconds: Double) -> String {

@@ -63,25 +63,17 @@ public struct JOSEHeader: Sendable, Equatable {
     public let crit: [String]?
 
     init(json: [UInt8]) throws(LatchkeyError) {
-        let wire: Wire
         do {
-            wire = try sharedJSONDecoder.decode(Wire.self, from: Data(json))
+            let object = try LeanJSONObject(parsing: json)
+            guard let alg = try object.string("alg") else { throw LeanJSONError.invalidJSON(offset: 0) }
+            self.alg = alg
+            self.kid = try object.string("kid")
+            self.typ = try object.string("typ")
+            self.crit = try object.decode([String].self, "crit")
+        } catch LeanJSONError.duplicateKey(let name) {
+            throw LatchkeyError(.malformedToken, "the header names \"\(name.prefix(32))\" more than once")
         } catch {
             throw LatchkeyError(.malformedToken, "the header is not a JSON object with a string \"alg\"")
         }
-        if let duplicate = JSONTopLevelKeys.firstDuplicate(in: json) {
-            throw LatchkeyError(.malformedToken, "the header names \"\(duplicate)\" more than once")
-        }
-        self.alg = wire.alg
-        self.kid = wire.kid
-        self.typ = wire.typ
-        self.crit = wire.crit
-    }
-
-    private struct Wire: Decodable {
-        let alg: String
-        let kid: String?
-        let typ: String?
-        let crit: [String]?
     }
 }

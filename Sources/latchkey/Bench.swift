@@ -1,0 +1,169 @@
+import ArgumentParser
+import Crypto
+import CryptoExtras
+import Foundation
+import JWTKit
+import LatchkeyCore
+import LatchkeyProviders
+
+/// `latchkey bench`: hot paths measured against baselines in the same run, reported as ratios.
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure Latchkey's hot paths against baselines measured in the same run.",
+        discussion: """
+            Build in release mode for meaningful figures:
+              swift run -c release latchkey bench
+              swift run -c release latchkey bench --json > bench.jsonl
+            Each row is Latchkey's operations per second, the baseline's, and their ratio (higher is better for Latchkey).
+            """
+    )
+
+    @Flag(help: "One JSON object per line: name, opsPerSecond, baselineOpsPerSecond, baselineName, ratio.")
+    var json = false
+
+    @Option(help: "Seconds to measure each side of each row.")
+    var seconds: Double = 2
+
+    @Option(help: ArgumentHelp("Run only Latchkey's token verification this many times (for a profiler).", visibility: .hidden))
+    var profileIterations: Int?
+
+    func run() async throws {
+        let fixture = try await BenchFixture()
+        if let profileIterations {
+            for _ in 0..<profileIterations { try await fixture.verifyWithLatchkey() }
+            return
+        }
+        var rows: [BenchRow] = []
+
+        let ours = try await measure(seconds: seconds) { try await fixture.verifyWithLatchkey() }
+        let jwtKit = try await measure(seconds: seconds) { try await fixture.verifyWithJWTKit() }
+        rows.append(BenchRow(name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "jwtkit_apple_identity_token_verify", baselineOpsPerSecond: jwtKit))
+
+        let rawRSA = try await measure(seconds: seconds) { try fixture.verifyRawRSA() }
+        rows.append(BenchRow(name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "raw_rsa2048_pkcs1_sha256_verify", baselineOpsPerSecond: rawRSA))
+
+        let cached = try await measure(seconds: seconds) { _ = try await fixture.secrets.secret() }
+        let fresh = try await measure(seconds: seconds) { try fixture.signFreshSecret() }
+        rows.append(BenchRow(name: "apple_client_secret_cached", opsPerSecond: cached, baselineName: "apple_client_secret_sign", baselineOpsPerSecond: fresh))
+
+        for row in rows { print(json ? row.jsonLine : row.humanLine) }
+    }
+
+    /// Runs `body` repeatedly for about `seconds` after a short warm-up and returns operations per second.
+    private func measure(seconds: Double, _ body: () async throws -> Void) async throws -> Double {
+        let clock = ContinuousClock()
+        let warmUpEnd = clock.now.advanced(by: .milliseconds(200))
+        while clock.now < warmUpEnd { try await body() }
+        var operations = 0
+        let start = clock.now
+        let end = start.advanced(by: .nanoseconds(Int64(seconds * 1e9)))
+        while clock.now < end {
+            for _ in 0..<16 { try await body() }
+            operations += 16
+        }
+        let elapsed = clock.now - start
+        return Double(operations) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+}
+
+struct BenchRow: Encodable {
+    let name: String
+    let opsPerSecond: Double
+    let baselineName: String
+    let baselineOpsPerSecond: Double
+    var ratio: Double { opsPerSecond / baselineOpsPerSecond }
+
+    enum CodingKeys: String, CodingKey { case name, opsPerSecond, baselineOpsPerSecond, baselineName, ratio }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(opsPerSecond.rounded(), forKey: .opsPerSecond)
+        try container.encode(baselineOpsPerSecond.rounded(), forKey: .baselineOpsPerSecond)
+        try container.encode(baselineName, forKey: .baselineName)
+        try container.encode((ratio * 1000).rounded() / 1000, forKey: .ratio)
+    }
+
+    var jsonLine: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
+    }
+
+    var humanLine: String {
+        func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
+        return pad(name, 28) + pad(String(format: "%10.0f ops/s", opsPerSecond), 18) + "vs " + pad(baselineName, 36)
+            + pad(String(format: "%10.0f ops/s", baselineOpsPerSecond), 18) + String(format: "ratio %.2f", ratio)
+    }
+}
+
+/// One Apple-style RS256 identity token, the keys to check it three ways, and a client-secret provider.
+struct BenchFixture: Sendable {
+    let token: String
+    let latchkey: IdentityTokenVerifier
+    let jwtKit: JWTKeyCollection
+    let rawKey: _RSA.Signing.PublicKey
+    let signingInput: [UInt8]
+    let signature: _RSA.Signing.RSASignature
+    let secrets: AppleClientSecretProvider
+    let credentials: AppleSigningCredentials
+    let nonce = "bench-raw-nonce-0123456789"
+    static let clientID = "com.example.app"
+
+    init() async throws {
+        let privateKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let now = Int(Date().timeIntervalSince1970)
+        let nonceHash = SHA256.hash(data: Array(nonce.utf8)).map { String(format: "%02x", $0) }.joined()
+        let header = #"{"kid":"W6WcOKB","alg":"RS256"}"#
+        let claims = """
+            {"iss":"https://appleid.apple.com","aud":"\(Self.clientID)","exp":\(now + 86_400),"iat":\(now),\
+            "sub":"000123.0123456789abcdef0123456789abcdef.0456","nonce":"\(nonceHash)","c_hash":"x1b2c3d4e5f6g7h8i9j0kA",\
+            "email":"ab12cd34ef@privaterelay.appleid.com","email_verified":"true","is_private_email":"true",\
+            "auth_time":\(now),"nonce_supported":true,"real_user_status":2}
+            """
+        let input = base64URL(Array(header.utf8)) + "." + base64URL(Array(claims.utf8))
+        let signature = try privateKey.signature(for: SHA256.hash(data: Array(input.utf8)), padding: .insecurePKCS1v1_5)
+        token = input + "." + base64URL(Array(signature.rawRepresentation))
+        signingInput = Array(input.utf8)
+        self.signature = signature
+        rawKey = privateKey.publicKey
+
+        let primitives = try privateKey.publicKey.getKeyPrimitives()
+        let jwks = #"{"keys":[{"kty":"RSA","kid":"W6WcOKB","use":"sig","alg":"RS256","n":"\#(base64URL(Array(primitives.modulus)))","e":"\#(base64URL(Array(primitives.publicExponent)))"}]}"#
+        let cache = JWKSCache(url: "http://127.0.0.1:9/auth/keys", transport: NoNetwork())
+        try await cache.preload(jwksJSON: Array(jwks.utf8))
+        latchkey = IdentityTokenVerifier(policy: .apple(clientIDs: [Self.clientID, "com.example.web"]), keys: cache)
+
+        jwtKit = JWTKeyCollection()
+        try await jwtKit.add(rsa: Insecure.RSA.PublicKey(pem: privateKey.publicKey.pemRepresentation), digestAlgorithm: .sha256, kid: "W6WcOKB")
+
+        let p256 = P256.Signing.PrivateKey()
+        credentials = try AppleSigningCredentials(teamID: "TEAMID1234", keyID: "KEYID12345", privateKeyPEM: p256.pemRepresentation)
+        secrets = try AppleClientSecretProvider(credentials: credentials, clientID: Self.clientID)
+    }
+
+    func verifyWithLatchkey() async throws {
+        _ = try await latchkey.verify(token, expecting: IdentityTokenExpectations(rawNonce: nonce))
+    }
+
+    func verifyWithJWTKit() async throws {
+        _ = try await jwtKit.verify(token, as: AppleIdentityToken.self, expectedAudiences: [Self.clientID, "com.example.web"])
+    }
+
+    func verifyRawRSA() throws {
+        guard rawKey.isValidSignature(signature, for: SHA256.hash(data: signingInput), padding: .insecurePKCS1v1_5) else {
+            throw LatchkeyError(.invalidSignature, "raw RSA baseline failed")
+        }
+    }
+
+    func signFreshSecret() throws {
+        _ = try AppleClientSecretProvider.makeSecret(credentials: credentials, clientID: Self.clientID, issuedAt: Date(), lifetime: 3600)
+    }
+}
+
+/// The benchmark never touches the network; the cache is preloaded.
+struct NoNetwork: HTTPTransport {
+    func send(_ request: OutboundRequest) async throws(LatchkeyError) -> OutboundResponse {
+        throw LatchkeyError(.providerUnavailable, "the benchmark does not use the network")
+    }
+}
