@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "LatchkeyModels", targets: ["LatchkeyModels"]),
         .library(name: "LatchkeyCore", targets: ["LatchkeyCore"]),
         .library(name: "LatchkeyProviders", targets: ["LatchkeyProviders"]),
+        .library(name: "LatchkeyEmulator", targets: ["LatchkeyEmulator"]),
         .executable(name: "latchkey", targets: ["latchkey"]),
     ],
     dependencies: [
@@ -27,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
     ],
     targets: [
         .target(
@@ -60,12 +62,28 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "LatchkeyEmulator",
+            dependencies: [
+                "LatchkeyModels",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "latchkey",
             dependencies: [
                 "LatchkeyModels",
                 "LatchkeyCore",
                 "LatchkeyProviders",
+                "LatchkeyEmulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -84,6 +102,14 @@ let package = Package(
             ],
             path: "Tests/LatchkeyTestSupport",
             resources: [.copy("Fixtures")],
+            swiftSettings: testSwiftSettings
+        ),
+        .testTarget(
+            name: "LatchkeyEmulatorTests",
+            dependencies: [
+                "LatchkeyEmulator", "LatchkeyProviders", "LatchkeyTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(name: "LatchkeyCoreTests", dependencies: ["LatchkeyCore", "LatchkeyTestSupport"], swiftSettings: testSwiftSettings),

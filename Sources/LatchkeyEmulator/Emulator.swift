@@ -1,0 +1,81 @@
+import Foundation
+public import Hummingbird
+public import Logging
+public import ServiceLifecycle
+
+/// An offline stand-in for Sign in with Apple (`appleid.apple.com`) and Google's identity endpoints.
+///
+/// Point a client at ``RunningEmulator/baseURL`` instead of `https://appleid.apple.com`, and at
+/// `baseURL + "/google"` instead of Google's hosts. A control API under `/emulator/` creates users,
+/// mints native sign-ins, revokes consent, injects faults and shows every request received.
+///
+/// ```swift
+/// let emulator = try await Emulator.start(configuration: configuration)
+/// defer { Task { await emulator.stop() } }
+/// print(emulator.baseURL)   // http://127.0.0.1:53127
+/// ```
+public struct Emulator: Sendable {
+    public let configuration: EmulatorConfiguration
+    let state: EmulatorState
+    let logger: Logger
+
+    public init(configuration: EmulatorConfiguration, logger: Logger = Logger(label: "latchkey.emulator")) throws {
+        self.configuration = configuration
+        self.state = try EmulatorState(configuration: configuration)
+        self.logger = logger
+    }
+
+    /// The HTTP application serving every endpoint.
+    public func makeApplication(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> some ApplicationProtocol {
+        Application(
+            router: makeRouter(),
+            configuration: .init(address: .hostname(host, port: port), serverName: "latchkey-emulator"),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
+            logger: logger
+        )
+    }
+
+    /// Delivers server-to-server notifications, retrying with backoff until the receiver answers 200.
+    public var notificationService: some Service { NotificationDeliveryService(state: state, configuration: configuration, logger: logger) }
+
+    /// Starts the emulator in-process on loopback, on `port` (0 picks a free one).
+    public static func start(configuration: EmulatorConfiguration, port: Int = 0, logger: Logger = Logger(label: "latchkey.emulator")) async throws -> RunningEmulator {
+        let emulator = try Emulator(configuration: configuration, logger: logger)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let application = emulator.makeApplication(port: port) { port in continuation.yield(port) }
+        let group = ServiceGroup(services: [application, emulator.notificationService], gracefulShutdownSignals: [], logger: logger)
+        let task = Task { try await group.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let bound = await iterator.next() else { throw CancellationError() }
+        return RunningEmulator(baseURL: "http://127.0.0.1:\(bound)", port: bound, group: group, task: task)
+    }
+}
+
+/// An emulator running in this process.
+public final class RunningEmulator: Sendable {
+    /// `http://127.0.0.1:PORT`: use it where Apple's base URL would go.
+    public let baseURL: String
+    public let port: Int
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    init(baseURL: String, port: Int, group: ServiceGroup, task: Task<Void, any Error>) {
+        self.baseURL = baseURL
+        self.port = port
+        self.group = group
+        self.task = task
+    }
+
+    /// Google's endpoints live under this prefix.
+    public var googleBaseURL: String { baseURL + "/google" }
+
+    /// Stops serving and waits until the port is closed.
+    public func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
+    }
+}

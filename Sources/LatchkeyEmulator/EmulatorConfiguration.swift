@@ -1,0 +1,110 @@
+public import Foundation
+
+/// How the emulator is set up: which teams and apps exist, and which contested behaviours it imitates.
+///
+/// ```swift
+/// var configuration = EmulatorConfiguration()
+/// try configuration.addTeam(teamID: "TEAMID1234", keyID: "KEYID12345", publicKeyPEM: p8PublicKey)
+/// configuration.addApp(clientID: "com.example.app", teamID: "TEAMID1234")
+/// ```
+public struct EmulatorConfiguration: Sendable {
+    /// A developer team and the public halves of its Sign in with Apple keys, by key id.
+    public struct Team: Sendable, Equatable {
+        public var teamID: String
+        public var keys: [String: String]
+
+        public init(teamID: String, keys: [String: String]) {
+            self.teamID = teamID
+            self.keys = keys
+        }
+    }
+
+    /// A client id registered with Sign in with Apple: a bundle id (native) or a Services ID (web).
+    public struct App: Sendable, Equatable {
+        public var clientID: String
+        public var teamID: String
+        /// Redirect URIs registered for web sign-ins; matched exactly.
+        public var redirectURIs: [String]
+        /// Where server-to-server notifications are POSTed.
+        public var notificationURL: String?
+
+        public init(clientID: String, teamID: String, redirectURIs: [String] = [], notificationURL: String? = nil) {
+            self.clientID = clientID
+            self.teamID = teamID
+            self.redirectURIs = redirectURIs
+            self.notificationURL = notificationURL
+        }
+    }
+
+    /// A Google OAuth client. Public clients (iOS, desktop) have no secret and must use PKCE.
+    public struct GoogleClient: Sendable, Equatable {
+        public var clientID: String
+        public var clientSecret: String?
+        public var redirectURIs: [String]
+
+        public init(clientID: String, clientSecret: String? = nil, redirectURIs: [String] = []) {
+            self.clientID = clientID
+            self.clientSecret = clientSecret
+            self.redirectURIs = redirectURIs
+        }
+    }
+
+    /// How Apple's boolean claims are written: the documented strings or plain JSON booleans.
+    public enum BooleanStyle: String, Sendable, CaseIterable {
+        case strings
+        case booleans
+    }
+
+    /// The unit of `event_time` in notifications: Apple's examples use seconds, captured payloads milliseconds.
+    public enum EventTimeUnit: String, Sendable, CaseIterable {
+        case seconds
+        case milliseconds
+    }
+
+    public var teams: [Team] = []
+    public var apps: [App] = []
+    public var googleClients: [GoogleClient] = []
+
+    /// `iss` of Apple identity tokens.
+    public var appleIssuer = "https://appleid.apple.com"
+    /// `iss` of Google identity tokens (`https://accounts.google.com` or `accounts.google.com`).
+    public var googleIssuer = "https://accounts.google.com"
+    /// Lifetime of identity tokens. Apple documents none: 600 s historically, 86,400 s observed lately.
+    public var identityTokenLifetime: TimeInterval = 600
+    /// Authorization codes are single-use and live five minutes.
+    public var authorizationCodeLifetime: TimeInterval = 300
+    /// Access tokens from `/auth/token`.
+    public var accessTokenLifetime: TimeInterval = 3600
+    public var booleanStyle: BooleanStyle = .strings
+    /// The account-deletion event type: `account-delete` (older docs) or `account-deleted` (current docs).
+    public var accountDeletionEventType = "account-delete"
+    public var eventTimeUnit: EventTimeUnit = .milliseconds
+    /// How long an app transfer's `transfer_sub` stays usable.
+    public var transferWindow: TimeInterval = 60 * 86_400
+    /// How many notification delivery attempts are made before giving up.
+    public var notificationMaximumAttempts = 8
+    public var notificationInitialBackoff: Duration = .milliseconds(500)
+    /// Lets redirect URIs use plain HTTP on a domain name (never an IP address or localhost).
+    public var allowHTTPRedirectURIs = false
+
+    public init() {}
+
+    /// Registers a team with the public key (PEM) of one of its Sign in with Apple keys.
+    public mutating func addTeam(teamID: String, keyID: String, publicKeyPEM: String) {
+        if let index = teams.firstIndex(where: { $0.teamID == teamID }) {
+            teams[index].keys[keyID] = publicKeyPEM
+        } else {
+            teams.append(Team(teamID: teamID, keys: [keyID: publicKeyPEM]))
+        }
+    }
+
+    /// Registers a client id of a team.
+    public mutating func addApp(clientID: String, teamID: String, redirectURIs: [String] = [], notificationURL: String? = nil) {
+        apps.removeAll { $0.clientID == clientID }
+        apps.append(App(clientID: clientID, teamID: teamID, redirectURIs: redirectURIs, notificationURL: notificationURL))
+    }
+
+    func app(_ clientID: String) -> App? { apps.first { $0.clientID == clientID } }
+    func team(_ teamID: String) -> Team? { teams.first { $0.teamID == teamID } }
+    func googleClient(_ clientID: String) -> GoogleClient? { googleClients.first { $0.clientID == clientID } }
+}

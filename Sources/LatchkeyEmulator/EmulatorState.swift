@@ -1,0 +1,492 @@
+import Crypto
+import Foundation
+
+/// Everything the emulator remembers, and the rules of Apple's and Google's endpoints, free of HTTP.
+actor EmulatorState {
+    let configuration: EmulatorConfiguration
+    private(set) var appleKeys: SigningKeyRing
+    private(set) var googleKeys: SigningKeyRing
+    private var clockOffset: TimeInterval = 0
+
+    private var users: [UUID: UserRecord] = [:]
+    private var consents: [String: ConsentRecord] = [:]
+    private var codes: [String: CodeRecord] = [:]
+    private var grants: [String: GrantRecord] = [:]
+    private var accessTokens: [String: AccessTokenRecord] = [:]
+    private var transfers: [String: TransferRecord] = [:]
+    private var faults: [FaultSpec] = []
+    private var log: [RequestRecord] = []
+    private var deliveries: [String: NotificationRecord] = [:]
+    private let outbox: AsyncStream<PendingNotification>.Continuation
+    let pendingNotifications: AsyncStream<PendingNotification>
+
+    init(configuration: EmulatorConfiguration) throws {
+        self.configuration = configuration
+        appleKeys = try SigningKeyRing(makeKeyID: Identifiers.appleKeyID)
+        googleKeys = try SigningKeyRing(makeKeyID: Identifiers.googleKeyID)
+        (pendingNotifications, outbox) = AsyncStream.makeStream()
+    }
+
+    /// The emulator's clock: real time plus the offset set through the control API.
+    var now: Date { Date().addingTimeInterval(clockOffset) }
+
+    func setClockOffset(_ seconds: TimeInterval) { clockOffset = seconds }
+
+    func rotateKeys() throws {
+        try appleKeys.rotate()
+        try googleKeys.rotate()
+    }
+
+    // MARK: - Users
+
+    func createUser(email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?) -> UserRecord {
+        let id = UUID()
+        let user = UserRecord(
+            id: id,
+            email: email ?? "user-\(Identifiers.randomAlphanumeric(6))@example.com",
+            hideMyEmail: hideMyEmail,
+            realUserStatus: realUserStatus,
+            givenName: givenName,
+            familyName: familyName
+        )
+        users[id] = user
+        return user
+    }
+
+    /// The user whose subject (under any team) is `sub`, with that team.
+    func user(bySubject sub: String) -> (UserRecord, teamID: String)? {
+        for user in users.values {
+            for team in configuration.teams where Identifiers.appleSubject(userID: user.id, teamID: team.teamID) == sub {
+                return (user, team.teamID)
+            }
+            if Identifiers.googleSubject(userID: user.id) == sub { return (user, "google") }
+        }
+        return nil
+    }
+
+    func user(byEmail email: String) -> UserRecord? { users.values.first { $0.email.lowercased() == email.lowercased() } }
+
+    func subject(of user: UserRecord, teamID: String) -> String { Identifiers.appleSubject(userID: user.id, teamID: teamID) }
+
+    /// The address apps of `teamID` see: the relay address when the user hides their e-mail.
+    func visibleEmail(of user: UserRecord, teamID: String) -> String {
+        user.hideMyEmail ? Identifiers.relayEmail(userID: user.id, teamID: teamID) : user.email
+    }
+
+    var defaultTeamID: String? { configuration.teams.first?.teamID }
+
+    // MARK: - Sign-in
+
+    struct SignIn: Sendable {
+        let code: String
+        let identityToken: String
+        /// Name and e-mail, only on the user's first authorization of the team's apps.
+        let user: [String: Claim]?
+    }
+
+    /// What an iPhone hands the app after a native sign-in, or what `/auth/authorize` returns on the web.
+    func signIn(userID: UUID, clientID: String, redirectURI: String?, nonce: String?, scopes: Set<String>, native: Bool) async throws(AppleOAuthError) -> SignIn {
+        guard let app = configuration.app(clientID) else { throw AppleOAuthError(code: "invalid_client", detail: "client_id \(clientID) is not registered") }
+        guard let user = users[userID] else { throw AppleOAuthError(code: "invalid_request", detail: "no such user") }
+        let consentKey = Self.consentKey(userID, app.teamID)
+        var sharedUser: [String: Claim]?
+        if let existing = consents[consentKey] {
+            consents[consentKey]?.scopes = existing.scopes.union(scopes)
+        } else {
+            consents[consentKey] = ConsentRecord(scopes: scopes, firstAuthorizedAt: now)
+            if !scopes.isEmpty { sharedUser = userJSON(user, teamID: app.teamID, scopes: scopes) }
+        }
+        let code = Identifiers.authorizationCode()
+        codes[code] = CodeRecord(
+            code: code, provider: .apple, userID: userID, clientID: clientID, redirectURI: redirectURI, nonce: nonce,
+            scopes: scopes, createdAt: now, native: native, codeChallenge: nil, codeChallengeMethod: nil
+        )
+        let claims = appleIDTokenClaims(user: user, app: app, nonce: nonce, native: native, code: code, accessToken: nil)
+        do {
+            return SignIn(code: code, identityToken: try await appleKeys.sign(claims), user: sharedUser)
+        } catch {
+            throw AppleOAuthError(code: "server_error", detail: "signing failed")
+        }
+    }
+
+    private func userJSON(_ user: UserRecord, teamID: String, scopes: Set<String>) -> [String: Claim] {
+        var json: [String: Claim] = [:]
+        if scopes.contains("name") {
+            json["name"] = .object(["firstName": .string(user.givenName ?? ""), "lastName": .string(user.familyName ?? "")])
+        }
+        if scopes.contains("email") { json["email"] = .string(visibleEmail(of: user, teamID: teamID)) }
+        return json
+    }
+
+    private static func consentKey(_ userID: UUID, _ teamID: String) -> String { "\(userID.uuidString)|\(teamID)" }
+
+    private func bool(_ value: Bool) -> Claim {
+        configuration.booleanStyle == .strings ? .string(value ? "true" : "false") : .bool(value)
+    }
+
+    private func appleIDTokenClaims(user: UserRecord, app: EmulatorConfiguration.App, nonce: String?, native: Bool, code: String?, accessToken: String?) -> ClaimSet {
+        let issuedAt = Int(now.timeIntervalSince1970)
+        var claims = ClaimSet([
+            ("iss", .string(configuration.appleIssuer)),
+            ("aud", .string(app.clientID)),
+            ("exp", .int(issuedAt + Int(configuration.identityTokenLifetime))),
+            ("iat", .int(issuedAt)),
+            ("sub", .string(subject(of: user, teamID: app.teamID))),
+        ])
+        if let code { claims["c_hash"] = .string(Self.halfHash(code)) }
+        if let accessToken { claims["at_hash"] = .string(Self.halfHash(accessToken)) }
+        if consents[Self.consentKey(user.id, app.teamID)]?.scopes.contains("email") == true {
+            claims["email"] = .string(visibleEmail(of: user, teamID: app.teamID))
+            claims["email_verified"] = bool(true)
+            claims["is_private_email"] = bool(user.hideMyEmail)
+        }
+        claims["auth_time"] = .int(issuedAt)
+        claims["nonce_supported"] = .bool(true)
+        if let nonce { claims["nonce"] = .string(nonce) }
+        if native { claims["real_user_status"] = .int(user.realUserStatus) }
+        if let transfer = transfers.values.first(where: { $0.userID == user.id && $0.toTeam == app.teamID && now < $0.createdAt.addingTimeInterval(configuration.transferWindow) }) {
+            claims["transfer_sub"] = .string(transfer.transferSubject)
+        }
+        return claims
+    }
+
+    static func halfHash(_ value: String) -> String {
+        base64URL(Array(SHA256.hash(data: Array(value.utf8))).prefix(16))
+    }
+
+    // MARK: - /auth/token
+
+    /// Answers `/auth/token` as Apple does.
+    func appleToken(_ form: [String: String]) async throws(AppleOAuthError) -> [String: Claim] {
+        let clientID = try authenticateClient(form)
+        switch form["grant_type"] {
+        case "authorization_code": return try await redeemCode(form, clientID: clientID)
+        case "refresh_token": return try await validateRefreshToken(form, clientID: clientID)
+        case "client_credentials":
+            guard form["scope"] == "user.migration" else { throw AppleOAuthError(code: "invalid_scope", detail: "client_credentials needs scope=user.migration") }
+            let token = Identifiers.accessToken()
+            let teamID = configuration.app(clientID)!.teamID
+            accessTokens[token] = AccessTokenRecord(token: token, clientID: clientID, teamID: teamID, userID: nil, refreshToken: nil, expiresAt: now.addingTimeInterval(3600))
+            return ["access_token": .string(token), "token_type": .string("Bearer"), "expires_in": .int(3600)]
+        case nil:
+            throw AppleOAuthError(code: "invalid_request", detail: "grant_type is missing")
+        default:
+            throw AppleOAuthError(code: "unsupported_grant_type", detail: "grant_type \(form["grant_type"]!) is not supported")
+        }
+    }
+
+    /// Checks `client_id` and `client_secret`; returns the client id.
+    private func authenticateClient(_ form: [String: String]) throws(AppleOAuthError) -> String {
+        guard let clientID = form["client_id"], !clientID.isEmpty else { throw AppleOAuthError(code: "invalid_request", detail: "client_id is missing") }
+        guard let secret = form["client_secret"], !secret.isEmpty else { throw AppleOAuthError(code: "invalid_request", detail: "client_secret is missing") }
+        if let problem = ClientSecretCheck.problem(secret: secret, clientID: clientID, configuration: configuration, now: now) {
+            throw AppleOAuthError(code: "invalid_client", detail: problem)
+        }
+        return clientID
+    }
+
+    private func redeemCode(_ form: [String: String], clientID: String) async throws(AppleOAuthError) -> [String: Claim] {
+        guard let code = form["code"], !code.isEmpty else { throw AppleOAuthError(code: "invalid_request", detail: "code is missing") }
+        guard var record = codes[code], record.provider == .apple else { throw AppleOAuthError(code: "invalid_grant", detail: "unknown code") }
+        guard !record.used else { throw AppleOAuthError(code: "invalid_grant", detail: "the code was already redeemed") }
+        guard now < record.createdAt.addingTimeInterval(configuration.authorizationCodeLifetime) else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "the code expired")
+        }
+        guard record.clientID == clientID else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "the code was issued to \(record.clientID), not \(clientID)")
+        }
+        guard record.redirectURI == form["redirect_uri"] else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "redirect_uri does not match the authorization request")
+        }
+        record.used = true
+        codes[code] = record
+        guard let user = users[record.userID], let app = configuration.app(clientID) else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "the user no longer exists")
+        }
+        guard consents[Self.consentKey(user.id, app.teamID)] != nil else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "the user revoked consent")
+        }
+        let refreshToken = Identifiers.refreshToken()
+        grants[refreshToken] = GrantRecord(refreshToken: refreshToken, provider: .apple, userID: user.id, clientID: clientID, teamID: app.teamID, createdAt: now)
+        let accessToken = issueAccessToken(clientID: clientID, teamID: app.teamID, userID: user.id, refreshToken: refreshToken)
+        let claims = appleIDTokenClaims(user: user, app: app, nonce: record.nonce, native: record.native, code: nil, accessToken: accessToken)
+        return [
+            "access_token": .string(accessToken), "token_type": .string("Bearer"),
+            "expires_in": .int(Int(configuration.accessTokenLifetime)), "refresh_token": .string(refreshToken),
+            "id_token": .string(try await sign(claims)),
+        ]
+    }
+
+    private func validateRefreshToken(_ form: [String: String], clientID: String) async throws(AppleOAuthError) -> [String: Claim] {
+        guard let token = form["refresh_token"], !token.isEmpty else { throw AppleOAuthError(code: "invalid_request", detail: "refresh_token is missing") }
+        guard var grant = grants[token], grant.provider == .apple, !grant.revoked else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "the refresh token is unknown or revoked")
+        }
+        guard grant.clientID == clientID else { throw AppleOAuthError(code: "invalid_grant", detail: "the refresh token belongs to \(grant.clientID)") }
+        guard let user = users[grant.userID], let app = configuration.app(clientID) else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "the user no longer exists")
+        }
+        grant.validations += 1
+        grants[token] = grant
+        let accessToken = issueAccessToken(clientID: clientID, teamID: app.teamID, userID: user.id, refreshToken: token)
+        let claims = appleIDTokenClaims(user: user, app: app, nonce: nil, native: false, code: nil, accessToken: accessToken)
+        return [
+            "access_token": .string(accessToken), "token_type": .string("Bearer"),
+            "expires_in": .int(Int(configuration.accessTokenLifetime)), "id_token": .string(try await sign(claims)),
+        ]
+    }
+
+    private func issueAccessToken(clientID: String, teamID: String, userID: UUID, refreshToken: String?) -> String {
+        let token = Identifiers.accessToken()
+        accessTokens[token] = AccessTokenRecord(
+            token: token, clientID: clientID, teamID: teamID, userID: userID, refreshToken: refreshToken,
+            expiresAt: now.addingTimeInterval(configuration.accessTokenLifetime)
+        )
+        return token
+    }
+
+    private func sign(_ claims: ClaimSet) async throws(AppleOAuthError) -> String {
+        do { return try await appleKeys.sign(claims) } catch { throw AppleOAuthError(code: "server_error", detail: "signing failed") }
+    }
+
+    // MARK: - /auth/revoke
+
+    /// Revokes a refresh or access token. Unknown tokens are fine (RFC 7009).
+    func appleRevoke(_ form: [String: String]) throws(AppleOAuthError) {
+        let clientID = try authenticateClient(form)
+        guard let token = form["token"], !token.isEmpty else { throw AppleOAuthError(code: "invalid_request", detail: "token is missing") }
+        let grant = grants[token] ?? accessTokens[token]?.refreshToken.flatMap { grants[$0] }
+        if let grant {
+            guard grant.clientID == clientID else { throw AppleOAuthError(code: "invalid_grant", detail: "the token belongs to \(grant.clientID)") }
+            revokeAuthorization(userID: grant.userID, teamID: grant.teamID)
+        } else if let access = accessTokens[token] {
+            guard access.clientID == clientID else { throw AppleOAuthError(code: "invalid_grant", detail: "the token belongs to \(access.clientID)") }
+            accessTokens[token]?.revoked = true
+        }
+    }
+
+    /// Ends a user's authorization of a team's apps: grants and access tokens die, and the next sign-in
+    /// is a first one again (name and e-mail are shared anew).
+    private func revokeAuthorization(userID: UUID, teamID: String) {
+        consents[Self.consentKey(userID, teamID)] = nil
+        for (token, grant) in grants where grant.userID == userID && grant.teamID == teamID { grants[token]?.revoked = true }
+        for (token, access) in accessTokens where access.userID == userID && access.teamID == teamID { accessTokens[token]?.revoked = true }
+    }
+
+    // MARK: - /auth/usermigrationinfo
+
+    func userMigration(_ form: [String: String], bearer: String?) throws(AppleOAuthError) -> [String: Claim] {
+        let clientID = try authenticateClient(form)
+        let teamID = configuration.app(clientID)!.teamID
+        guard let bearer, let access = accessTokens[bearer], access.userID == nil, !access.revoked, access.teamID == teamID, now < access.expiresAt else {
+            throw AppleOAuthError(code: "invalid_request", detail: "a valid team access token (client_credentials, scope user.migration) is required as Bearer")
+        }
+        if let transferSubject = form["transfer_sub"] {
+            guard let transfer = transfers[transferSubject], transfer.toTeam == teamID,
+                now < transfer.createdAt.addingTimeInterval(configuration.transferWindow), let user = users[transfer.userID]
+            else { throw AppleOAuthError(code: "invalid_request", detail: "unknown or expired transfer_sub") }
+            var answer: [String: Claim] = ["sub": .string(subject(of: user, teamID: teamID))]
+            if user.hideMyEmail {
+                answer["email"] = .string(Identifiers.relayEmail(userID: user.id, teamID: teamID))
+                answer["is_private_email"] = .bool(true)
+            }
+            return answer
+        }
+        guard let sub = form["sub"], let target = form["target"], !target.isEmpty else {
+            throw AppleOAuthError(code: "invalid_request", detail: "send sub and target, or transfer_sub")
+        }
+        guard let (user, userTeam) = user(bySubject: sub), userTeam == teamID else {
+            throw AppleOAuthError(code: "invalid_request", detail: "sub is not a user of team \(teamID)")
+        }
+        let transferSubject = Identifiers.transferSubject()
+        transfers[transferSubject] = TransferRecord(transferSubject: transferSubject, userID: user.id, fromTeam: teamID, toTeam: target, createdAt: now)
+        return ["transfer_sub": .string(transferSubject)]
+    }
+
+    // MARK: - Account events and notifications
+
+    /// The user revokes the app in Settings: authorizations of `teamID` end and the team's apps are told.
+    func revokeConsent(subject: String) throws(AppleOAuthError) {
+        guard let (user, teamID) = user(bySubject: subject) else { throw AppleOAuthError(code: "invalid_request", detail: "no such user") }
+        revokeAuthorization(userID: user.id, teamID: teamID)
+        notify(type: "consent-revoked", user: user, teams: [teamID])
+    }
+
+    /// The user deletes their Apple Account: every token dies, every team that knew them is told.
+    func deleteUser(subject: String) throws(AppleOAuthError) {
+        guard let (user, _) = user(bySubject: subject) else { throw AppleOAuthError(code: "invalid_request", detail: "no such user") }
+        let teams = configuration.teams.map(\.teamID).filter { teamID in consents[Self.consentKey(user.id, teamID)] != nil || grants.values.contains { $0.userID == user.id && $0.teamID == teamID } }
+        for team in configuration.teams { revokeAuthorization(userID: user.id, teamID: team.teamID) }
+        notify(type: configuration.accountDeletionEventType, user: user, teams: teams)
+        users[user.id] = nil
+    }
+
+    func setEmailForwarding(subject: String, enabled: Bool) throws(AppleOAuthError) {
+        guard let (user, teamID) = user(bySubject: subject) else { throw AppleOAuthError(code: "invalid_request", detail: "no such user") }
+        users[user.id]?.emailForwardingEnabled = enabled
+        notify(type: enabled ? "email-enabled" : "email-disabled", user: user, teams: [teamID], includeEmail: true)
+    }
+
+    private func notify(type: String, user: UserRecord, teams: [String], includeEmail: Bool = false) {
+        for teamID in teams {
+            for app in configuration.apps where app.teamID == teamID {
+                guard let url = app.notificationURL else { continue }
+                let time = now.timeIntervalSince1970
+                var event: [String: Claim] = [
+                    "type": .string(type), "sub": .string(subject(of: user, teamID: teamID)),
+                    "event_time": .int(configuration.eventTimeUnit == .milliseconds ? Int(time * 1000) : Int(time)),
+                ]
+                if includeEmail {
+                    event["email"] = .string(visibleEmail(of: user, teamID: teamID))
+                    event["is_private_email"] = .string(user.hideMyEmail ? "true" : "false")
+                }
+                let eventsJSON = String(decoding: (try? JSONEncoder.sorted.encode(event)) ?? Data(), as: UTF8.self)
+                let id = UUID().uuidString.lowercased()
+                let claims = ClaimSet([
+                    ("iss", .string(configuration.appleIssuer)), ("aud", .string(app.clientID)), ("iat", .int(Int(time))),
+                    ("exp", .int(Int(time) + 3600)), ("jti", .string(id)), ("events", .string(eventsJSON)),
+                ])
+                deliveries[id] = NotificationRecord(id: id, url: url, type: type, sub: subject(of: user, teamID: teamID), clientId: app.clientID)
+                outbox.yield(PendingNotification(id: id, url: url, claims: claims))
+                // One URL serves all of a team's apps; Apple sends each event once per URL.
+                break
+            }
+        }
+    }
+
+    func signNotification(_ claims: ClaimSet) async throws -> String { try await appleKeys.sign(claims) }
+
+    func recordDelivery(id: String, status: Int?, delivered: Bool) {
+        deliveries[id]?.attempts += 1
+        deliveries[id]?.lastStatus = status
+        if delivered { deliveries[id]?.delivered = true }
+    }
+
+    var notificationRecords: [NotificationRecord] { deliveries.values.sorted { $0.createdAt < $1.createdAt } }
+
+    // MARK: - Faults and the request log
+
+    func addFault(_ fault: FaultSpec) { faults.append(fault) }
+    func clearFaults() { faults.removeAll() }
+
+    /// The fault to inject for a request to `endpoint`, consuming one use of it.
+    func takeFault(for endpoint: String) -> FaultSpec? {
+        guard let index = faults.firstIndex(where: { $0.endpoint == endpoint || $0.endpoint == "*" }) else { return nil }
+        let fault = faults[index]
+        if let remaining = fault.count {
+            if remaining <= 1 { faults.remove(at: index) } else { faults[index].count = remaining - 1 }
+        }
+        return fault
+    }
+
+    func record(_ entry: RequestRecord) { log.append(entry) }
+    var requestLog: [RequestRecord] { log }
+    func clearRequestLog() { log.removeAll() }
+
+    // MARK: - Google
+
+    func googleSignIn(userID: UUID, clientID: String, redirectURI: String?, nonce: String?, scopes: Set<String>, codeChallenge: String?, codeChallengeMethod: String?) throws(GoogleOAuthError) -> String {
+        guard configuration.googleClient(clientID) != nil else { throw GoogleOAuthError(status: 401, code: "invalid_client", description: "The OAuth client was not found.") }
+        guard users[userID] != nil else { throw GoogleOAuthError(status: 400, code: "invalid_request", description: "no such user") }
+        let code = "4/0" + Identifiers.randomAlphanumeric(70, alphabet: Identifiers.base64URLAlphabet)
+        codes[code] = CodeRecord(
+            code: code, provider: .google, userID: userID, clientID: clientID, redirectURI: redirectURI, nonce: nonce, scopes: scopes,
+            createdAt: now, native: false, codeChallenge: codeChallenge, codeChallengeMethod: codeChallenge == nil ? nil : (codeChallengeMethod ?? "plain")
+        )
+        return code
+    }
+
+    func googleToken(_ form: [String: String]) async throws(GoogleOAuthError) -> [String: Claim] {
+        guard let clientID = form["client_id"], let client = configuration.googleClient(clientID) else {
+            throw GoogleOAuthError(status: 401, code: "invalid_client", description: "The OAuth client was not found.")
+        }
+        if let secret = form["client_secret"] {
+            guard client.clientSecret == secret else { throw GoogleOAuthError(status: 401, code: "invalid_client", description: "Unauthorized") }
+        }
+        switch form["grant_type"] {
+        case "authorization_code":
+            guard let code = form["code"], var record = codes[code], record.provider == .google, !record.used,
+                record.clientID == clientID, now < record.createdAt.addingTimeInterval(600)
+            else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Malformed auth code.") }
+            guard record.redirectURI == form["redirect_uri"] else { throw GoogleOAuthError(status: 400, code: "redirect_uri_mismatch", description: "Bad Request") }
+            if let challenge = record.codeChallenge {
+                guard let verifier = form["code_verifier"] else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Missing code verifier.") }
+                let computed = record.codeChallengeMethod == "S256" ? base64URL(Array(SHA256.hash(data: Array(verifier.utf8)))) : verifier
+                guard computed == challenge else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Invalid code verifier.") }
+            } else {
+                if form["code_verifier"] != nil { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "code_verifier sent for a code issued without a challenge.") }
+                if client.clientSecret != nil && form["client_secret"] == nil {
+                    throw GoogleOAuthError(status: 400, code: "invalid_request", description: "client_secret is missing.")
+                }
+            }
+            record.used = true
+            codes[code] = record
+            guard let user = users[record.userID] else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Account deleted.") }
+            let refreshToken = "1//0" + Identifiers.randomAlphanumeric(40, alphabet: Identifiers.base64URLAlphabet)
+            grants[refreshToken] = GrantRecord(refreshToken: refreshToken, provider: .google, userID: user.id, clientID: clientID, teamID: "google", createdAt: now)
+            let accessToken = "ya29." + Identifiers.randomAlphanumeric(60, alphabet: Identifiers.base64URLAlphabet)
+            return [
+                "access_token": .string(accessToken), "expires_in": .int(3599), "token_type": .string("Bearer"),
+                "scope": .string(record.scopes.sorted().joined(separator: " ")), "refresh_token": .string(refreshToken),
+                "id_token": .string(try await googleIDToken(user: user, clientID: clientID, nonce: record.nonce, accessToken: accessToken)),
+            ]
+        case "refresh_token":
+            guard let token = form["refresh_token"], let grant = grants[token], grant.provider == .google, !grant.revoked, grant.clientID == clientID,
+                let user = users[grant.userID]
+            else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Token has been expired or revoked.") }
+            let accessToken = "ya29." + Identifiers.randomAlphanumeric(60, alphabet: Identifiers.base64URLAlphabet)
+            return [
+                "access_token": .string(accessToken), "expires_in": .int(3599), "token_type": .string("Bearer"),
+                "id_token": .string(try await googleIDToken(user: user, clientID: clientID, nonce: nil, accessToken: accessToken)),
+            ]
+        default:
+            throw GoogleOAuthError(status: 400, code: "unsupported_grant_type", description: "Invalid grant_type: \(form["grant_type"] ?? "")")
+        }
+    }
+
+    private func googleIDToken(user: UserRecord, clientID: String, nonce: String?, accessToken: String) async throws(GoogleOAuthError) -> String {
+        let issuedAt = Int(now.timeIntervalSince1970)
+        var claims = ClaimSet([
+            ("iss", .string(configuration.googleIssuer)), ("azp", .string(clientID)), ("aud", .string(clientID)),
+            ("sub", .string(Identifiers.googleSubject(userID: user.id))), ("email", .string(user.email)), ("email_verified", .bool(true)),
+            ("at_hash", .string(Self.halfHash(accessToken))),
+        ])
+        if let domain = user.email.split(separator: "@").last, !["gmail.com", "googlemail.com"].contains(String(domain)) {
+            claims["hd"] = .string(String(domain))
+        }
+        if let nonce { claims["nonce"] = .string(nonce) }
+        let name = [user.givenName, user.familyName].compactMap { $0 }.joined(separator: " ")
+        if !name.isEmpty { claims["name"] = .string(name) }
+        if let given = user.givenName { claims["given_name"] = .string(given) }
+        if let family = user.familyName { claims["family_name"] = .string(family) }
+        claims["iat"] = .int(issuedAt)
+        claims["exp"] = .int(issuedAt + 3600)
+        do { return try await googleKeys.sign(claims) } catch { throw GoogleOAuthError(status: 500, code: "server_error", description: "signing failed") }
+    }
+
+    /// Google's `tokeninfo`: checks an ID token it issued and returns its claims as strings.
+    func googleTokenInfo(_ token: String) -> [String: String]? {
+        let parts = token.split(separator: ".")
+        guard parts.count == 3, let headerBytes = base64URLDecode(parts[0]), let payloadBytes = base64URLDecode(parts[1]), let signature = base64URLDecode(parts[2]),
+            let header = try? JSONSerialization.jsonObject(with: Data(headerBytes)) as? [String: Any], let kid = header["kid"] as? String,
+            let key = googleKeys.keys.first(where: { $0.keyID == kid }),
+            let claims = try? JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any]
+        else { return nil }
+        guard key.verifies(signature: signature, input: Array("\(parts[0]).\(parts[1])".utf8)) else { return nil }
+        guard let exp = claims["exp"] as? Int, Double(exp) > now.timeIntervalSince1970 else { return nil }
+        var answer: [String: String] = [:]
+        for (name, value) in claims { answer[name] = "\(value is Bool ? ((value as! Bool) ? "true" : "false") : "\(value)")" }
+        answer["alg"] = "RS256"
+        answer["kid"] = kid
+        answer["typ"] = "JWT"
+        return answer
+    }
+}
+
+extension JSONEncoder {
+    static var sorted: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}

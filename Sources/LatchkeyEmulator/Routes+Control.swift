@@ -1,0 +1,118 @@
+import Foundation
+import Hummingbird
+
+/// The control API under `/emulator/`, for tests and demos in any language.
+extension Emulator {
+    func addControlRoutes(to router: Router<BasicRequestContext>) {
+        let control = router.group("/emulator")
+
+        control.post("/users") { request, context in
+            let body = try await decode(CreateUserRequest.self, request, context)
+            if let status = body.realUserStatus, !(0...2).contains(status) { return controlError("realUserStatus is 0, 1 or 2") }
+            let user = await state.createUser(
+                email: body.email, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2,
+                givenName: body.givenName, familyName: body.familyName
+            )
+            return HTTPAnswer.json(await describe(user), status: .created)
+        }
+
+        control.post("/authorizations") { request, context in
+            let body = try await decode(AuthorizationRequest.self, request, context)
+            guard let (user, _) = await state.user(bySubject: body.sub) else { return controlError("no user with sub \(body.sub)", status: .notFound) }
+            guard configuration.app(body.clientId) != nil else { return controlError("client id \(body.clientId) is not registered") }
+            let scopes = Set(body.scopes ?? ["name", "email"])
+            guard scopes.isSubset(of: ["name", "email"]) else { return controlError("scopes are name and email") }
+            do throws(AppleOAuthError) {
+                let signIn = try await state.signIn(userID: user.id, clientID: body.clientId, redirectURI: nil, nonce: body.nonce, scopes: scopes, native: true)
+                var answer: [String: Claim] = ["identityToken": .string(signIn.identityToken), "authorizationCode": .string(signIn.code)]
+                if let shared = signIn.user { answer["user"] = .object(shared) }
+                await state.record(RequestRecord(time: await state.now, method: "POST", endpoint: "/emulator/authorizations", clientId: body.clientId, status: 201))
+                return HTTPAnswer.json(answer, status: .created)
+            } catch {
+                return controlError(error.detail)
+            }
+        }
+
+        control.post("/users/:sub/consent-revocation") { _, context in
+            try await userAction(context) { sub throws(AppleOAuthError) in try await state.revokeConsent(subject: sub) }
+        }
+
+        control.delete("/users/:sub") { _, context in
+            try await userAction(context) { sub throws(AppleOAuthError) in try await state.deleteUser(subject: sub) }
+        }
+
+        control.post("/users/:sub/email-forwarding") { request, context in
+            let body = try await decode(EmailForwardingRequest.self, request, context)
+            return try await userAction(context) { sub throws(AppleOAuthError) in try await state.setEmailForwarding(subject: sub, enabled: body.enabled) }
+        }
+
+        control.post("/keys/rotate") { _, _ in
+            try await state.rotateKeys()
+            return HTTPAnswer.json(await state.appleKeys.jwks)
+        }
+
+        control.post("/clock") { request, context in
+            let body = try await decode(ClockRequest.self, request, context)
+            await state.setClockOffset(body.offsetSeconds)
+            return HTTPAnswer.json(["offsetSeconds": body.offsetSeconds, "now": await state.now.timeIntervalSince1970])
+        }
+
+        control.post("/faults") { request, context in
+            let fault = try await decode(FaultSpec.self, request, context)
+            if let status = fault.status, !(100...599).contains(status) { return controlError("status must be an HTTP status") }
+            await state.addFault(fault)
+            return HTTPAnswer.json(fault, status: .created)
+        }
+
+        control.delete("/faults") { _, _ in
+            await state.clearFaults()
+            return HTTPAnswer.empty(.noContent)
+        }
+
+        control.get("/requests") { _, _ in HTTPAnswer.json(await state.requestLog) }
+        control.delete("/requests") { _, _ in
+            await state.clearRequestLog()
+            return HTTPAnswer.empty(.noContent)
+        }
+        control.get("/notifications") { _, _ in HTTPAnswer.json(await state.notificationRecords) }
+    }
+
+    private func describe(_ user: UserRecord) async -> [String: Claim] {
+        var answer: [String: Claim] = [
+            "hideMyEmail": .bool(user.hideMyEmail), "realUserStatus": .int(user.realUserStatus), "realEmail": .string(user.email),
+        ]
+        var subs: [String: Claim] = [:]
+        for team in configuration.teams { subs[team.teamID] = .string(await state.subject(of: user, teamID: team.teamID)) }
+        answer["subs"] = .object(subs)
+        if let team = await state.defaultTeamID {
+            answer["sub"] = .string(await state.subject(of: user, teamID: team))
+            answer["email"] = .string(await state.visibleEmail(of: user, teamID: team))
+        }
+        answer["googleSub"] = .string(Identifiers.googleSubject(userID: user.id))
+        if let given = user.givenName { answer["givenName"] = .string(given) }
+        if let family = user.familyName { answer["familyName"] = .string(family) }
+        return answer
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
+        do {
+            return try await request.decode(as: T.self, context: context)
+        } catch {
+            throw HTTPError(.badRequest, message: "the body is not the JSON this endpoint takes (see the README's control API)")
+        }
+    }
+
+    private func userAction(_ context: BasicRequestContext, _ action: (String) async throws(AppleOAuthError) -> Void) async throws -> Response {
+        let sub = try context.parameters.require("sub")
+        do {
+            try await action(sub)
+            return HTTPAnswer.empty(.noContent)
+        } catch {
+            return controlError("no user with sub \(sub)", status: .notFound)
+        }
+    }
+}
+
+func controlError(_ message: String, status: HTTPResponse.Status = .badRequest) -> Response {
+    HTTPAnswer.json(["error": status == .notFound ? "not_found" : "invalid_request", "error_description": message], status: status)
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+extension Emulator {
+    func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: FaultMiddleware(state: state))
+        addAppleRoutes(to: router)
+        addGoogleRoutes(to: router)
+        addControlRoutes(to: router)
+        return router
+    }
+}
+
+/// Largest request body the emulator reads; Apple's forms are a few KiB.
+let maximumBodySize = 64 * 1024
+
+enum HTTPAnswer {
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok, noStore: Bool = false) -> Response {
+        let data = (try? JSONEncoder.sorted.encode(value)) ?? Data("{}".utf8)
+        var headers: HTTPFields = [.contentType: "application/json;charset=UTF-8"]
+        if noStore {
+            headers[.cacheControl] = "no-store"
+            headers[.init("Pragma")!] = "no-cache"
+        }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func html(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func redirect(_ location: String) -> Response {
+        Response(status: .found, headers: [.location: location, .cacheControl: "no-store"])
+    }
+
+    /// Apple's error answer: 400, `{"error": code}`, never cached.
+    static func appleError(_ code: String) -> Response { json(["error": code], status: .badRequest, noStore: true) }
+
+    static func empty(_ status: HTTPResponse.Status = .ok) -> Response { Response(status: status) }
+}
+
+/// Reads an `application/x-www-form-urlencoded` body. A repeated parameter is reported, as Apple refuses them.
+func readForm(_ request: Request) async throws -> (fields: [String: String], duplicate: String?) {
+    let buffer = try await request.body.collect(upTo: maximumBodySize)
+    return parseForm(String(buffer: buffer))
+}
+
+func parseForm(_ body: String) -> (fields: [String: String], duplicate: String?) {
+    var components = URLComponents()
+    components.percentEncodedQuery = body.replacingOccurrences(of: "+", with: "%20")
+    var fields: [String: String] = [:]
+    var duplicate: String?
+    for item in components.queryItems ?? [] {
+        if fields[item.name] != nil { duplicate = item.name }
+        fields[item.name] = item.value ?? ""
+    }
+    return (fields, duplicate)
+}
+
+extension Request {
+    /// `http://host:port` as the client addressed the emulator.
+    var baseURL: String { "http://\(head.authority ?? "127.0.0.1")" }
+
+    var bearerToken: String? {
+        guard let value = headers[.authorization], value.lowercased().hasPrefix("bearer ") else { return nil }
+        return String(value.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+    }
+
+    func query(_ name: String) -> String? { uri.queryParameters.get(name) }
+}
+
+/// Injects the faults set through `/emulator/faults` into provider endpoints.
+struct FaultMiddleware: RouterMiddleware {
+    typealias Context = BasicRequestContext
+    let state: EmulatorState
+
+    struct DroppedConnection: Error {}
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let path = request.uri.path
+        guard !path.hasPrefix("/emulator/"), let fault = await state.takeFault(for: path) else {
+            return try await next(request, context)
+        }
+        await state.record(RequestRecord(time: await state.now, method: request.method.rawValue, endpoint: path, status: fault.status ?? 0, error: "fault:\(fault.kind.rawValue)"))
+        switch fault.kind {
+        case .latency:
+            try await Task.sleep(for: .milliseconds(fault.latencyMilliseconds ?? 1000))
+            return try await next(request, context)
+        case .status:
+            return HTTPAnswer.empty(.init(code: fault.status ?? 500))
+        case .rateLimit:
+            return Response(status: .tooManyRequests, headers: [.retryAfter: "1"])
+        case .malformedJSON:
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{\"access_token\": ")))
+        case .dropConnection:
+            return Response(status: .ok, body: ResponseBody { _ in throw DroppedConnection() })
+        }
+    }
+}
