@@ -1,0 +1,895 @@
+"""Independent-client fidelity tests for Latchkey's Apple/Google identity-provider emulator.
+
+These tests play a third-party client written against the real appleid.apple.com (and Google's
+OAuth endpoints), with only the base URL changed. Nothing here uses Latchkey code: client secrets
+are built with PyJWT (ES256, raw r||s signatures), tokens are verified with PyJWT against the JWKS
+the emulator publishes, and hashes are computed with hashlib.
+
+The emulator is started once per session as a subprocess on a free loopback port:
+    LATCHKEY_BIN=/path/to/latchkey python3 -m pytest -q tests/fidelity
+
+Negative tests come first in each group, so a permissive emulator fails early and loudly.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import secrets
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import jwt
+import pytest
+import requests
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+DEFAULT_BIN = "/work/main/.build/debug/latchkey"
+STARTUP_TIMEOUT = 30.0
+HTTP_TIMEOUT = 15.0
+
+APPLE_ISSUER = "https://appleid.apple.com"
+APPLE_AUDIENCE = "https://appleid.apple.com"  # aud of the client secret
+NATIVE_CLIENT = "com.example.app"  # bundle id
+WEB_CLIENT = "com.example.web"  # Services ID
+REDIRECT_URI = "https://app.example.com/callback"
+GOOGLE_CLIENT = "emulator-google-client"
+GOOGLE_ISSUERS = ("https://accounts.google.com", "accounts.google.com")
+MAX_SECRET_LIFETIME = 15_777_000  # seconds; Apple's documented ceiling for a client secret's exp
+
+APPLE_SUB = re.compile(r"^\d{6}\.[0-9a-f]{32}\.\d{4}$")
+LISTENING = re.compile(r"Latchkey emulator listening on (http://127\.0\.0\.1:(\d+))")
+
+
+# --------------------------------------------------------------------------------------------
+# Emulator process
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Emulator:
+    base_url: str
+    team_id: str
+    key_id: str
+    private_key: ec.EllipticCurvePrivateKey
+    process: subprocess.Popen
+    output: list = field(default_factory=list)
+    session: requests.Session = field(default_factory=requests.Session)
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def get(self, path: str, **kwargs) -> requests.Response:
+        return self.session.get(self.url(path), timeout=HTTP_TIMEOUT, allow_redirects=False, **kwargs)
+
+    def post(self, path: str, **kwargs) -> requests.Response:
+        return self.session.post(self.url(path), timeout=HTTP_TIMEOUT, allow_redirects=False, **kwargs)
+
+    def delete(self, path: str, **kwargs) -> requests.Response:
+        return self.session.delete(self.url(path), timeout=HTTP_TIMEOUT, allow_redirects=False, **kwargs)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def emulator(tmp_path_factory) -> Emulator:
+    binary = os.environ.get("LATCHKEY_BIN", DEFAULT_BIN)
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        pytest.fail(f"latchkey binary not found or not executable: {binary} (set LATCHKEY_BIN)")
+
+    team_dir = tmp_path_factory.mktemp("latchkey-team")
+    port = _free_port()
+    process = subprocess.Popen(
+        [binary, "emulate", "--generate", str(team_dir), "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+    output: list[str] = []
+    found: dict[str, str] = {}
+    ready = threading.Event()
+
+    def pump() -> None:
+        # Keeps draining the pipe for the emulator's whole life so it never blocks on stdout.
+        for line in process.stdout:
+            output.append(line)
+            match = LISTENING.search(line)
+            if match and not ready.is_set():
+                found["base_url"] = match.group(1)
+                found["port"] = match.group(2)
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, name="latchkey-emulator-stdout", daemon=True).start()
+
+    def stop() -> None:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+    if not ready.wait(STARTUP_TIMEOUT) or "base_url" not in found:
+        stop()
+        pytest.fail(
+            f"emulator did not print its listening line within {STARTUP_TIMEOUT:.0f} s:\n" + "".join(output)
+        )
+    assert int(found["port"]) == port, f"emulator bound {found['port']}, asked for {port}"
+
+    team = json.loads((Path(team_dir) / "team.json").read_text())
+    pem = Path(team["keyFile"]).read_bytes()
+    private_key = serialization.load_pem_private_key(pem, password=None)
+    assert isinstance(private_key, ec.EllipticCurvePrivateKey)
+    assert isinstance(private_key.curve, ec.SECP256R1)
+
+    session = requests.Session()
+    session.trust_env = False  # loopback only: never route through a proxy from the environment
+
+    emu = Emulator(
+        base_url=found["base_url"],
+        team_id=team["teamID"],
+        key_id=team["keyID"],
+        private_key=private_key,
+        process=process,
+        output=output,
+        session=session,
+    )
+    try:
+        yield emu
+    finally:
+        session.close()
+        stop()
+
+
+@pytest.fixture
+def clock_reset(emulator):
+    """Puts the emulator's clock back to real time after a test that moves it."""
+    yield
+    response = emulator.post("/emulator/clock", json={"offsetSeconds": 0})
+    assert response.status_code == 200, response.text
+
+
+# --------------------------------------------------------------------------------------------
+# Client-side helpers (what a third-party Sign in with Apple library does)
+# --------------------------------------------------------------------------------------------
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def half_hash(value: str) -> str:
+    """OIDC c_hash / at_hash for RS256: left half of SHA-256, base64url without padding."""
+    return b64url(hashlib.sha256(value.encode("ascii")).digest()[:16])
+
+
+def client_secret(
+    emu: Emulator,
+    client_id: str,
+    *,
+    kid: str | None = None,
+    iss: str | None = None,
+    sub: str | None = None,
+    aud: str = APPLE_AUDIENCE,
+    iat: int | None = None,
+    exp: int | None = None,
+    key: ec.EllipticCurvePrivateKey | None = None,
+) -> str:
+    """Apple's client secret, built the way Apple documents it, with PyJWT."""
+    now = int(time.time())
+    claims = {
+        "iss": iss if iss is not None else emu.team_id,
+        "iat": iat if iat is not None else now,
+        "exp": exp if exp is not None else now + 3600,
+        "aud": aud,
+        "sub": sub if sub is not None else client_id,
+    }
+    return jwt.encode(
+        claims,
+        key if key is not None else emu.private_key,
+        algorithm="ES256",
+        headers={"kid": kid if kid is not None else emu.key_id},
+    )
+
+
+def der_signature_variant(token: str) -> str:
+    """The same JWS with its raw r||s signature re-encoded as ASN.1 DER (what naive code emits)."""
+    header, payload, signature = token.split(".")
+    raw = b64url_decode(signature)
+    assert len(raw) == 64, "PyJWT should emit a raw 64-byte ES256 signature"
+    r = int.from_bytes(raw[:32], "big")
+    s = int.from_bytes(raw[32:], "big")
+    return f"{header}.{payload}.{b64url(encode_dss_signature(r, s))}"
+
+
+def fetch_jwks(emu: Emulator, path: str) -> dict:
+    response = emu.get(path)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def verify_token(emu: Emulator, token: str, *, jwks_path: str, audience: str, issuer) -> dict:
+    """Verifies an RS256 ID token against the provider's published JWKS, with PyJWT only."""
+    header = jwt.get_unverified_header(token)
+    assert header.get("alg") == "RS256", header
+    assert header.get("kid"), header
+    keys = jwt.PyJWKSet.from_dict(fetch_jwks(emu, jwks_path))
+    signing_key = keys[header["kid"]]
+    return jwt.decode(
+        token,
+        signing_key.key,
+        algorithms=["RS256"],
+        audience=audience,
+        issuer=issuer,
+        leeway=5,
+        options={"require": ["iss", "aud", "exp", "iat", "sub"]},
+    )
+
+
+def verify_apple_token(emu: Emulator, token: str, audience: str) -> dict:
+    return verify_token(emu, token, jwks_path="/auth/keys", audience=audience, issuer=APPLE_ISSUER)
+
+
+def verify_google_token(emu: Emulator, token: str) -> dict:
+    return verify_token(
+        emu, token, jwks_path="/google/oauth2/v3/certs", audience=GOOGLE_CLIENT, issuer=list(GOOGLE_ISSUERS)
+    )
+
+
+def token_request(emu: Emulator, **form) -> requests.Response:
+    return emu.post("/auth/token", data=form)
+
+
+def redeem_code(emu: Emulator, code: str, client_id: str = NATIVE_CLIENT, **extra) -> requests.Response:
+    return token_request(
+        emu,
+        client_id=client_id,
+        client_secret=client_secret(emu, client_id),
+        grant_type="authorization_code",
+        code=code,
+        **extra,
+    )
+
+
+def refresh(emu: Emulator, refresh_token: str, client_id: str = NATIVE_CLIENT) -> requests.Response:
+    return token_request(
+        emu,
+        client_id=client_id,
+        client_secret=client_secret(emu, client_id),
+        grant_type="refresh_token",
+        refresh_token=refresh_token,
+    )
+
+
+def revoke(emu: Emulator, token: str, hint: str = "refresh_token", client_id: str = NATIVE_CLIENT) -> requests.Response:
+    return emu.post(
+        "/auth/revoke",
+        data={
+            "client_id": client_id,
+            "client_secret": client_secret(emu, client_id),
+            "token": token,
+            "token_type_hint": hint,
+        },
+    )
+
+
+def migration_token_request(emu: Emulator, secret: str, client_id: str = NATIVE_CLIENT) -> requests.Response:
+    """client_credentials (scope user.migration): authenticates the client and touches no user state."""
+    return token_request(
+        emu, client_id=client_id, client_secret=secret, grant_type="client_credentials", scope="user.migration"
+    )
+
+
+def assert_apple_error(response: requests.Response, code: str) -> None:
+    assert response.status_code == 400, f"expected 400 {code}, got {response.status_code}: {response.text}"
+    assert "no-store" in response.headers.get("Cache-Control", ""), response.headers
+    assert response.headers.get("Content-Type", "").startswith("application/json"), response.headers
+    assert response.json() == {"error": code}, response.text
+
+
+def create_user(emu: Emulator, **body) -> dict:
+    body.setdefault("email", f"user-{uuid.uuid4().hex[:12]}@example.com")
+    response = emu.post("/emulator/users", json=body)
+    assert response.status_code == 201, response.text
+    user = response.json()
+    assert APPLE_SUB.match(user["sub"]), user
+    return user
+
+
+def authorize(emu: Emulator, sub: str, client_id: str = NATIVE_CLIENT, **extra) -> dict:
+    response = emu.post("/emulator/authorizations", json={"sub": sub, "clientId": client_id, **extra})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def native_refresh_token(emu: Emulator, sub: str) -> str:
+    answer = authorize(emu, sub)
+    response = redeem_code(emu, answer["authorizationCode"])
+    assert response.status_code == 200, response.text
+    return response.json()["refresh_token"]
+
+
+def web_code(emu: Emulator, email: str, state: str = "st-123") -> str:
+    """A web sign-in through Apple's authorization page (POST = the user pressed Continue)."""
+    response = emu.post(
+        "/auth/authorize",
+        data={
+            "client_id": WEB_CLIENT,
+            "redirect_uri": REDIRECT_URI,
+            "response_type": "code",
+            "response_mode": "query",
+            "state": state,
+            "email": email,
+            "action": "continue",
+        },
+    )
+    assert response.status_code in (302, 303), f"{response.status_code}: {response.text}"
+    location = urlsplit(response.headers["Location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == REDIRECT_URI
+    query = parse_qs(location.query)
+    assert query["state"] == [state]
+    return query["code"][0]
+
+
+def request_log(emu: Emulator) -> list:
+    response = emu.get("/emulator/requests")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# --------------------------------------------------------------------------------------------
+# Discovery and keys
+# --------------------------------------------------------------------------------------------
+
+
+def test_apple_discovery_document(emulator):
+    response = emulator.get("/.well-known/openid-configuration")
+    assert response.status_code == 200
+    doc = response.json()
+    assert doc["issuer"] == APPLE_ISSUER
+    for name, path in [
+        ("authorization_endpoint", "/auth/authorize"),
+        ("token_endpoint", "/auth/token"),
+        ("revocation_endpoint", "/auth/revoke"),
+        ("jwks_uri", "/auth/keys"),
+    ]:
+        assert urlsplit(doc[name]).path == path, (name, doc[name])
+        assert doc[name].startswith("http://"), (name, doc[name])
+    assert doc["response_types_supported"] == ["code"]
+    assert set(doc["response_modes_supported"]) >= {"query", "fragment", "form_post"}
+    assert doc["subject_types_supported"] == ["pairwise"]
+    assert doc["id_token_signing_alg_values_supported"] == ["RS256"]
+    assert set(doc["scopes_supported"]) >= {"openid", "email", "name"}
+    assert doc["token_endpoint_auth_methods_supported"] == ["client_secret_post"]
+    assert set(doc["claims_supported"]) >= {
+        "aud", "email", "email_verified", "exp", "iat", "is_private_email", "iss", "nonce", "nonce_supported",
+        "real_user_status", "sub",
+    }
+
+
+def test_apple_jwks_shape(emulator):
+    jwks = fetch_jwks(emulator, "/auth/keys")
+    assert jwks["keys"], jwks
+    for key in jwks["keys"]:
+        for member in ("kty", "kid", "use", "alg", "n", "e"):
+            assert isinstance(key.get(member), str) and key[member], (member, key)
+        assert key["kty"] == "RSA"
+        assert key["use"] == "sig"
+        assert key["alg"] == "RS256"
+        assert "d" not in key and "p" not in key, "private material must not be published"
+        assert len(b64url_decode(key["n"])) >= 256, "expect at least a 2048-bit modulus"
+    # Every key must load as an RSA public key in a third-party library.
+    parsed = jwt.PyJWKSet.from_dict(jwks)
+    assert len(parsed.keys) == len(jwks["keys"])
+
+
+def test_google_discovery_and_certs(emulator):
+    doc = emulator.get("/google/.well-known/openid-configuration").json()
+    assert doc["issuer"] in GOOGLE_ISSUERS
+    assert urlsplit(doc["token_endpoint"]).path == "/google/token"
+    assert urlsplit(doc["jwks_uri"]).path == "/google/oauth2/v3/certs"
+    assert urlsplit(doc["authorization_endpoint"]).path == "/google/o/oauth2/v2/auth"
+    assert "S256" in doc["code_challenge_methods_supported"]
+    assert "RS256" in doc["id_token_signing_alg_values_supported"]
+    certs = fetch_jwks(emulator, "/google/oauth2/v3/certs")
+    for key in certs["keys"]:
+        for member in ("kty", "kid", "use", "alg", "n", "e"):
+            assert key.get(member), (member, key)
+        assert key["kty"] == "RSA" and key["alg"] == "RS256"
+
+
+# --------------------------------------------------------------------------------------------
+# /auth/token: client authentication (negative first)
+# --------------------------------------------------------------------------------------------
+
+
+def test_client_secret_with_unknown_kid_is_invalid_client(emulator):
+    assert_apple_error(migration_token_request(emulator, client_secret(emulator, NATIVE_CLIENT, kid="WRONGKEY99")), "invalid_client")
+
+
+def test_client_secret_with_wrong_iss_is_invalid_client(emulator):
+    wrong_team = "ZZZZZZZZZZ" if emulator.team_id != "ZZZZZZZZZZ" else "YYYYYYYYYY"
+    assert_apple_error(migration_token_request(emulator, client_secret(emulator, NATIVE_CLIENT, iss=wrong_team)), "invalid_client")
+
+
+def test_client_secret_with_sub_not_client_id_is_invalid_client(emulator):
+    secret = client_secret(emulator, NATIVE_CLIENT, sub=WEB_CLIENT)
+    assert_apple_error(migration_token_request(emulator, secret, client_id=NATIVE_CLIENT), "invalid_client")
+
+
+def test_client_secret_with_wrong_aud_is_invalid_client(emulator):
+    secret = client_secret(emulator, NATIVE_CLIENT, aud="https://appleid.apple.com/auth/token")
+    assert_apple_error(migration_token_request(emulator, secret), "invalid_client")
+
+
+def test_expired_client_secret_is_invalid_client(emulator):
+    now = int(time.time())
+    secret = client_secret(emulator, NATIVE_CLIENT, iat=now - 7200, exp=now - 3600)
+    assert_apple_error(migration_token_request(emulator, secret), "invalid_client")
+
+
+def test_client_secret_exp_too_far_ahead_is_invalid_client(emulator):
+    now = int(time.time())
+    secret = client_secret(emulator, NATIVE_CLIENT, iat=now, exp=now + MAX_SECRET_LIFETIME + 3600)
+    assert_apple_error(migration_token_request(emulator, secret), "invalid_client")
+
+
+def test_client_secret_with_der_signature_is_invalid_client(emulator):
+    raw = client_secret(emulator, NATIVE_CLIENT)
+    der = der_signature_variant(raw)
+    # Same claims, same key, mathematically valid signature: only the encoding differs.
+    assert_apple_error(migration_token_request(emulator, der), "invalid_client")
+    assert migration_token_request(emulator, raw).status_code == 200
+
+
+def test_client_secret_signed_by_another_key_is_invalid_client(emulator):
+    stranger = ec.generate_private_key(ec.SECP256R1())
+    assert_apple_error(migration_token_request(emulator, client_secret(emulator, NATIVE_CLIENT, key=stranger)), "invalid_client")
+
+
+def test_unregistered_client_id_is_invalid_client(emulator):
+    client = "com.example.unregistered"
+    assert_apple_error(migration_token_request(emulator, client_secret(emulator, client), client_id=client), "invalid_client")
+
+
+def test_client_secret_checked_before_the_code(emulator):
+    now = int(time.time())
+    response = token_request(
+        emulator,
+        client_id=NATIVE_CLIENT,
+        client_secret=client_secret(emulator, NATIVE_CLIENT, iat=now - 7200, exp=now - 3600),
+        grant_type="authorization_code",
+        code="c0123456789abcdef0123456789abcdef.0.abcd.AAAAAAAAAAAAAAAAAAAAAA",
+    )
+    assert_apple_error(response, "invalid_client")
+
+
+def test_missing_client_secret_is_invalid_request(emulator):
+    response = token_request(emulator, client_id=NATIVE_CLIENT, grant_type="client_credentials", scope="user.migration")
+    assert_apple_error(response, "invalid_request")
+
+
+def test_unsupported_grant_type(emulator):
+    response = token_request(
+        emulator,
+        client_id=NATIVE_CLIENT,
+        client_secret=client_secret(emulator, NATIVE_CLIENT),
+        grant_type="password",
+        username="alice",
+        password="secret",
+    )
+    assert_apple_error(response, "unsupported_grant_type")
+
+
+def test_unknown_code_is_invalid_grant(emulator):
+    assert_apple_error(redeem_code(emulator, "c" + "0" * 32 + ".0.abcd.AAAAAAAAAAAAAAAAAAAAAA"), "invalid_grant")
+
+
+def test_unknown_refresh_token_is_invalid_grant(emulator):
+    assert_apple_error(refresh(emulator, "r" + "0" * 32 + ".0.abcd.AAAAAAAAAAAAAAAAAAAAAA"), "invalid_grant")
+
+
+def test_client_secret_expiry_follows_the_emulator_clock(emulator, clock_reset):
+    secret = client_secret(emulator, NATIVE_CLIENT)  # exp = now + 3600
+    assert migration_token_request(emulator, secret).status_code == 200
+    moved = emulator.post("/emulator/clock", json={"offsetSeconds": 7200})
+    assert moved.status_code == 200, moved.text
+    assert_apple_error(migration_token_request(emulator, secret), "invalid_client")
+
+
+def test_client_secret_at_maximum_lifetime_is_accepted(emulator):
+    now = int(time.time())
+    secret = client_secret(emulator, NATIVE_CLIENT, iat=now, exp=now + MAX_SECRET_LIFETIME - 120)
+    response = migration_token_request(emulator, secret)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["token_type"] == "Bearer"
+    assert body["access_token"]
+    assert isinstance(body["expires_in"], int)
+
+
+# --------------------------------------------------------------------------------------------
+# Authorization codes and refresh tokens (negative first)
+# --------------------------------------------------------------------------------------------
+
+
+def test_code_reuse_is_invalid_grant(emulator):
+    user = create_user(emulator)
+    code = authorize(emulator, user["sub"])["authorizationCode"]
+    first = redeem_code(emulator, code)
+    assert first.status_code == 200, first.text
+    assert_apple_error(redeem_code(emulator, code), "invalid_grant")
+
+
+def test_native_code_redeemed_by_services_id_is_invalid_grant(emulator):
+    user = create_user(emulator)
+    code = authorize(emulator, user["sub"], client_id=NATIVE_CLIENT)["authorizationCode"]
+    response = redeem_code(emulator, code, client_id=WEB_CLIENT, redirect_uri=REDIRECT_URI)
+    assert_apple_error(response, "invalid_grant")
+    response = redeem_code(emulator, code, client_id=WEB_CLIENT)
+    assert_apple_error(response, "invalid_grant")
+
+
+def test_web_code_needs_its_redirect_uri(emulator):
+    code = web_code(emulator, f"web-{uuid.uuid4().hex[:10]}@example.com")
+    assert_apple_error(redeem_code(emulator, code, client_id=WEB_CLIENT), "invalid_grant")
+    code = web_code(emulator, f"web-{uuid.uuid4().hex[:10]}@example.com")
+    assert_apple_error(
+        redeem_code(emulator, code, client_id=WEB_CLIENT, redirect_uri="https://app.example.com/other"), "invalid_grant"
+    )
+
+
+def test_refresh_token_of_another_client_is_invalid_grant(emulator):
+    user = create_user(emulator)
+    token = native_refresh_token(emulator, user["sub"])
+    assert_apple_error(refresh(emulator, token, client_id=WEB_CLIENT), "invalid_grant")
+    assert refresh(emulator, token).status_code == 200
+
+
+def test_consent_revocation_kills_refresh_tokens(emulator):
+    user = create_user(emulator)
+    token = native_refresh_token(emulator, user["sub"])
+    response = emulator.post(f"/emulator/users/{user['sub']}/consent-revocation")
+    assert response.status_code == 204, response.text
+    assert_apple_error(refresh(emulator, token), "invalid_grant")
+    # The next sign-in is a first one again: name and e-mail are shared anew.
+    again = authorize(emulator, user["sub"], scopes=["name", "email"])
+    assert "user" in again, again
+
+
+def test_deleted_user_refresh_is_invalid_grant(emulator):
+    user = create_user(emulator)
+    token = native_refresh_token(emulator, user["sub"])
+    pending_code = authorize(emulator, user["sub"])["authorizationCode"]
+    response = emulator.delete(f"/emulator/users/{user['sub']}")
+    assert response.status_code == 204, response.text
+    assert_apple_error(refresh(emulator, token), "invalid_grant")
+    assert_apple_error(redeem_code(emulator, pending_code), "invalid_grant")
+
+
+def test_revoking_unknown_token_is_200_empty(emulator):
+    response = revoke(emulator, "r" + secrets.token_hex(16) + ".0.abcd.AAAAAAAAAAAAAAAAAAAAAA")
+    assert response.status_code == 200, response.text
+    assert response.content == b""
+
+
+def test_revoke_requires_client_authentication(emulator):
+    response = emulator.post(
+        "/auth/revoke",
+        data={
+            "client_id": NATIVE_CLIENT,
+            "client_secret": client_secret(emulator, NATIVE_CLIENT, kid="WRONGKEY99"),
+            "token": "whatever",
+            "token_type_hint": "refresh_token",
+        },
+    )
+    assert_apple_error(response, "invalid_client")
+
+
+# --------------------------------------------------------------------------------------------
+# Native sign-in, end to end
+# --------------------------------------------------------------------------------------------
+
+
+def test_native_flow_end_to_end(emulator):
+    user = create_user(emulator, email="alice.fidelity@example.com", givenName="Alice", familyName="Appleseed", realUserStatus=2)
+    assert user["email"] == "alice.fidelity@example.com"
+    nonce = "n-0S6_WzA2Mj+/= " + secrets.token_urlsafe(8)  # copied verbatim, whatever it contains
+    answer = authorize(emulator, user["sub"], nonce=nonce, scopes=["name", "email"])
+    code = answer["authorizationCode"]
+
+    # First authorization of the team: the app receives the user's name and e-mail once.
+    assert answer["user"]["email"] == user["email"], answer
+    assert answer["user"]["name"] == {"firstName": "Alice", "lastName": "Appleseed"}, answer
+
+    # The identity token the iPhone hands the app.
+    identity = verify_apple_token(emulator, answer["identityToken"], NATIVE_CLIENT)
+    assert identity["iss"] == APPLE_ISSUER
+    assert identity["aud"] == NATIVE_CLIENT
+    assert identity["sub"] == user["sub"]
+    assert APPLE_SUB.match(identity["sub"])
+    assert identity["email"] == user["email"]
+    assert identity["email_verified"] == "true"
+    assert identity["is_private_email"] == "false"
+    assert identity["nonce"] == nonce
+    assert "nonce_supported" in identity
+    assert identity["c_hash"] == half_hash(code)
+    assert identity["real_user_status"] == 2
+    assert isinstance(identity["iat"], int) and isinstance(identity["exp"], int)
+    assert identity["exp"] > identity["iat"]
+
+    # Exchange the code as a native app does: no redirect_uri.
+    response = redeem_code(emulator, code)
+    assert response.status_code == 200, response.text
+    assert "no-store" in response.headers.get("Cache-Control", "")
+    tokens = response.json()
+    assert tokens["token_type"] == "Bearer"
+    assert isinstance(tokens["expires_in"], int) and tokens["expires_in"] > 0
+    assert tokens["access_token"] and tokens["refresh_token"]
+    claims = verify_apple_token(emulator, tokens["id_token"], NATIVE_CLIENT)
+    assert claims["sub"] == user["sub"]
+    assert claims["at_hash"] == half_hash(tokens["access_token"])
+    assert claims["email"] == user["email"]
+    assert claims["email_verified"] == "true"
+    if "nonce" in claims:
+        assert claims["nonce"] == nonce
+
+    # Refresh: Apple never rotates refresh tokens and always returns an ID token.
+    response = refresh(emulator, tokens["refresh_token"])
+    assert response.status_code == 200, response.text
+    refreshed = response.json()
+    assert "refresh_token" not in refreshed, refreshed
+    assert refreshed["token_type"] == "Bearer"
+    assert refreshed["access_token"] and refreshed["access_token"] != tokens["access_token"]
+    claims = verify_apple_token(emulator, refreshed["id_token"], NATIVE_CLIENT)
+    assert claims["sub"] == user["sub"]
+    assert claims["at_hash"] == half_hash(refreshed["access_token"])
+    assert "real_user_status" not in claims, "real_user_status belongs to native sign-ins only"
+
+    # Revoke, then the refresh token is dead.
+    response = revoke(emulator, tokens["refresh_token"], hint="refresh_token")
+    assert response.status_code == 200, response.text
+    assert response.content == b""
+    assert_apple_error(refresh(emulator, tokens["refresh_token"]), "invalid_grant")
+
+
+def test_user_is_shared_only_on_first_authorization(emulator):
+    user = create_user(emulator, givenName="Bob", familyName="Builder")
+    first = authorize(emulator, user["sub"], scopes=["name", "email"])
+    assert "user" in first
+    second = authorize(emulator, user["sub"], scopes=["name", "email"])
+    assert "user" not in second, second
+    # Same team, other client id: still not a first authorization.
+    other = authorize(emulator, user["sub"], client_id=WEB_CLIENT, scopes=["name", "email"])
+    assert "user" not in other, other
+
+
+def test_hide_my_email_user(emulator):
+    user = create_user(emulator, hideMyEmail=True)
+    answer = authorize(emulator, user["sub"], scopes=["email"])
+    claims = verify_apple_token(emulator, answer["identityToken"], NATIVE_CLIENT)
+    assert claims["email"].endswith("@privaterelay.appleid.com"), claims
+    assert claims["email"] == user["email"]
+    assert claims["is_private_email"] == "true"
+    assert claims["email_verified"] == "true"
+
+
+def test_authorization_without_nonce_has_no_nonce_claim(emulator):
+    user = create_user(emulator)
+    claims = verify_apple_token(emulator, authorize(emulator, user["sub"])["identityToken"], NATIVE_CLIENT)
+    assert "nonce" not in claims
+
+
+def test_web_flow_redeems_with_redirect_uri(emulator):
+    email = f"web-{uuid.uuid4().hex[:10]}@example.com"
+    code = web_code(emulator, email)
+    response = redeem_code(emulator, code, client_id=WEB_CLIENT, redirect_uri=REDIRECT_URI)
+    assert response.status_code == 200, response.text
+    tokens = response.json()
+    claims = verify_apple_token(emulator, tokens["id_token"], WEB_CLIENT)
+    assert APPLE_SUB.match(claims["sub"])
+    assert claims["at_hash"] == half_hash(tokens["access_token"])
+    assert "real_user_status" not in claims, "real_user_status belongs to native sign-ins only"
+    with pytest.raises(jwt.InvalidAudienceError):
+        verify_apple_token(emulator, tokens["id_token"], NATIVE_CLIENT)
+
+
+def test_revoke_by_access_token(emulator):
+    user = create_user(emulator)
+    response = redeem_code(emulator, authorize(emulator, user["sub"])["authorizationCode"])
+    tokens = response.json()
+    response = revoke(emulator, tokens["access_token"], hint="access_token")
+    assert response.status_code == 200 and response.content == b"", response.text
+    assert_apple_error(refresh(emulator, tokens["refresh_token"]), "invalid_grant")
+
+
+# --------------------------------------------------------------------------------------------
+# Error shape and request log
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "form, code",
+    [
+        ({"client_id": NATIVE_CLIENT, "grant_type": "refresh_token", "refresh_token": "x"}, "invalid_request"),
+        ({"client_id": NATIVE_CLIENT, "client_secret": "not-a-jwt", "grant_type": "refresh_token", "refresh_token": "x"}, "invalid_client"),
+    ],
+)
+def test_error_responses_are_minimal_and_not_cached(emulator, form, code):
+    response = token_request(emulator, **form)
+    assert response.status_code == 400
+    assert response.headers.get("Cache-Control") == "no-store"
+    assert list(response.json().keys()) == ["error"]
+    assert response.json()["error"] == code
+
+
+def test_request_log_records_grant_types_and_errors(emulator):
+    start = len(request_log(emulator))
+    user = create_user(emulator)
+    tokens = redeem_code(emulator, authorize(emulator, user["sub"])["authorizationCode"]).json()
+    assert refresh(emulator, tokens["refresh_token"]).status_code == 200
+    assert_apple_error(migration_token_request(emulator, client_secret(emulator, NATIVE_CLIENT, kid="WRONGKEY99")), "invalid_client")
+    assert_apple_error(redeem_code(emulator, "c" + "f" * 32 + ".0.abcd.AAAAAAAAAAAAAAAAAAAAAA"), "invalid_grant")
+
+    entries = [e for e in request_log(emulator)[start:] if e.get("endpoint") == "/auth/token"]
+    for entry in entries:
+        for member in ("time", "method", "endpoint", "status"):
+            assert member in entry, entry
+    assert [(e["grantType"], e["status"], e.get("error")) for e in entries] == [
+        ("authorization_code", 200, None),
+        ("refresh_token", 200, None),
+        ("client_credentials", 400, "invalid_client"),
+        ("authorization_code", 400, "invalid_grant"),
+    ], entries
+    assert all(e["clientId"] == NATIVE_CLIENT and e["method"] == "POST" for e in entries), entries
+    assert all(e.get("detail") for e in entries if e.get("error")), "errors should say why in the log"
+
+
+# --------------------------------------------------------------------------------------------
+# Key rotation
+# --------------------------------------------------------------------------------------------
+
+
+def test_key_rotation_keeps_old_kid_published(emulator):
+    user = create_user(emulator)
+    before = {k["kid"] for k in fetch_jwks(emulator, "/auth/keys")["keys"]}
+    google_before = {k["kid"] for k in fetch_jwks(emulator, "/google/oauth2/v3/certs")["keys"]}
+    old_token = authorize(emulator, user["sub"])["identityToken"]
+    old_kid = jwt.get_unverified_header(old_token)["kid"]
+    assert old_kid in before
+
+    response = emulator.post("/emulator/keys/rotate")
+    assert response.status_code == 200, response.text
+
+    after = {k["kid"] for k in fetch_jwks(emulator, "/auth/keys")["keys"]}
+    assert old_kid in after, "the previous key must stay published for an overlap"
+    assert after - before, "rotation must publish a new kid"
+    google_after = {k["kid"] for k in fetch_jwks(emulator, "/google/oauth2/v3/certs")["keys"]}
+    assert google_before & google_after and google_after - google_before
+
+    # Tokens signed before the rotation still verify; new ones use the new key.
+    verify_apple_token(emulator, old_token, NATIVE_CLIENT)
+    new_token = authorize(emulator, user["sub"])["identityToken"]
+    new_kid = jwt.get_unverified_header(new_token)["kid"]
+    assert new_kid != old_kid and new_kid in after
+    verify_apple_token(emulator, new_token, NATIVE_CLIENT)
+
+
+# --------------------------------------------------------------------------------------------
+# Google (PKCE, public client)
+# --------------------------------------------------------------------------------------------
+
+
+def pkce_pair() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = b64url(hashlib.sha256(verifier.encode("ascii")).digest())
+    return verifier, challenge
+
+
+def google_code(emu: Emulator, email: str, challenge: str, nonce: str, state: str) -> str:
+    response = emu.post(
+        "/google/o/oauth2/v2/auth",
+        data={
+            "client_id": GOOGLE_CLIENT,
+            "redirect_uri": REDIRECT_URI,
+            "response_type": "code",
+            "scope": "openid email",
+            "state": state,
+            "nonce": nonce,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "email": email,
+            "action": "continue",
+        },
+    )
+    assert response.status_code == 302, f"{response.status_code}: {response.text}"
+    location = urlsplit(response.headers["Location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == REDIRECT_URI, response.headers["Location"]
+    query = parse_qs(location.query)
+    assert query["state"] == [state]
+    return query["code"][0]
+
+
+def google_token(emu: Emulator, code: str, verifier: str) -> requests.Response:
+    return emu.post(
+        "/google/token",
+        data={
+            "client_id": GOOGLE_CLIENT,
+            "code": code,
+            "code_verifier": verifier,
+            "grant_type": "authorization_code",
+            "redirect_uri": REDIRECT_URI,
+        },
+    )
+
+
+def test_google_wrong_verifier_is_invalid_grant(emulator):
+    verifier, challenge = pkce_pair()
+    code = google_code(emulator, f"g-{uuid.uuid4().hex[:10]}@example.com", challenge, "n1", "s1")
+    response = google_token(emulator, code, verifier + "x")
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == "invalid_grant"
+
+
+def test_google_pkce_flow(emulator):
+    email = f"someone-{uuid.uuid4().hex[:10]}@example.com"
+    verifier, challenge = pkce_pair()
+    nonce = secrets.token_urlsafe(16)
+    code = google_code(emulator, email, challenge, nonce, "state-xyz")
+    response = google_token(emulator, code, verifier)
+    assert response.status_code == 200, response.text
+    tokens = response.json()
+    assert tokens["token_type"] == "Bearer"
+    assert tokens["access_token"]
+    claims = verify_google_token(emulator, tokens["id_token"])
+    assert claims["iss"] in GOOGLE_ISSUERS
+    assert claims["aud"] == GOOGLE_CLIENT
+    assert claims["email"] == email
+    assert claims["email_verified"] is True
+    assert claims["nonce"] == nonce
+    assert claims["at_hash"] == half_hash(tokens["access_token"])
+    assert re.fullmatch(r"\d{21}", claims["sub"]), claims["sub"]
+
+    # The code is single use.
+    again = google_token(emulator, code, verifier)
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+
+    # tokeninfo answers every claim as a string, as Google does.
+    info = emulator.get("/google/tokeninfo", params={"id_token": tokens["id_token"]})
+    assert info.status_code == 200, info.text
+    info = info.json()
+    assert isinstance(info["exp"], str) and info["exp"] == str(claims["exp"])
+    assert isinstance(info["iat"], str) and info["iat"] == str(claims["iat"])
+    assert info["email_verified"] == "true"
+    assert info["aud"] == GOOGLE_CLIENT
+    assert info["sub"] == claims["sub"]
+    assert info["email"] == email
+
+
+def test_google_tokeninfo_rejects_garbage(emulator):
+    response = emulator.get("/google/tokeninfo", params={"id_token": "not.a.token"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_token"
