@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "LatchkeyCore", targets: ["LatchkeyCore"]),
         .library(name: "LatchkeyProviders", targets: ["LatchkeyProviders"]),
         .library(name: "LatchkeyEmulator", targets: ["LatchkeyEmulator"]),
+        .library(name: "LatchkeyStore", targets: ["LatchkeyStore"]),
+        .library(name: "LatchkeyServer", targets: ["LatchkeyServer"]),
         .executable(name: "latchkey", targets: ["latchkey"]),
     ],
     dependencies: [
@@ -29,6 +31,13 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+        .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
+        .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.0"),
+        .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
     ],
     targets: [
         .target(
@@ -63,6 +72,35 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "LatchkeyStore",
+            dependencies: [
+                "LatchkeyCore",
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "SQLiteKit", package: "sqlite-kit"),
+                .product(name: "PostgresKit", package: "postgres-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "LatchkeyServer",
+            dependencies: [
+                "LatchkeyModels",
+                "LatchkeyCore",
+                "LatchkeyProviders",
+                "LatchkeyStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "LatchkeyEmulator",
             dependencies: [
                 "LatchkeyModels",
@@ -84,6 +122,8 @@ let package = Package(
                 "LatchkeyCore",
                 "LatchkeyProviders",
                 "LatchkeyEmulator",
+                "LatchkeyStore",
+                "LatchkeyServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -113,6 +153,19 @@ let package = Package(
             name: "LatchkeyEmulatorTests",
             dependencies: [
                 "LatchkeyEmulator", "LatchkeyProviders", "LatchkeyTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: testSwiftSettings
+        ),
+        .testTarget(
+            name: "LatchkeyStoreTests",
+            dependencies: ["LatchkeyStore", "LatchkeyTestSupport"],
+            swiftSettings: testSwiftSettings
+        ),
+        .testTarget(
+            name: "LatchkeyServerTests",
+            dependencies: [
+                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: testSwiftSettings

@@ -484,9 +484,11 @@ actor EmulatorState {
 }
 
 extension JSONEncoder {
+    /// Sorted keys, and dates as Unix seconds, as every other time in the control API.
     static var sorted: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .secondsSince1970
         return encoder
     }
 }

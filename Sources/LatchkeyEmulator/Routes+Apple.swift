@@ -55,7 +55,8 @@ extension Emulator {
         }
 
         router.post("/auth/authorize") { request, _ in
-            let (form, _) = try await readForm(request)
+            let (form, _, malformed) = try await readForm(request)
+            if malformed { return HTTPAnswer.json(["error": "invalid_request"], status: .badRequest) }
             return await authorizeDecision(form)
         }
     }
@@ -63,10 +64,11 @@ extension Emulator {
     /// Runs an Apple form endpoint: reads the form, refuses repeated parameters, logs the outcome,
     /// and turns errors into Apple's `400 {"error": …}`.
     private func appleFormEndpoint(_ request: Request, endpoint: String, _ body: ([String: String]) async throws(AppleOAuthError) -> Response) async throws -> Response {
-        let (form, duplicate) = try await readForm(request)
+        let (form, duplicate, malformed) = try await readForm(request)
         var entry = RequestRecord(time: await state.now, method: "POST", endpoint: endpoint, clientId: form["client_id"], grantType: form["grant_type"], status: 200)
         let response: Response
         do throws(AppleOAuthError) {
+            if malformed { throw AppleOAuthError(code: "invalid_request", detail: "the body is not form encoded") }
             if let duplicate { throw AppleOAuthError(code: "invalid_request", detail: "parameter \(duplicate) appears twice") }
             if request.headers[.contentType].map({ !$0.lowercased().hasPrefix("application/x-www-form-urlencoded") }) ?? true {
                 throw AppleOAuthError(code: "invalid_request", detail: "the body must be application/x-www-form-urlencoded")

@@ -36,7 +36,8 @@ extension Emulator {
         }
 
         router.post("/google/o/oauth2/v2/auth") { request, _ in
-            let (form, _) = try await readForm(request)
+            let (form, _, malformed) = try await readForm(request)
+            if malformed { return HTTPAnswer.json(["error": "invalid_request"], status: .badRequest) }
             if let (error, _) = await validateAuthorizeRequest(form, provider: .google) { return HTTPAnswer.json(["error": error], status: .badRequest) }
             var answer: [(String, String)] = []
             if form["action"] != "continue" {
@@ -60,10 +61,11 @@ extension Emulator {
         }
 
         router.post("/google/token") { request, _ in
-            let (form, _) = try await readForm(request)
+            let (form, _, malformed) = try await readForm(request)
             var entry = RequestRecord(time: await state.now, method: "POST", endpoint: "/google/token", clientId: form["client_id"], grantType: form["grant_type"], status: 200)
             let response: Response
             do throws(GoogleOAuthError) {
+                if malformed { throw GoogleOAuthError(status: 400, code: "invalid_request", description: "The request body is not form encoded.") }
                 response = HTTPAnswer.json(try await state.googleToken(form), noStore: true)
             } catch {
                 entry.error = error.code

@@ -41,22 +41,34 @@ enum HTTPAnswer {
     static func empty(_ status: HTTPResponse.Status = .ok) -> Response { Response(status: status) }
 }
 
-/// Reads an `application/x-www-form-urlencoded` body. A repeated parameter is reported, as Apple refuses them.
-func readForm(_ request: Request) async throws -> (fields: [String: String], duplicate: String?) {
+/// Reads an `application/x-www-form-urlencoded` body. A repeated parameter is reported, as Apple refuses
+/// them; a body that is not form encoding yields `malformed` (and whatever fields could be read).
+func readForm(_ request: Request) async throws -> (fields: [String: String], duplicate: String?, malformed: Bool) {
     let buffer = try await request.body.collect(upTo: maximumBodySize)
     return parseForm(String(buffer: buffer))
 }
 
-func parseForm(_ body: String) -> (fields: [String: String], duplicate: String?) {
-    var components = URLComponents()
-    components.percentEncodedQuery = body.replacingOccurrences(of: "+", with: "%20")
+func parseForm(_ body: String) -> (fields: [String: String], duplicate: String?, malformed: Bool) {
     var fields: [String: String] = [:]
     var duplicate: String?
-    for item in components.queryItems ?? [] {
-        if fields[item.name] != nil { duplicate = item.name }
-        fields[item.name] = item.value ?? ""
+    var malformed = false
+    for pair in body.split(separator: "&", omittingEmptySubsequences: true) {
+        let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let name = decodeFormComponent(parts[0]), let value = decodeFormComponent(parts.count > 1 ? parts[1] : "") else {
+            malformed = true
+            continue
+        }
+        if fields[name] != nil { duplicate = name }
+        fields[name] = value
     }
-    return (fields, duplicate)
+    return (fields, duplicate, malformed)
+}
+
+/// Decodes one form component: `+` is a space, `%XX` a byte; anything outside the form alphabet is refused.
+private func decodeFormComponent(_ component: Substring) -> String? {
+    let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~*+%!'()".utf8)
+    guard component.utf8.allSatisfy({ allowed.contains($0) }) else { return nil }
+    return component.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
 }
 
 extension Request {

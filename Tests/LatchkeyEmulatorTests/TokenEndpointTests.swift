@@ -57,6 +57,22 @@ struct TokenEndpointTests {
         }
     }
 
+    @Test("bodies that are not form encoding are invalid_request, never a crash", arguments: [
+        #"{"client_id":"com.example.app"}"#, "refresh_token=José", "a=%zz", "a=b c", "grant_type=x|y",
+    ])
+    func malformedBodies(body: String) async throws {
+        try await EmulatorHarness.with { harness in
+            for path in ["/auth/token", "/auth/revoke", "/auth/usermigrationinfo"] {
+                let answer = try await harness.send("POST", path, rawBody: body, headers: [("Content-Type", "application/x-www-form-urlencoded")])
+                #expect(answer.status == 400)
+                #expect(answer.json["error"] as? String == "invalid_request")
+            }
+            #expect(try await harness.send("POST", "/google/token", rawBody: body, headers: [("Content-Type", "application/x-www-form-urlencoded")]).status == 400)
+            #expect(try await harness.send("POST", "/auth/authorize", rawBody: body, headers: [("Content-Type", "application/x-www-form-urlencoded")]).status == 400)
+            #expect(try await harness.send("GET", "/auth/keys").status == 200)  // still alive
+        }
+    }
+
     @Test("the code exchange answers tokens; refresh returns no new refresh token; revocation ends the grant")
     func lifecycle() async throws {
         try await EmulatorHarness.with { harness in

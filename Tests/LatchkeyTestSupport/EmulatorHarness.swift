@@ -76,13 +76,15 @@ public struct EmulatorHarness: Sendable {
     }
 
     /// A raw request to the emulator; redirects are not followed.
-    public func send(_ method: String, _ path: String, json: [String: any Sendable]? = nil, form: [(String, String)]? = nil, headers: [(String, String)] = []) async throws -> Answer {
+    public func send(_ method: String, _ path: String, json: [String: any Sendable]? = nil, form: [(String, String)]? = nil, rawBody: String? = nil, headers: [(String, String)] = []) async throws -> Answer {
         var request = HTTPClientRequest(url: emulator.baseURL + path)
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(data: try JSONSerialization.data(withJSONObject: json)))
+        } else if let rawBody {
+            request.body = .bytes(ByteBuffer(string: rawBody))
         } else if let form {
             if !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
                 request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")

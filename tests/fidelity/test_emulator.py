@@ -14,6 +14,7 @@ Negative tests come first in each group, so a permissive emulator fails early an
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -86,13 +87,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def emulator(tmp_path_factory) -> Emulator:
+@contextlib.contextmanager
+def running_emulator(team_dir: Path, extra_env: dict | None = None):
+    """Starts `latchkey emulate --generate team_dir` on a free loopback port; stops it on exit."""
     binary = os.environ.get("LATCHKEY_BIN", DEFAULT_BIN)
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
         pytest.fail(f"latchkey binary not found or not executable: {binary} (set LATCHKEY_BIN)")
 
-    team_dir = tmp_path_factory.mktemp("latchkey-team")
     port = _free_port()
     process = subprocess.Popen(
         [binary, "emulate", "--generate", str(team_dir), "--port", str(port)],
@@ -101,6 +102,7 @@ def emulator(tmp_path_factory) -> Emulator:
         stderr=subprocess.STDOUT,
         text=True,
         bufsize=1,
+        env={**os.environ, **(extra_env or {})},
     )
     output: list[str] = []
     found: dict[str, str] = {}
@@ -117,7 +119,7 @@ def emulator(tmp_path_factory) -> Emulator:
                 ready.set()
         ready.set()
 
-    threading.Thread(target=pump, name="latchkey-emulator-stdout", daemon=True).start()
+    threading.Thread(target=pump, name=f"latchkey-emulator-{port}", daemon=True).start()
 
     def stop() -> None:
         if process.poll() is None:
@@ -128,36 +130,39 @@ def emulator(tmp_path_factory) -> Emulator:
                 process.kill()
                 process.wait(timeout=10)
 
-    if not ready.wait(STARTUP_TIMEOUT) or "base_url" not in found:
-        stop()
-        pytest.fail(
-            f"emulator did not print its listening line within {STARTUP_TIMEOUT:.0f} s:\n" + "".join(output)
-        )
-    assert int(found["port"]) == port, f"emulator bound {found['port']}, asked for {port}"
-
-    team = json.loads((Path(team_dir) / "team.json").read_text())
-    pem = Path(team["keyFile"]).read_bytes()
-    private_key = serialization.load_pem_private_key(pem, password=None)
-    assert isinstance(private_key, ec.EllipticCurvePrivateKey)
-    assert isinstance(private_key.curve, ec.SECP256R1)
-
     session = requests.Session()
     session.trust_env = False  # loopback only: never route through a proxy from the environment
-
-    emu = Emulator(
-        base_url=found["base_url"],
-        team_id=team["teamID"],
-        key_id=team["keyID"],
-        private_key=private_key,
-        process=process,
-        output=output,
-        session=session,
-    )
     try:
-        yield emu
+        if not ready.wait(STARTUP_TIMEOUT) or "base_url" not in found:
+            pytest.fail(
+                f"emulator did not print its listening line within {STARTUP_TIMEOUT:.0f} s:\n" + "".join(output)
+            )
+        assert int(found["port"]) == port, f"emulator bound {found['port']}, asked for {port}"
+
+        team = json.loads((Path(team_dir) / "team.json").read_text())
+        private_key = serialization.load_pem_private_key(Path(team["keyFile"]).read_bytes(), password=None)
+        assert isinstance(private_key, ec.EllipticCurvePrivateKey)
+        assert isinstance(private_key.curve, ec.SECP256R1)
+
+        yield Emulator(
+            base_url=found["base_url"],
+            team_id=team["teamID"],
+            key_id=team["keyID"],
+            private_key=private_key,
+            process=process,
+            output=output,
+            session=session,
+        )
     finally:
         session.close()
         stop()
+
+
+@pytest.fixture(scope="session")
+def emulator(tmp_path_factory) -> Emulator:
+    with running_emulator(tmp_path_factory.mktemp("latchkey-team")) as emu:
+        yield emu
+        assert emu.process.poll() is None, "the emulator died during the session:\n" + "".join(emu.output[-60:])
 
 
 @pytest.fixture
@@ -197,6 +202,7 @@ def client_secret(
     iat: int | None = None,
     exp: int | None = None,
     key: ec.EllipticCurvePrivateKey | None = None,
+    omit: tuple[str, ...] = (),
 ) -> str:
     """Apple's client secret, built the way Apple documents it, with PyJWT."""
     now = int(time.time())
@@ -207,6 +213,8 @@ def client_secret(
         "aud": aud,
         "sub": sub if sub is not None else client_id,
     }
+    for name in omit:
+        claims.pop(name)
     return jwt.encode(
         claims,
         key if key is not None else emu.private_key,
@@ -238,7 +246,7 @@ def verify_token(emu: Emulator, token: str, *, jwks_path: str, audience: str, is
     assert header.get("kid"), header
     keys = jwt.PyJWKSet.from_dict(fetch_jwks(emu, jwks_path))
     signing_key = keys[header["kid"]]
-    return jwt.decode(
+    claims = jwt.decode(
         token,
         signing_key.key,
         algorithms=["RS256"],
@@ -247,6 +255,9 @@ def verify_token(emu: Emulator, token: str, *, jwks_path: str, audience: str, is
         leeway=5,
         options={"require": ["iss", "aud", "exp", "iat", "sub"]},
     )
+    # Belt and braces: an exact issuer match, independent of the library's own check.
+    assert claims["iss"] == issuer if isinstance(issuer, str) else claims["iss"] in issuer, claims["iss"]
+    return claims
 
 
 def verify_apple_token(emu: Emulator, token: str, audience: str) -> dict:
@@ -470,6 +481,17 @@ def test_client_secret_signed_by_another_key_is_invalid_client(emulator):
     assert_apple_error(migration_token_request(emulator, client_secret(emulator, NATIVE_CLIENT, key=stranger)), "invalid_client")
 
 
+def test_client_secret_not_es256_is_invalid_client(emulator):
+    now = int(time.time())
+    claims = {"iss": emulator.team_id, "iat": now, "exp": now + 3600, "aud": APPLE_AUDIENCE, "sub": NATIVE_CLIENT}
+    secret = jwt.encode(claims, secrets.token_bytes(32), algorithm="HS256", headers={"kid": emulator.key_id})
+    assert_apple_error(migration_token_request(emulator, secret), "invalid_client")
+
+
+def test_client_secret_without_iat_is_invalid_client(emulator):
+    assert_apple_error(migration_token_request(emulator, client_secret(emulator, NATIVE_CLIENT, omit=("iat",))), "invalid_client")
+
+
 def test_unregistered_client_id_is_invalid_client(emulator):
     client = "com.example.unregistered"
     assert_apple_error(migration_token_request(emulator, client_secret(emulator, client), client_id=client), "invalid_client")
@@ -560,6 +582,15 @@ def test_web_code_needs_its_redirect_uri(emulator):
     assert_apple_error(
         redeem_code(emulator, code, client_id=WEB_CLIENT, redirect_uri="https://app.example.com/other"), "invalid_grant"
     )
+
+
+def test_expired_code_is_invalid_grant(emulator, clock_reset):
+    user = create_user(emulator)
+    code = authorize(emulator, user["sub"])["authorizationCode"]
+    # Apple's authorization codes are good for five minutes.
+    moved = emulator.post("/emulator/clock", json={"offsetSeconds": 301})
+    assert moved.status_code == 200, moved.text
+    assert_apple_error(redeem_code(emulator, code), "invalid_grant")
 
 
 def test_refresh_token_of_another_client_is_invalid_grant(emulator):
@@ -766,6 +797,41 @@ def test_request_log_records_grant_types_and_errors(emulator):
     ], entries
     assert all(e["clientId"] == NATIVE_CLIENT and e["method"] == "POST" for e in entries), entries
     assert all(e.get("detail") for e in entries if e.get("error")), "errors should say why in the log"
+
+
+def test_request_log_time_is_unix_or_iso8601(emulator):
+    now = emulator.post("/emulator/clock", json={"offsetSeconds": 0}).json()["now"]
+    assert_apple_error(token_request(emulator, client_id=NATIVE_CLIENT, grant_type="refresh_token"), "invalid_request")
+    logged = request_log(emulator)[-1]["time"]
+    if isinstance(logged, str):
+        from datetime import datetime
+
+        logged = datetime.fromisoformat(logged.replace("Z", "+00:00")).timestamp()
+    assert abs(logged - now) < 300, f"log time {logged} is not near the emulator clock {now} (Unix seconds)"
+
+
+# --------------------------------------------------------------------------------------------
+# Robustness: malformed bodies must get Apple's 400, not kill the emulator
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (json.dumps({"client_id": NATIVE_CLIENT, "grant_type": "authorization_code"}).encode(), "application/json"),
+        ("client_id=com.example.app&grant_type=refresh_token&refresh_token=Jos\u00e9".encode(), "application/x-www-form-urlencoded"),
+    ],
+    ids=["json-body", "raw-utf8-form"],
+)
+def test_malformed_token_body_is_invalid_request_not_a_crash(tmp_path, body, content_type):
+    # A private emulator: if it crashes, the session's emulator is unaffected.
+    with running_emulator(tmp_path / "team", extra_env={"SWIFT_BACKTRACE": "enable=no"}) as emu:
+        response = emu.session.post(
+            emu.url("/auth/token"), data=body, headers={"Content-Type": content_type}, timeout=20
+        )
+        assert_apple_error(response, "invalid_request")
+        assert emu.get("/auth/keys").status_code == 200
+        assert emu.process.poll() is None, "the emulator process died"
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,6 +9,18 @@ public struct VerificationKey: Sendable {
     public let algorithm: String
     let verifier: any JWTAlgorithm
 
+    /// An ES256 key from a PEM public key.
+    public static func es256(keyID: String, publicKeyPEM: String) async throws(LatchkeyError) -> VerificationKey {
+        do {
+            let collection = JWTKeyCollection()
+            let kid = JWKIdentifier(string: keyID)
+            await collection.add(ecdsa: try ES256PublicKey(pem: publicKeyPEM), kid: kid)
+            return VerificationKey(keyID: keyID, algorithm: "ES256", verifier: try await collection.getKey(for: kid, alg: "ES256"))
+        } catch {
+            throw LatchkeyError(.invalidKey, "signing key \(keyID) has an unreadable public key")
+        }
+    }
+
     /// Whether `signature` is this key's signature of `input`.
     public func isValidSignature(_ signature: [UInt8], for input: ArraySlice<UInt8>) -> Bool {
         (try? verifier.verify(signature, signs: input)) ?? false

@@ -46,6 +46,11 @@ public struct LatchkeyError: Error, Sendable, Equatable, CustomStringConvertible
         public static let invalidProviderResponse = Code(rawValue: "invalid_provider_response")
         // Notifications
         public static let invalidNotification = Code(rawValue: "invalid_notification")
+        // Latchkey's own API (RFC 6750 and RFC 6749 names)
+        public static let invalidToken = Code(rawValue: "invalid_token")
+        public static let temporarilyUnavailable = Code(rawValue: "temporarily_unavailable")
+        public static let notFound = Code(rawValue: "not_found")
+        public static let rateLimited = Code(rawValue: "rate_limited")
     }
 
     /// What went wrong, as a stable code.

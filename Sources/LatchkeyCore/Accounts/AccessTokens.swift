@@ -1,0 +1,150 @@
+import Crypto
+public import Foundation
+import Synchronization
+
+/// The keys Latchkey signs its access tokens with: one active ES256 key, plus retiring ones still published.
+public final class AccessTokenKeys: Sendable {
+    struct Snapshot: Sendable {
+        var activeKeyID: String
+        var activeKey: P256.Signing.PrivateKey
+        var verification: VerificationKeySet
+        var published: [SigningKeyRecord]
+    }
+
+    private let snapshot: Mutex<Snapshot?> = Mutex(nil)
+
+    public init() {}
+
+    /// Loads the active and retiring keys from their stored records.
+    public func load(_ records: [SigningKeyRecord], box: SecretBox) async throws(LatchkeyError) {
+        guard let active = records.last(where: { $0.state == .active }) else {
+            throw LatchkeyError(.invalidConfiguration, "no active signing key; run `latchkey keys rotate` or start the server once")
+        }
+        let privateKey: P256.Signing.PrivateKey
+        do {
+            privateKey = try P256.Signing.PrivateKey(pemRepresentation: try box.open(active.sealedPrivateKey))
+        } catch {
+            throw LatchkeyError(.invalidKey, "the active signing key cannot be opened: the encryption key changed")
+        }
+        let published = records.filter { $0.state != .retired }
+        var keys: [VerificationKey] = []
+        for record in published { keys.append(try await VerificationKey.es256(keyID: record.keyID, publicKeyPEM: record.publicKeyPEM)) }
+        let loaded = Snapshot(activeKeyID: active.keyID, activeKey: privateKey, verification: VerificationKeySet(keys), published: published)
+        snapshot.withLock { $0 = loaded }
+    }
+
+    var current: Snapshot? { snapshot.withLock { $0 } }
+
+    /// The public keys as a JWKS document (`/.well-known/jwks.json`).
+    public var jwks: [String: [[String: String]]] {
+        let records = current?.published ?? []
+        return ["keys": records.compactMap { record in
+            guard let key = try? P256.Signing.PublicKey(pemRepresentation: record.publicKeyPEM) else { return nil }
+            let raw = Array(key.rawRepresentation)
+            return ["kty": "EC", "crv": "P-256", "kid": record.keyID, "use": "sig", "alg": "ES256",
+                    "x": base64URL(Array(raw.prefix(32))), "y": base64URL(Array(raw.suffix(32)))]
+        }]
+    }
+
+    /// Makes a new signing key record, its private half sealed.
+    public static func generateRecord(box: SecretBox, now: Date) throws(LatchkeyError) -> SigningKeyRecord {
+        let key = P256.Signing.PrivateKey()
+        let digest = SHA256.hash(data: Array(key.publicKey.rawRepresentation))
+        let keyID = base64URL(Array(Array(digest).prefix(12)))
+        return SigningKeyRecord(keyID: keyID, algorithm: "ES256", sealedPrivateKey: try box.seal(key.pemRepresentation), publicKeyPEM: key.publicKey.pemRepresentation, state: .active, createdAt: now)
+    }
+}
+
+extension AccessTokenKeys: VerificationKeyResolver {
+    public func key(forKeyID keyID: String) async throws(LatchkeyError) -> VerificationKey {
+        guard let verification = current?.verification else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
+        guard let key = verification[keyID] else { throw LatchkeyError(.invalidToken, "the token was signed with a key this server does not publish") }
+        return key
+    }
+}
+
+/// A verified Latchkey access token.
+public struct VerifiedAccessToken: Sendable, Equatable {
+    public var userID: String
+    public var sessionID: String
+    public var clientID: String
+    public var tokenID: String
+    public var issuedAt: Date
+    public var expiresAt: Date
+}
+
+/// Issues and verifies Latchkey's access tokens: JWTs per RFC 9068 (`typ: at+jwt`), ES256.
+///
+/// Any backend can verify them without a database through `/.well-known/jwks.json`.
+public struct AccessTokenService: Sendable {
+    public let issuer: String
+    public let audience: String
+    public let lifetime: TimeInterval
+    public let keys: AccessTokenKeys
+    public let timeSource: TimeSource
+    /// Clock skew tolerated when verifying.
+    public let leeway: TimeInterval
+    private let envelope: SignedTokenVerifier
+
+    public init(issuer: String, audience: String, lifetime: TimeInterval = 600, keys: AccessTokenKeys, timeSource: TimeSource = .system, leeway: TimeInterval = 30) {
+        self.issuer = issuer
+        self.audience = audience
+        self.lifetime = lifetime
+        self.keys = keys
+        self.timeSource = timeSource
+        self.leeway = leeway
+        self.envelope = SignedTokenVerifier(allowedAlgorithms: ["ES256"], keys: keys, maximumTokenSize: 4096)
+    }
+
+    struct Claims: Encodable {
+        let iss: String
+        let sub: String
+        let aud: String
+        let exp: Int
+        let iat: Int
+        let jti: String
+        let client_id: String
+        let sid: String
+    }
+
+    /// Signs a new access token; returns it with its lifetime in seconds.
+    public func issue(userID: String, sessionID: String, clientID: String) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
+        guard let snapshot = keys.current else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
+        let now = Int(timeSource.now.timeIntervalSince1970)
+        let claims = Claims(iss: issuer, sub: userID, aud: audience, exp: now + Int(lifetime), iat: now, jti: newIdentifier(), client_id: clientID, sid: sessionID)
+        return (try JWSSigner.es256(claims, keyID: snapshot.activeKeyID, key: snapshot.activeKey, type: "at+jwt"), Int(lifetime))
+    }
+
+    /// Verifies a bearer token; every failure is `invalid_token` with the reason.
+    public func verify(_ token: String) async throws(LatchkeyError) -> VerifiedAccessToken {
+        let jws: CompactJWS
+        do {
+            jws = try await envelope.verify(token)
+        } catch {
+            throw error.code == .invalidToken ? error : LatchkeyError(.invalidToken, error.reason)
+        }
+        let typ = jws.header.typ?.lowercased()
+        guard typ == "at+jwt" || typ == "application/at+jwt" else {
+            throw LatchkeyError(.invalidToken, "the token's typ is not at+jwt; ID tokens and other JWTs are not access tokens")
+        }
+        let claims: (sub: String?, aud: [String]?, iss: String?, exp: Double?, iat: Double?, jti: String?, clientID: String?, sid: String?)
+        do {
+            let object = try LeanJSONObject(parsing: jws.payload)
+            claims = (try object.string("sub"), try object.stringOrStrings("aud"), try object.string("iss"), try object.number("exp"),
+                      try object.number("iat"), try object.string("jti"), try object.string("client_id"), try object.string("sid"))
+        } catch {
+            throw LatchkeyError(.invalidToken, "the token's claims are malformed")
+        }
+        guard let sub = claims.sub, let exp = claims.exp, let iat = claims.iat, let sid = claims.sid, let clientID = claims.clientID, let jti = claims.jti else {
+            throw LatchkeyError(.invalidToken, "the token lacks a required claim (sub, exp, iat, jti, client_id, sid)")
+        }
+        guard claims.iss == issuer else { throw LatchkeyError(.invalidToken, "the token was issued by another issuer") }
+        guard claims.aud?.contains(audience) == true else { throw LatchkeyError(.invalidToken, "the token is for another audience") }
+        let now = timeSource.now.timeIntervalSince1970
+        guard now <= exp + leeway else { throw LatchkeyError(.invalidToken, "the access token expired; refresh it") }
+        return VerifiedAccessToken(
+            userID: sub, sessionID: sid, clientID: clientID, tokenID: jti,
+            issuedAt: Date(timeIntervalSince1970: iat), expiresAt: Date(timeIntervalSince1970: exp)
+        )
+    }
+}

@@ -1,0 +1,67 @@
+public import Foundation
+
+/// Where Latchkey keeps users, sessions and keys. ``MemoryAuthStore`` is for tests; `SQLAuthStore`
+/// (module `LatchkeyStore`) keeps them in SQLite or PostgreSQL. Every method is atomic on its own.
+public protocol AuthStore: Sendable {
+    /// Creates or upgrades the schema.
+    func migrate() async throws
+    /// Throws when the store cannot answer (readiness).
+    func ping() async throws
+
+    // Users and identities
+    func identity(provider: String, subject: String) async throws -> LinkedIdentity?
+    /// Inserts a user with their first identity, atomically; `.duplicate` when the identity already exists.
+    func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws
+    func updateUser(_ user: UserAccount) async throws
+    func updateIdentity(_ identity: LinkedIdentity) async throws
+    func user(id: String) async throws -> UserAccount?
+    func identities(userID: String) async throws -> [LinkedIdentity]
+    func users(limit: Int) async throws -> [UserAccount]
+    /// Deletes the user with their identities, provider grants and sessions.
+    func deleteUser(id: String) async throws
+
+    // Provider grants (Apple refresh tokens)
+    func providerGrant(identityID: String) async throws -> ProviderGrant?
+    func saveProviderGrant(_ grant: ProviderGrant) async throws
+    func deleteProviderGrant(identityID: String) async throws
+
+    // Sessions
+    func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws
+    /// The token with this hash and its family, without changing anything.
+    func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)?
+    /// Rotates the presented token to `successor` atomically (see ``RotationResult``).
+    func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult
+    func session(id: String) async throws -> SessionFamily?
+    func sessions(userID: String) async throws -> [SessionFamily]
+    @discardableResult func revokeSession(id: String, reason: String, at: Date) async throws -> Bool
+    @discardableResult func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int
+    @discardableResult func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int
+
+    // Signing keys
+    func signingKeys() async throws -> [SigningKeyRecord]
+    func saveSigningKey(_ key: SigningKeyRecord) async throws
+
+    // Notifications: true the first time `id` is recorded, false for a replay
+    func recordNotification(id: String, type: String, at: Date) async throws -> Bool
+    /// Undoes ``recordNotification(id:type:at:)`` when processing failed, so the provider's retry is processed.
+    func forgetNotification(id: String) async throws
+
+    // Outbox
+    func enqueue(_ item: OutboxItem) async throws
+    func dueOutboxItems(now: Date, limit: Int) async throws -> [OutboxItem]
+    func updateOutboxItem(_ item: OutboxItem) async throws
+    func outboxItems() async throws -> [OutboxItem]
+
+    // Audit trail
+    func audit(_ event: AuditEvent) async throws
+    func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent]
+
+    /// Deletes expired refresh tokens and long-dead sessions; returns how many rows went.
+    @discardableResult func sweep(now: Date) async throws -> Int
+}
+
+/// Store errors that callers act on.
+public enum AuthStoreError: Error, Sendable, Equatable {
+    case duplicate
+    case notFound
+}

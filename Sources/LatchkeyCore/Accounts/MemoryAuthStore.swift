@@ -1,0 +1,126 @@
+public import Foundation
+
+/// An ``AuthStore`` in memory, for tests and the demo. Loses everything when the process ends.
+public actor MemoryAuthStore: AuthStore {
+    private var usersByID: [String: UserAccount] = [:]
+    private var identitiesByID: [String: LinkedIdentity] = [:]
+    private var grants: [String: ProviderGrant] = [:]
+    private var families: [String: SessionFamily] = [:]
+    private var tokens: [String: RefreshTokenRecord] = [:]
+    private var keys: [String: SigningKeyRecord] = [:]
+    private var notifications: Set<String> = []
+    private var outbox: [String: OutboxItem] = [:]
+    private var events: [AuditEvent] = []
+
+    public init() {}
+
+    public func migrate() async throws {}
+    public func ping() async throws {}
+
+    public func identity(provider: String, subject: String) -> LinkedIdentity? {
+        identitiesByID.values.first { $0.provider == provider && $0.subject == subject }
+    }
+
+    public func createUser(_ user: UserAccount, identity: LinkedIdentity) throws {
+        guard self.identity(provider: identity.provider, subject: identity.subject) == nil, usersByID[user.id] == nil else { throw AuthStoreError.duplicate }
+        usersByID[user.id] = user
+        identitiesByID[identity.id] = identity
+    }
+
+    public func updateUser(_ user: UserAccount) { usersByID[user.id] = user }
+    public func updateIdentity(_ identity: LinkedIdentity) { identitiesByID[identity.id] = identity }
+    public func user(id: String) -> UserAccount? { usersByID[id] }
+    public func identities(userID: String) -> [LinkedIdentity] { identitiesByID.values.filter { $0.userID == userID }.sorted { $0.firstSeenAt < $1.firstSeenAt } }
+    public func users(limit: Int) -> [UserAccount] { Array(usersByID.values.sorted { $0.createdAt < $1.createdAt }.prefix(limit)) }
+
+    public func deleteUser(id: String) {
+        let identityIDs = identitiesByID.values.filter { $0.userID == id }.map(\.id)
+        for identityID in identityIDs {
+            identitiesByID[identityID] = nil
+            grants[identityID] = nil
+        }
+        let familyIDs = families.values.filter { $0.userID == id }.map(\.id)
+        for familyID in familyIDs { families[familyID] = nil }
+        tokens = tokens.filter { !familyIDs.contains($0.value.familyID) }
+        usersByID[id] = nil
+    }
+
+    public func providerGrant(identityID: String) -> ProviderGrant? { grants[identityID] }
+    public func saveProviderGrant(_ grant: ProviderGrant) { grants[grant.identityID] = grant }
+    public func deleteProviderGrant(identityID: String) { grants[identityID] = nil }
+
+    public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) {
+        families[family.id] = family
+        tokens[firstToken.hash] = firstToken
+    }
+
+    public func refreshToken(hash: String) -> (RefreshTokenRecord, SessionFamily)? {
+        guard let record = tokens[hash], let family = families[record.familyID] else { return nil }
+        return (record, family)
+    }
+
+    public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) -> RotationResult {
+        guard var record = tokens[presentedHash], var family = families[record.familyID] else { return .unknown }
+        if family.isRevoked { return .revoked(family) }
+        if let rotatedAt = record.rotatedAt {
+            if now.timeIntervalSince(rotatedAt) <= graceWindow, record.successorHash == successor.hash, tokens[successor.hash] != nil {
+                return .retried(family)
+            }
+            family.revokedAt = now
+            family.revocationReason = "refresh_token_reuse"
+            families[family.id] = family
+            return .reuseDetected(family)
+        }
+        guard now < family.absoluteExpiresAt, now < record.idleExpiresAt else { return .expired }
+        record.rotatedAt = now
+        record.successorHash = successor.hash
+        tokens[presentedHash] = record
+        tokens[successor.hash] = successor
+        family.lastUsedAt = now
+        families[family.id] = family
+        return .rotated(family)
+    }
+
+    public func session(id: String) -> SessionFamily? { families[id] }
+    public func sessions(userID: String) -> [SessionFamily] { families.values.filter { $0.userID == userID }.sorted { $0.createdAt < $1.createdAt } }
+
+    public func revokeSession(id: String, reason: String, at: Date) -> Bool {
+        guard var family = families[id], !family.isRevoked else { return false }
+        family.revokedAt = at
+        family.revocationReason = reason
+        families[id] = family
+        return true
+    }
+
+    public func revokeSessions(userID: String, reason: String, at: Date) -> Int {
+        families.values.filter { $0.userID == userID }.reduce(0) { count, family in count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0) }
+    }
+
+    public func revokeSessions(identityID: String, reason: String, at: Date) -> Int {
+        families.values.filter { $0.identityID == identityID }.reduce(0) { count, family in count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0) }
+    }
+
+    public func signingKeys() -> [SigningKeyRecord] { keys.values.sorted { $0.createdAt < $1.createdAt } }
+    public func saveSigningKey(_ key: SigningKeyRecord) { keys[key.keyID] = key }
+
+    public func recordNotification(id: String, type: String, at: Date) -> Bool { notifications.insert(id).inserted }
+    public func forgetNotification(id: String) { notifications.remove(id) }
+
+    public func enqueue(_ item: OutboxItem) { outbox[item.id] = item }
+    public func dueOutboxItems(now: Date, limit: Int) -> [OutboxItem] {
+        Array(outbox.values.filter { $0.completedAt == nil && $0.nextAttemptAt <= now }.sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit))
+    }
+    public func updateOutboxItem(_ item: OutboxItem) { outbox[item.id] = item }
+    public func outboxItems() -> [OutboxItem] { outbox.values.sorted { $0.createdAt < $1.createdAt } }
+
+    public func audit(_ event: AuditEvent) { events.append(event) }
+    public func auditEvents(userID: String?, limit: Int) -> [AuditEvent] {
+        Array(events.filter { userID == nil || $0.userID == userID }.suffix(limit))
+    }
+
+    public func sweep(now: Date) -> Int {
+        let before = tokens.count
+        tokens = tokens.filter { $0.value.idleExpiresAt > now || ($0.value.rotatedAt.map { now.timeIntervalSince($0) < 86_400 } ?? false) }
+        return before - tokens.count
+    }
+}

@@ -1,0 +1,228 @@
+public import Foundation
+
+/// A person using the app. Identified by ``id`` only; e-mail is informational and never links accounts.
+public struct UserAccount: Sendable, Codable, Equatable {
+    public var id: String
+    public var createdAt: Date
+    /// The e-mail from the first sign-in that shared one; later sign-ins never blank it.
+    public var email: String?
+    public var emailVerified: Bool?
+    public var givenName: String?
+    public var familyName: String?
+
+    public init(id: String, createdAt: Date, email: String? = nil, emailVerified: Bool? = nil, givenName: String? = nil, familyName: String? = nil) {
+        self.id = id
+        self.createdAt = createdAt
+        self.email = email
+        self.emailVerified = emailVerified
+        self.givenName = givenName
+        self.familyName = familyName
+    }
+}
+
+/// A provider account linked to a user, keyed by provider and subject (never by e-mail).
+public struct LinkedIdentity: Sendable, Codable, Equatable {
+    public var id: String
+    public var userID: String
+    /// `apple`, `google`, …
+    public var provider: String
+    public var subject: String
+    public var email: String?
+    public var emailVerified: Bool?
+    public var isPrivateEmail: Bool?
+    public var realUserStatus: Int?
+    public var transferSubject: String?
+    /// The name the provider shared on the first sign-in (Apple shares it only then).
+    public var givenName: String?
+    public var familyName: String?
+    public var emailForwardingEnabled: Bool?
+    public var firstSeenAt: Date
+    public var lastSignInAt: Date
+
+    public init(
+        id: String, userID: String, provider: String, subject: String, email: String? = nil, emailVerified: Bool? = nil,
+        isPrivateEmail: Bool? = nil, realUserStatus: Int? = nil, transferSubject: String? = nil, givenName: String? = nil,
+        familyName: String? = nil, emailForwardingEnabled: Bool? = nil, firstSeenAt: Date, lastSignInAt: Date
+    ) {
+        self.id = id
+        self.userID = userID
+        self.provider = provider
+        self.subject = subject
+        self.email = email
+        self.emailVerified = emailVerified
+        self.isPrivateEmail = isPrivateEmail
+        self.realUserStatus = realUserStatus
+        self.transferSubject = transferSubject
+        self.givenName = givenName
+        self.familyName = familyName
+        self.emailForwardingEnabled = emailForwardingEnabled
+        self.firstSeenAt = firstSeenAt
+        self.lastSignInAt = lastSignInAt
+    }
+}
+
+/// A provider's refresh token for an identity (Apple's), kept encrypted, with its last validation.
+public struct ProviderGrant: Sendable, Equatable {
+    public var identityID: String
+    public var clientID: String
+    /// ``SecretBox`` output; never the token in the clear.
+    public var sealedRefreshToken: String
+    /// The last time the provider confirmed the token (or when it was issued).
+    public var lastValidatedAt: Date
+    public var createdAt: Date
+
+    public init(identityID: String, clientID: String, sealedRefreshToken: String, lastValidatedAt: Date, createdAt: Date) {
+        self.identityID = identityID
+        self.clientID = clientID
+        self.sealedRefreshToken = sealedRefreshToken
+        self.lastValidatedAt = lastValidatedAt
+        self.createdAt = createdAt
+    }
+}
+
+/// A session: one family of rotating refresh tokens.
+public struct SessionFamily: Sendable, Codable, Equatable {
+    public var id: String
+    public var userID: String
+    public var identityID: String?
+    public var clientID: String
+    public var createdAt: Date
+    public var lastUsedAt: Date
+    /// No refresh succeeds after this, however active the session.
+    public var absoluteExpiresAt: Date
+    public var revokedAt: Date?
+    public var revocationReason: String?
+    public var userAgent: String?
+
+    public init(
+        id: String, userID: String, identityID: String?, clientID: String, createdAt: Date, lastUsedAt: Date, absoluteExpiresAt: Date,
+        revokedAt: Date? = nil, revocationReason: String? = nil, userAgent: String? = nil
+    ) {
+        self.id = id
+        self.userID = userID
+        self.identityID = identityID
+        self.clientID = clientID
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.absoluteExpiresAt = absoluteExpiresAt
+        self.revokedAt = revokedAt
+        self.revocationReason = revocationReason
+        self.userAgent = userAgent
+    }
+
+    public var isRevoked: Bool { revokedAt != nil }
+}
+
+/// One refresh token of a family, stored only as its SHA-256 hash.
+public struct RefreshTokenRecord: Sendable, Equatable {
+    public var hash: String
+    public var familyID: String
+    public var parentHash: String?
+    public var createdAt: Date
+    /// The token dies if unused until then.
+    public var idleExpiresAt: Date
+    public var rotatedAt: Date?
+    public var successorHash: String?
+
+    public init(hash: String, familyID: String, parentHash: String?, createdAt: Date, idleExpiresAt: Date, rotatedAt: Date? = nil, successorHash: String? = nil) {
+        self.hash = hash
+        self.familyID = familyID
+        self.parentHash = parentHash
+        self.createdAt = createdAt
+        self.idleExpiresAt = idleExpiresAt
+        self.rotatedAt = rotatedAt
+        self.successorHash = successorHash
+    }
+}
+
+/// What happened when a refresh token was presented.
+public enum RotationResult: Sendable, Equatable {
+    /// The token was current: it is now rotated and the successor stored.
+    case rotated(SessionFamily)
+    /// The token was rotated moments ago to the same successor: a network retry.
+    case retried(SessionFamily)
+    /// The token was rotated before, outside the grace window: the family is now revoked.
+    case reuseDetected(SessionFamily)
+    case revoked(SessionFamily)
+    case expired
+    case unknown
+}
+
+/// A signing key for Latchkey's access tokens. The private half is stored sealed.
+public struct SigningKeyRecord: Sendable, Equatable {
+    public enum State: String, Sendable, Codable, CaseIterable {
+        /// Signs new tokens and is published.
+        case active
+        /// No longer signs, still published until tokens it signed have expired.
+        case retiring
+        /// Neither signs nor is published.
+        case retired
+    }
+
+    public var keyID: String
+    public var algorithm: String
+    public var sealedPrivateKey: String
+    public var publicKeyPEM: String
+    public var state: State
+    public var createdAt: Date
+    /// For retiring keys: when they may be retired.
+    public var retireAfter: Date?
+
+    public init(keyID: String, algorithm: String, sealedPrivateKey: String, publicKeyPEM: String, state: State, createdAt: Date, retireAfter: Date? = nil) {
+        self.keyID = keyID
+        self.algorithm = algorithm
+        self.sealedPrivateKey = sealedPrivateKey
+        self.publicKeyPEM = publicKeyPEM
+        self.state = state
+        self.createdAt = createdAt
+        self.retireAfter = retireAfter
+    }
+}
+
+/// A call to a provider still owed, such as an Apple revocation that failed during account deletion.
+public struct OutboxItem: Sendable, Equatable {
+    public var id: String
+    public var kind: String
+    public var clientID: String
+    /// The token to act on, sealed.
+    public var sealedPayload: String
+    public var attempts: Int
+    public var nextAttemptAt: Date
+    public var lastError: String?
+    public var createdAt: Date
+    public var completedAt: Date?
+
+    public static let appleRevocation = "apple_revocation"
+
+    public init(id: String, kind: String, clientID: String, sealedPayload: String, attempts: Int = 0, nextAttemptAt: Date, lastError: String? = nil, createdAt: Date, completedAt: Date? = nil) {
+        self.id = id
+        self.kind = kind
+        self.clientID = clientID
+        self.sealedPayload = sealedPayload
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+        self.createdAt = createdAt
+        self.completedAt = completedAt
+    }
+}
+
+/// A security-relevant event, kept for the audit trail. Never holds a token or key.
+public struct AuditEvent: Sendable, Codable, Equatable {
+    public var id: String
+    public var at: Date
+    public var userID: String?
+    public var kind: String
+    public var detail: String
+
+    public init(id: String = newIdentifier(), at: Date, userID: String?, kind: String, detail: String = "") {
+        self.id = id
+        self.at = at
+        self.userID = userID
+        self.kind = kind
+        self.detail = detail
+    }
+}
+
+/// A random, URL-safe identifier (128 bits, lowercase UUID form).
+public func newIdentifier() -> String { UUID().uuidString.lowercased() }

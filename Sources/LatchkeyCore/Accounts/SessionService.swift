@@ -1,0 +1,383 @@
+public import Foundation
+public import Logging
+import Synchronization
+
+/// How a provider (Apple) is asked about a user's authorization. The server adapts its Apple client to this.
+public protocol ProviderAuthorizationLink: Sendable {
+    /// Asks the provider whether `refreshToken` is still good.
+    func validate(refreshToken: String, clientID: String) async -> ProviderValidation
+    /// Revokes `refreshToken` at the provider.
+    func revoke(refreshToken: String, clientID: String) async throws(LatchkeyError)
+}
+
+public enum ProviderValidation: Sendable, Equatable {
+    case valid
+    /// The provider refused the token: the user revoked the authorization.
+    case revoked
+    /// No answer; the reason is safe to log.
+    case unreachable(String)
+}
+
+/// What happened to a user at the provider, from a verified server-to-server notification.
+public struct ProviderAccountEvent: Sendable, Equatable {
+    public enum Kind: String, Sendable { case consentRevoked, accountDeleted, emailDisabled, emailEnabled, other }
+    public var id: String
+    public var provider: String
+    public var kind: Kind
+    public var subject: String
+
+    public init(id: String, provider: String, kind: Kind, subject: String) {
+        self.id = id
+        self.provider = provider
+        self.kind = kind
+        self.subject = subject
+    }
+}
+
+/// Lifetimes and windows of Latchkey sessions.
+public struct SessionPolicy: Sendable {
+    /// A refresh token unused this long dies.
+    public var refreshIdleLifetime: TimeInterval = 30 * 86_400
+    /// No session outlives this, however active.
+    public var refreshAbsoluteLifetime: TimeInterval = 180 * 86_400
+    /// A retry of the same refresh within this window gets the same successor instead of killing the family.
+    public var reuseGraceWindow: TimeInterval = 10
+    /// Apple allows refresh-token validation about once a day.
+    public var providerValidationInterval: TimeInterval = 86_400
+    /// While Apple cannot be reached, sessions keep refreshing this long after the last good validation.
+    public var providerUnreachableGrace: TimeInterval = 72 * 3600
+
+    public init() {}
+}
+
+/// Issued tokens.
+public struct IssuedTokens: Sendable, Equatable {
+    public var accessToken: String
+    public var expiresIn: Int
+    public var refreshToken: String
+    public var sessionID: String
+}
+
+/// Latchkey sessions: sign-in bookkeeping, refresh rotation with reuse detection, the provider link,
+/// logout, account deletion and provider notifications. Knows nothing of HTTP.
+public struct SessionService: Sendable {
+    public let store: any AuthStore
+    public let accessTokens: AccessTokenService
+    public let refreshTokens: RefreshTokens
+    public let box: SecretBox
+    public let providerLink: (any ProviderAuthorizationLink)?
+    public let policy: SessionPolicy
+    public let timeSource: TimeSource
+    private let validations = ValidationFlights()
+    private let logger: Logger?
+
+    public init(
+        store: any AuthStore, accessTokens: AccessTokenService, box: SecretBox, providerLink: (any ProviderAuthorizationLink)?,
+        policy: SessionPolicy = .init(), timeSource: TimeSource = .system, logger: Logger? = nil
+    ) {
+        self.store = store
+        self.accessTokens = accessTokens
+        self.refreshTokens = RefreshTokens(rotationKey: box.derivedKey(purpose: "latchkey refresh rotation v1"))
+        self.box = box
+        self.providerLink = providerLink
+        self.policy = policy
+        self.timeSource = timeSource
+        self.logger = logger
+    }
+
+    // MARK: - Sign-in
+
+    public struct SignInOutcome: Sendable {
+        public var tokens: IssuedTokens
+        public var user: UserAccount
+        public var identities: [LinkedIdentity]
+        public var isNewUser: Bool
+    }
+
+    /// Records a verified sign-in and starts a session. Users are found by provider and subject only.
+    /// E-mail and name from the first sign-in are kept; later sign-ins fill gaps but never blank them.
+    public func signIn(
+        identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
+        providerRefreshToken: String? = nil, userAgent: String? = nil
+    ) async throws -> SignInOutcome {
+        let now = timeSource.now
+        let givenName = givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName
+        let familyName = familyName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.familyName
+        let email = verified.email.flatMap { $0.isEmpty ? nil : $0 }
+        var isNewUser = false
+        var identity: LinkedIdentity
+        var user: UserAccount
+        if let existing = try await store.identity(provider: provider, subject: verified.subject) {
+            identity = existing
+            guard let found = try await store.user(id: existing.userID) else { throw AuthStoreError.notFound }
+            user = found
+        } else {
+            user = UserAccount(id: newIdentifier(), createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
+            identity = LinkedIdentity(
+                id: newIdentifier(), userID: user.id, provider: provider, subject: verified.subject, email: email, emailVerified: verified.emailVerified,
+                isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
+                givenName: givenName, familyName: familyName, firstSeenAt: now, lastSignInAt: now
+            )
+            do {
+                try await store.createUser(user, identity: identity)
+                isNewUser = true
+                try await audit(user.id, "user_created", "provider=\(provider)")
+            } catch AuthStoreError.duplicate {
+                // A concurrent first sign-in of the same person won; use its user.
+                guard let winner = try await store.identity(provider: provider, subject: verified.subject), let found = try await store.user(id: winner.userID) else { throw AuthStoreError.notFound }
+                identity = winner
+                user = found
+            }
+        }
+        if !isNewUser {
+            var changedUser = user
+            changedUser.email = user.email ?? email
+            changedUser.emailVerified = user.email == nil ? verified.emailVerified : user.emailVerified
+            changedUser.givenName = user.givenName ?? givenName
+            changedUser.familyName = user.familyName ?? familyName
+            if changedUser != user {
+                try await store.updateUser(changedUser)
+                user = changedUser
+            }
+            identity.email = identity.email ?? email
+            identity.emailVerified = verified.emailVerified ?? identity.emailVerified
+            identity.isPrivateEmail = verified.isPrivateEmail ?? identity.isPrivateEmail
+            identity.realUserStatus = verified.realUserStatus?.rawValue ?? identity.realUserStatus
+            identity.transferSubject = verified.transferSubject ?? identity.transferSubject
+            identity.givenName = identity.givenName ?? givenName
+            identity.familyName = identity.familyName ?? familyName
+            identity.lastSignInAt = now
+            try await store.updateIdentity(identity)
+        }
+        if let providerRefreshToken {
+            let grant = ProviderGrant(identityID: identity.id, clientID: verified.audience, sealedRefreshToken: try box.seal(providerRefreshToken), lastValidatedAt: now, createdAt: now)
+            try await store.saveProviderGrant(grant)
+        }
+        let tokens = try await startSession(userID: user.id, identityID: identity.id, clientID: verified.audience, userAgent: userAgent)
+        try await audit(user.id, "signed_in", "provider=\(provider) session=\(tokens.sessionID)")
+        return SignInOutcome(tokens: tokens, user: user, identities: try await store.identities(userID: user.id), isNewUser: isNewUser)
+    }
+
+    /// Starts a new session family for a user.
+    public func startSession(userID: String, identityID: String?, clientID: String, userAgent: String?) async throws -> IssuedTokens {
+        let now = timeSource.now
+        let refreshToken = refreshTokens.generate()
+        let family = SessionFamily(
+            id: newIdentifier(), userID: userID, identityID: identityID, clientID: clientID, createdAt: now, lastUsedAt: now,
+            absoluteExpiresAt: now.addingTimeInterval(policy.refreshAbsoluteLifetime), userAgent: userAgent.map { String($0.prefix(256)) }
+        )
+        let record = RefreshTokenRecord(hash: RefreshTokens.hash(refreshToken), familyID: family.id, parentHash: nil, createdAt: now, idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime))
+        try await store.createSession(family, firstToken: record)
+        let access = try accessTokens.issue(userID: userID, sessionID: family.id, clientID: clientID)
+        return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken, sessionID: family.id)
+    }
+
+    // MARK: - Refresh
+
+    /// Rotates a refresh token. Reuse outside the grace window revokes the whole family; when Apple's
+    /// authorization is due for its daily check it is validated first.
+    public func refresh(_ refreshToken: String) async throws -> IssuedTokens {
+        guard RefreshTokens.isWellFormed(refreshToken) else {
+            throw LatchkeyError(.invalidGrant, "the refresh token is malformed")
+        }
+        let hash = RefreshTokens.hash(refreshToken)
+        guard let (_, family) = try await store.refreshToken(hash: hash) else {
+            throw LatchkeyError(.invalidGrant, "the refresh token is unknown or expired; sign in again")
+        }
+        if family.isRevoked { throw revokedError(family) }
+        if let identityID = family.identityID { try await checkProviderAuthorization(identityID: identityID, userID: family.userID) }
+
+        let now = timeSource.now
+        let successor = refreshTokens.successor(of: refreshToken)
+        let successorRecord = RefreshTokenRecord(
+            hash: RefreshTokens.hash(successor), familyID: family.id, parentHash: hash, createdAt: now, idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime)
+        )
+        switch try await store.rotate(presentedHash: hash, successor: successorRecord, now: now, graceWindow: policy.reuseGraceWindow) {
+        case .rotated(let family), .retried(let family):
+            let access = try accessTokens.issue(userID: family.userID, sessionID: family.id, clientID: family.clientID)
+            return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, sessionID: family.id)
+        case .reuseDetected(let family):
+            try await audit(family.userID, "refresh_token_reuse", "session=\(family.id); the session was revoked")
+            logger?.notice("refresh token reuse detected; session revoked", metadata: ["session": "\(family.id)"])
+            throw LatchkeyError(.invalidGrant, "this refresh token was already used; the session has been revoked as a precaution — sign in again")
+        case .revoked(let family):
+            throw revokedError(family)
+        case .expired:
+            throw LatchkeyError(.invalidGrant, "the session expired; sign in again")
+        case .unknown:
+            throw LatchkeyError(.invalidGrant, "the refresh token is unknown or expired; sign in again")
+        }
+    }
+
+    private func revokedError(_ family: SessionFamily) -> LatchkeyError {
+        switch family.revocationReason {
+        case "apple_authorization_revoked", "apple_consent_revoked":
+            return LatchkeyError(.invalidGrant, "the Apple authorization was revoked (the user stopped using Sign in with Apple for this app); sign in again")
+        case "refresh_token_reuse":
+            return LatchkeyError(.invalidGrant, "the session was revoked after its refresh token was used twice; sign in again")
+        default:
+            return LatchkeyError(.invalidGrant, "the session was revoked (\(family.revocationReason ?? "signed out")); sign in again")
+        }
+    }
+
+    /// Validates the stored Apple refresh token when the last validation is older than the interval.
+    func checkProviderAuthorization(identityID: String, userID: String) async throws {
+        guard let providerLink, let grant = try await store.providerGrant(identityID: identityID) else { return }
+        let now = timeSource.now
+        guard now.timeIntervalSince(grant.lastValidatedAt) >= policy.providerValidationInterval else { return }
+        let result = await validations.run(identityID) {
+            // Another refresh may have validated while this one waited.
+            if let fresh = try? await store.providerGrant(identityID: identityID), now.timeIntervalSince(fresh.lastValidatedAt) < policy.providerValidationInterval {
+                return .valid
+            }
+            guard let token = try? box.open(grant.sealedRefreshToken) else { return .unreachable("the stored token cannot be opened") }
+            let result = await providerLink.validate(refreshToken: token, clientID: grant.clientID)
+            if result == .valid, var updated = try? await store.providerGrant(identityID: identityID) {
+                updated.lastValidatedAt = timeSource.now
+                try? await store.saveProviderGrant(updated)
+            }
+            return result
+        }
+        switch result {
+        case .valid:
+            return
+        case .revoked:
+            let revoked = try await store.revokeSessions(identityID: identityID, reason: "apple_authorization_revoked", at: now)
+            try await store.deleteProviderGrant(identityID: identityID)
+            try await audit(userID, "apple_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
+            throw LatchkeyError(.invalidGrant, "the Apple authorization was revoked (Apple refused the stored refresh token); all sessions of this Apple ID were ended — sign in again")
+        case .unreachable(let reason):
+            logger?.warning("Apple could not validate the authorization", metadata: ["reason": "\(reason)"])
+            if now.timeIntervalSince(grant.lastValidatedAt) > policy.providerUnreachableGrace {
+                throw LatchkeyError(
+                    .temporarilyUnavailable,
+                    "Apple has not confirmed this authorization for more than \(Int(policy.providerUnreachableGrace / 3600)) h and cannot be reached now; try again later"
+                )
+            }
+        }
+    }
+
+    // MARK: - Logout, deletion, notifications
+
+    /// Ends one session, or every session of its user.
+    public func logout(sessionID: String, userID: String, all: Bool) async throws -> Int {
+        let now = timeSource.now
+        let count = all
+            ? try await store.revokeSessions(userID: userID, reason: "signed_out", at: now)
+            : (try await store.revokeSession(id: sessionID, reason: "signed_out", at: now) ? 1 : 0)
+        try await audit(userID, all ? "signed_out_everywhere" : "signed_out", "sessions=\(count)")
+        return count
+    }
+
+    /// Ends one session of the user; false when the user has no such session.
+    public func revokeSession(id: String, userID: String) async throws -> Bool {
+        guard let family = try await store.session(id: id), family.userID == userID else { return false }
+        let revoked = try await store.revokeSession(id: id, reason: "revoked_by_user", at: timeSource.now)
+        if revoked { try await audit(userID, "session_revoked", "session=\(id)") }
+        return true
+    }
+
+    public struct DeletionReport: Sendable, Equatable {
+        /// Provider tokens revoked at once.
+        public var revoked: Int
+        /// Provider revocations that failed and wait in the outbox.
+        public var queued: Int
+    }
+
+    /// Deletes an account as the App Store requires: revoke Apple's tokens first, then delete everything.
+    /// A revocation that fails is kept in the outbox and retried; the deletion happens regardless.
+    public func deleteAccount(userID: String) async throws -> DeletionReport {
+        var report = DeletionReport(revoked: 0, queued: 0)
+        let now = timeSource.now
+        for identity in try await store.identities(userID: userID) {
+            guard let grant = try await store.providerGrant(identityID: identity.id) else { continue }
+            do {
+                guard let providerLink else { throw LatchkeyError(.providerUnavailable, "no Apple client is configured") }
+                try await providerLink.revoke(refreshToken: try box.open(grant.sealedRefreshToken), clientID: grant.clientID)
+                report.revoked += 1
+            } catch {
+                let item = OutboxItem(
+                    id: newIdentifier(), kind: OutboxItem.appleRevocation, clientID: grant.clientID, sealedPayload: grant.sealedRefreshToken,
+                    nextAttemptAt: now.addingTimeInterval(30), lastError: (error as? LatchkeyError)?.errorCode ?? "error", createdAt: now
+                )
+                try await store.enqueue(item)
+                report.queued += 1
+            }
+        }
+        try await store.deleteUser(id: userID)
+        try await audit(userID, "account_deleted", "apple_revoked=\(report.revoked) queued=\(report.queued)")
+        return report
+    }
+
+    /// Retries owed provider calls; returns how many succeeded.
+    public func processOutbox(limit: Int = 50) async throws -> Int {
+        let now = timeSource.now
+        var done = 0
+        for var item in try await store.dueOutboxItems(now: now, limit: limit) {
+            do {
+                guard let providerLink else { throw LatchkeyError(.providerUnavailable, "no Apple client is configured") }
+                try await providerLink.revoke(refreshToken: try box.open(item.sealedPayload), clientID: item.clientID)
+                item.completedAt = timeSource.now
+                item.lastError = nil
+                done += 1
+            } catch {
+                item.attempts += 1
+                item.lastError = (error as? LatchkeyError)?.errorCode ?? "error"
+                item.nextAttemptAt = timeSource.now.addingTimeInterval(min(30 * pow(2, Double(item.attempts)), 6 * 3600))
+            }
+            try await store.updateOutboxItem(item)
+        }
+        return done
+    }
+
+    public enum NotificationOutcome: Sendable, Equatable { case processed, duplicate, unknownSubject }
+
+    /// Applies a provider's account event once per event id.
+    public func handle(_ event: ProviderAccountEvent) async throws -> NotificationOutcome {
+        let now = timeSource.now
+        guard try await store.recordNotification(id: event.id, type: event.kind.rawValue, at: now) else { return .duplicate }
+        do {
+            guard var identity = try await store.identity(provider: event.provider, subject: event.subject) else { return .unknownSubject }
+            switch event.kind {
+            case .consentRevoked:
+                let count = try await store.revokeSessions(identityID: identity.id, reason: "apple_consent_revoked", at: now)
+                try await store.deleteProviderGrant(identityID: identity.id)
+                try await audit(identity.userID, "apple_consent_revoked", "\(count) session(s) revoked")
+            case .accountDeleted:
+                try await store.deleteUser(id: identity.userID)
+                try await audit(identity.userID, "apple_account_deleted", "user deleted")
+            case .emailDisabled, .emailEnabled:
+                identity.emailForwardingEnabled = event.kind == .emailEnabled
+                try await store.updateIdentity(identity)
+                try await audit(identity.userID, event.kind == .emailEnabled ? "apple_email_enabled" : "apple_email_disabled")
+            case .other:
+                try await audit(identity.userID, "apple_notification_ignored")
+            }
+            return .processed
+        } catch {
+            try? await store.forgetNotification(id: event.id)
+            throw error
+        }
+    }
+
+    private func audit(_ userID: String?, _ kind: String, _ detail: String = "") async throws {
+        try await store.audit(AuditEvent(at: timeSource.now, userID: userID, kind: kind, detail: detail))
+    }
+}
+
+/// One provider validation per identity at a time; concurrent refreshes share its result.
+final class ValidationFlights: Sendable {
+    private let flights = Mutex<[String: Task<ProviderValidation, Never>]>([:])
+
+    func run(_ key: String, _ work: @escaping @Sendable () async -> ProviderValidation) async -> ProviderValidation {
+        let task = flights.withLock { flights in
+            if let existing = flights[key] { return existing }
+            let task = Task { await work() }
+            flights[key] = task
+            return task
+        }
+        let result = await task.value
+        flights.withLock { if $0[key] == task { $0[key] = nil } }
+        return result
+    }
+}

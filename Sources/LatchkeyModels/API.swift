@@ -1,0 +1,123 @@
+public import Foundation
+
+/// A new token pair: `POST /v1/token` answers this, `POST /v1/auth/apple` adds the user.
+public struct TokenPairResponse: Codable, Sendable, Equatable {
+    public var accessToken: String
+    public var tokenType: String
+    public var expiresIn: Int
+    public var refreshToken: String
+
+    public init(accessToken: String, tokenType: String = "Bearer", expiresIn: Int, refreshToken: String) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresIn = expiresIn
+        self.refreshToken = refreshToken
+    }
+}
+
+/// `POST /v1/auth/apple`'s answer.
+public struct SignInResponse: Codable, Sendable, Equatable {
+    public var accessToken: String
+    public var tokenType: String
+    public var expiresIn: Int
+    public var refreshToken: String
+    public var user: UserResponse
+    public var isNewUser: Bool
+
+    public init(tokens: TokenPairResponse, user: UserResponse, isNewUser: Bool) {
+        self.accessToken = tokens.accessToken
+        self.tokenType = tokens.tokenType
+        self.expiresIn = tokens.expiresIn
+        self.refreshToken = tokens.refreshToken
+        self.user = user
+        self.isNewUser = isNewUser
+    }
+}
+
+/// `POST /v1/auth/apple`'s body: what the app got from `ASAuthorizationAppleIDCredential`.
+public struct AppleSignInRequest: Codable, Sendable, Equatable {
+    public var identityToken: String
+    public var authorizationCode: String?
+    /// The nonce the app generated, unhashed.
+    public var rawNonce: String?
+    /// The name iOS shares on the first sign-in only.
+    public var fullName: FullName?
+
+    public struct FullName: Codable, Sendable, Equatable {
+        public var givenName: String?
+        public var familyName: String?
+        public init(givenName: String? = nil, familyName: String? = nil) {
+            self.givenName = givenName
+            self.familyName = familyName
+        }
+    }
+
+    public init(identityToken: String, authorizationCode: String? = nil, rawNonce: String? = nil, fullName: FullName? = nil) {
+        self.identityToken = identityToken
+        self.authorizationCode = authorizationCode
+        self.rawNonce = rawNonce
+        self.fullName = fullName
+    }
+}
+
+/// A user as `GET /v1/me` shows them.
+public struct UserResponse: Codable, Sendable, Equatable {
+    public var id: String
+    public var email: String?
+    public var emailVerified: Bool?
+    public var givenName: String?
+    public var familyName: String?
+    public var createdAt: Date
+    public var identities: [IdentityResponse]
+
+    public init(id: String, email: String?, emailVerified: Bool?, givenName: String?, familyName: String?, createdAt: Date, identities: [IdentityResponse]) {
+        self.id = id
+        self.email = email
+        self.emailVerified = emailVerified
+        self.givenName = givenName
+        self.familyName = familyName
+        self.createdAt = createdAt
+        self.identities = identities
+    }
+}
+
+public struct IdentityResponse: Codable, Sendable, Equatable {
+    public var provider: String
+    public var subject: String
+    public var email: String?
+    public var isPrivateEmail: Bool?
+    public var realUserStatus: Int?
+    public var emailForwardingEnabled: Bool?
+    public var firstSeenAt: Date
+
+    public init(provider: String, subject: String, email: String?, isPrivateEmail: Bool?, realUserStatus: Int?, emailForwardingEnabled: Bool?, firstSeenAt: Date) {
+        self.provider = provider
+        self.subject = subject
+        self.email = email
+        self.isPrivateEmail = isPrivateEmail
+        self.realUserStatus = realUserStatus
+        self.emailForwardingEnabled = emailForwardingEnabled
+        self.firstSeenAt = firstSeenAt
+    }
+}
+
+/// One session in `GET /v1/me/sessions`.
+public struct SessionResponse: Codable, Sendable, Equatable {
+    public var id: String
+    public var clientId: String
+    public var createdAt: Date
+    public var lastUsedAt: Date
+    public var expiresAt: Date
+    public var userAgent: String?
+    public var current: Bool
+
+    public init(id: String, clientId: String, createdAt: Date, lastUsedAt: Date, expiresAt: Date, userAgent: String?, current: Bool) {
+        self.id = id
+        self.clientId = clientId
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.expiresAt = expiresAt
+        self.userAgent = userAgent
+        self.current = current
+    }
+}

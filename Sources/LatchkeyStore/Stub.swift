@@ -1,0 +1,3 @@
+import SQLKit
+import SQLiteKit
+import PostgresKit
