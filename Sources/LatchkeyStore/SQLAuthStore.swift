@@ -1,0 +1,447 @@
+public import Foundation
+public import LatchkeyCore
+public import Logging
+import SQLKit
+
+/// ``AuthStore`` on SQLite (the default) or PostgreSQL, with one schema and versioned migrations.
+///
+/// Writes go through a batcher that commits concurrent writes together, each durably committed
+/// before its caller resumes (SQLite runs with `synchronous=FULL`).
+///
+/// ```swift
+/// let store = try await SQLAuthStore.open(.sqlite(path: "latchkey.sqlite"))
+/// try await store.migrate()
+/// ```
+public final class SQLAuthStore: AuthStore {
+    private let backend: any SQLBackend
+    public let location: StoreLocation
+
+    private init(backend: any SQLBackend, location: StoreLocation) {
+        self.backend = backend
+        self.location = location
+    }
+
+    /// Opens (and for SQLite, creates) the database. Call ``migrate()`` before use and ``close()`` at the end.
+    public static func open(_ location: StoreLocation, logger: Logger = Logger(label: "latchkey.store")) async throws -> SQLAuthStore {
+        switch location {
+        case .sqlite(let path):
+            return SQLAuthStore(backend: try await SQLiteBackend.open(path: path, logger: logger), location: location)
+        case .postgres(let url):
+            return SQLAuthStore(backend: try PostgresBackend(url: url, logger: logger), location: location)
+        }
+    }
+
+    public func close() async { await backend.shutdown() }
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        do { return try await backend.read(body) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
+    }
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        do { return try await backend.batcher.submit(body) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
+    }
+
+    /// Unique violations become `.duplicate`; everything else stays as the driver said.
+    private static func translate(_ error: any Error) -> any Error {
+        let text = String(describing: error).lowercased()
+        if text.contains("unique") || text.contains("duplicate key") || text.contains("23505") { return AuthStoreError.duplicate }
+        return error
+    }
+
+    // MARK: Schema
+
+    public func migrate() async throws {
+        let postgres = backend.isPostgres
+        try await write { db in
+            if postgres { try await db.raw("SELECT pg_advisory_xact_lock(7421001)").run() }
+            try await db.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
+            let applied = Set(try await db.raw("SELECT version FROM schema_migrations").all().map { try $0.decode(column: "version", as: Int.self) })
+            for migration in Migrations.all where !applied.contains(migration.version) {
+                for statement in migration.statements { try await db.raw("\(unsafeRaw: statement)").run() }
+                try await db.raw("INSERT INTO schema_migrations (version, applied_at) VALUES (\(bind: migration.version), \(bind: Date().millis))").run()
+            }
+        }
+    }
+
+    /// The schema versions applied so far.
+    public func appliedMigrations() async throws -> [Int] {
+        try await read { db in try await db.raw("SELECT version FROM schema_migrations ORDER BY version").all().map { try $0.decode(column: "version", as: Int.self) } }
+    }
+
+    public func ping() async throws {
+        _ = try await read { db in try await db.raw("SELECT 1 AS one").first() != nil }
+    }
+
+    // MARK: Users and identities
+
+    public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await read { db in try await db.raw("SELECT * FROM identities WHERE provider = \(bind: provider) AND subject = \(bind: subject)").first().map(Self.identity) }
+    }
+
+    public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
+        try await write { db in
+            try await Self.insertUser(user, db)
+            try await Self.insertIdentity(identity, db)
+        }
+    }
+
+    private static func insertUser(_ user: UserAccount, _ db: any SQLDatabase) async throws {
+        try await db.raw("""
+            INSERT INTO users (id, created_at, email, email_verified, given_name, family_name)
+            VALUES (\(bind: user.id), \(bind: user.createdAt.millis), \(bind: user.email), \(bind: user.emailVerified.flag), \(bind: user.givenName), \(bind: user.familyName))
+            """).run()
+    }
+
+    private static func insertIdentity(_ identity: LinkedIdentity, _ db: any SQLDatabase) async throws {
+        try await db.raw("""
+            INSERT INTO identities (id, user_id, provider, subject, email, email_verified, is_private_email, real_user_status, transfer_subject,
+              given_name, family_name, email_forwarding_enabled, first_seen_at, last_sign_in_at)
+            VALUES (\(bind: identity.id), \(bind: identity.userID), \(bind: identity.provider), \(bind: identity.subject), \(bind: identity.email),
+              \(bind: identity.emailVerified.flag), \(bind: identity.isPrivateEmail.flag), \(bind: identity.realUserStatus), \(bind: identity.transferSubject),
+              \(bind: identity.givenName), \(bind: identity.familyName), \(bind: identity.emailForwardingEnabled.flag), \(bind: identity.firstSeenAt.millis),
+              \(bind: identity.lastSignInAt.millis))
+            """).run()
+    }
+
+    public func updateUser(_ user: UserAccount) async throws {
+        try await write { db in
+            try await db.raw("""
+                UPDATE users SET email = \(bind: user.email), email_verified = \(bind: user.emailVerified.flag), given_name = \(bind: user.givenName),
+                  family_name = \(bind: user.familyName) WHERE id = \(bind: user.id)
+                """).run()
+        }
+    }
+
+    public func updateIdentity(_ identity: LinkedIdentity) async throws {
+        try await write { db in
+            try await db.raw("""
+                UPDATE identities SET email = \(bind: identity.email), email_verified = \(bind: identity.emailVerified.flag),
+                  is_private_email = \(bind: identity.isPrivateEmail.flag), real_user_status = \(bind: identity.realUserStatus),
+                  transfer_subject = \(bind: identity.transferSubject), given_name = \(bind: identity.givenName), family_name = \(bind: identity.familyName),
+                  email_forwarding_enabled = \(bind: identity.emailForwardingEnabled.flag), last_sign_in_at = \(bind: identity.lastSignInAt.millis)
+                WHERE id = \(bind: identity.id)
+                """).run()
+        }
+    }
+
+    public func user(id: String) async throws -> UserAccount? {
+        try await read { db in try await db.raw("SELECT * FROM users WHERE id = \(bind: id)").first().map(Self.user) }
+    }
+
+    public func identities(userID: String) async throws -> [LinkedIdentity] {
+        try await read { db in try await db.raw("SELECT * FROM identities WHERE user_id = \(bind: userID) ORDER BY first_seen_at").all().map(Self.identity) }
+    }
+
+    public func users(limit: Int) async throws -> [UserAccount] {
+        try await read { db in try await db.raw("SELECT * FROM users ORDER BY created_at LIMIT \(bind: limit)").all().map(Self.user) }
+    }
+
+    public func deleteUser(id: String) async throws {
+        try await write { db in
+            // Explicit deletes, child tables first: correct whether or not foreign keys cascade.
+            try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = \(bind: id))").run()
+            try await db.raw("DELETE FROM sessions WHERE user_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM provider_grants WHERE identity_id IN (SELECT id FROM identities WHERE user_id = \(bind: id))").run()
+            try await db.raw("DELETE FROM identities WHERE user_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM users WHERE id = \(bind: id)").run()
+        }
+    }
+
+    // MARK: Provider grants
+
+    public func providerGrant(identityID: String) async throws -> ProviderGrant? {
+        try await read { db in
+            try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: identityID)").first().map { row in
+                ProviderGrant(
+                    identityID: try row.decode(column: "identity_id", as: String.self), clientID: try row.decode(column: "client_id", as: String.self),
+                    sealedRefreshToken: try row.decode(column: "sealed_refresh_token", as: String.self),
+                    lastValidatedAt: try row.date("last_validated_at"), createdAt: try row.date("created_at")
+                )
+            }
+        }
+    }
+
+    public func saveProviderGrant(_ grant: ProviderGrant) async throws {
+        try await write { db in
+            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: grant.identityID)").run()
+            try await db.raw("""
+                INSERT INTO provider_grants (identity_id, client_id, sealed_refresh_token, last_validated_at, created_at)
+                VALUES (\(bind: grant.identityID), \(bind: grant.clientID), \(bind: grant.sealedRefreshToken), \(bind: grant.lastValidatedAt.millis), \(bind: grant.createdAt.millis))
+                """).run()
+        }
+    }
+
+    public func deleteProviderGrant(identityID: String) async throws {
+        try await write { db in try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: identityID)").run() }
+    }
+
+    // MARK: Sessions
+
+    public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws {
+        try await write { db in
+            try await db.raw("""
+                INSERT INTO sessions (id, user_id, identity_id, client_id, created_at, last_used_at, absolute_expires_at, revoked_at, revocation_reason, user_agent)
+                VALUES (\(bind: family.id), \(bind: family.userID), \(bind: family.identityID), \(bind: family.clientID), \(bind: family.createdAt.millis),
+                  \(bind: family.lastUsedAt.millis), \(bind: family.absoluteExpiresAt.millis), \(bind: family.revokedAt?.millis), \(bind: family.revocationReason),
+                  \(bind: family.userAgent))
+                """).run()
+            try await Self.insertToken(firstToken, db)
+        }
+    }
+
+    private static func insertToken(_ token: RefreshTokenRecord, _ db: any SQLDatabase) async throws {
+        try await db.raw("""
+            INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
+            VALUES (\(bind: token.hash), \(bind: token.familyID), \(bind: token.parentHash), \(bind: token.createdAt.millis), \(bind: token.idleExpiresAt.millis),
+              \(bind: token.rotatedAt?.millis), \(bind: token.successorHash))
+            """).run()
+    }
+
+    public func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)? {
+        try await read { db in
+            guard let row = try await db.raw("SELECT * FROM refresh_tokens WHERE hash = \(bind: hash)").first() else { return nil }
+            let token = try Self.token(row)
+            guard let family = try await db.raw("SELECT * FROM sessions WHERE id = \(bind: token.familyID)").first().map(Self.session) else { return nil }
+            return (token, family)
+        }
+    }
+
+    public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
+        let lock = backend.isPostgres ? " FOR UPDATE" : ""
+        return try await write { db in
+            guard let row = try await db.raw("SELECT * FROM refresh_tokens WHERE hash = \(bind: presentedHash)\(unsafeRaw: lock)").first() else { return .unknown }
+            let token = try Self.token(row)
+            guard var family = try await db.raw("SELECT * FROM sessions WHERE id = \(bind: token.familyID)\(unsafeRaw: lock)").first().map(Self.session) else { return .unknown }
+            if family.isRevoked { return .revoked(family) }
+            if let rotatedAt = token.rotatedAt {
+                if now.timeIntervalSince(rotatedAt) <= graceWindow, token.successorHash == successor.hash {
+                    return .retried(family)
+                }
+                family.revokedAt = now
+                family.revocationReason = "refresh_token_reuse"
+                try await db.raw("UPDATE sessions SET revoked_at = \(bind: now.millis), revocation_reason = 'refresh_token_reuse' WHERE id = \(bind: family.id)").run()
+                return .reuseDetected(family)
+            }
+            guard now < family.absoluteExpiresAt, now < token.idleExpiresAt else { return .expired }
+            try await db.raw("""
+                UPDATE refresh_tokens SET rotated_at = \(bind: now.millis), successor_hash = \(bind: successor.hash) WHERE hash = \(bind: presentedHash)
+                """).run()
+            try await Self.insertToken(successor, db)
+            try await db.raw("UPDATE sessions SET last_used_at = \(bind: now.millis) WHERE id = \(bind: family.id)").run()
+            family.lastUsedAt = now
+            return .rotated(family)
+        }
+    }
+
+    public func session(id: String) async throws -> SessionFamily? {
+        try await read { db in try await db.raw("SELECT * FROM sessions WHERE id = \(bind: id)").first().map(Self.session) }
+    }
+
+    public func sessions(userID: String) async throws -> [SessionFamily] {
+        try await read { db in try await db.raw("SELECT * FROM sessions WHERE user_id = \(bind: userID) ORDER BY created_at").all().map(Self.session) }
+    }
+
+    public func revokeSession(id: String, reason: String, at: Date) async throws -> Bool {
+        try await write { db in
+            let open = try await db.raw("SELECT id FROM sessions WHERE id = \(bind: id) AND revoked_at IS NULL").first() != nil
+            if open { try await db.raw("UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE id = \(bind: id)").run() }
+            return open
+        }
+    }
+
+    public func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int {
+        try await revokeSessions(column: "user_id", value: userID, reason: reason, at: at)
+    }
+
+    public func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int {
+        try await revokeSessions(column: "identity_id", value: identityID, reason: reason, at: at)
+    }
+
+    private func revokeSessions(column: String, value: String, reason: String, at: Date) async throws -> Int {
+        try await write { db in
+            let count = try await db.raw("SELECT COUNT(*) AS n FROM sessions WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL").first()?.decode(column: "n", as: Int.self) ?? 0
+            try await db.raw("UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL").run()
+            return count
+        }
+    }
+
+    // MARK: Signing keys
+
+    public func signingKeys() async throws -> [SigningKeyRecord] {
+        try await read { db in
+            try await db.raw("SELECT * FROM signing_keys ORDER BY created_at").all().map { row in
+                SigningKeyRecord(
+                    keyID: try row.decode(column: "key_id", as: String.self), algorithm: try row.decode(column: "algorithm", as: String.self),
+                    sealedPrivateKey: try row.decode(column: "sealed_private_key", as: String.self), publicKeyPEM: try row.decode(column: "public_key_pem", as: String.self),
+                    state: SigningKeyRecord.State(rawValue: try row.decode(column: "state", as: String.self)) ?? .retired,
+                    createdAt: try row.date("created_at"), retireAfter: try row.optionalDate("retire_after")
+                )
+            }
+        }
+    }
+
+    public func saveSigningKey(_ key: SigningKeyRecord) async throws {
+        try await write { db in
+            try await db.raw("DELETE FROM signing_keys WHERE key_id = \(bind: key.keyID)").run()
+            try await db.raw("""
+                INSERT INTO signing_keys (key_id, algorithm, sealed_private_key, public_key_pem, state, created_at, retire_after)
+                VALUES (\(bind: key.keyID), \(bind: key.algorithm), \(bind: key.sealedPrivateKey), \(bind: key.publicKeyPEM), \(bind: key.state.rawValue),
+                  \(bind: key.createdAt.millis), \(bind: key.retireAfter?.millis))
+                """).run()
+        }
+    }
+
+    // MARK: Notifications
+
+    public func recordNotification(id: String, type: String, at: Date) async throws -> Bool {
+        do {
+            try await write { db in
+                try await db.raw("INSERT INTO processed_notifications (id, type, received_at) VALUES (\(bind: id), \(bind: type), \(bind: at.millis))").run()
+            }
+            return true
+        } catch AuthStoreError.duplicate {
+            return false
+        }
+    }
+
+    public func forgetNotification(id: String) async throws {
+        try await write { db in try await db.raw("DELETE FROM processed_notifications WHERE id = \(bind: id)").run() }
+    }
+
+    // MARK: Outbox
+
+    public func enqueue(_ item: OutboxItem) async throws {
+        try await write { db in
+            try await db.raw("""
+                INSERT INTO outbox (id, kind, client_id, sealed_payload, attempts, next_attempt_at, last_error, created_at, completed_at)
+                VALUES (\(bind: item.id), \(bind: item.kind), \(bind: item.clientID), \(bind: item.sealedPayload), \(bind: item.attempts),
+                  \(bind: item.nextAttemptAt.millis), \(bind: item.lastError), \(bind: item.createdAt.millis), \(bind: item.completedAt?.millis))
+                """).run()
+        }
+    }
+
+    public func dueOutboxItems(now: Date, limit: Int) async throws -> [OutboxItem] {
+        try await read { db in
+            try await db.raw("SELECT * FROM outbox WHERE completed_at IS NULL AND next_attempt_at <= \(bind: now.millis) ORDER BY next_attempt_at LIMIT \(bind: limit)")
+                .all().map(Self.outboxItem)
+        }
+    }
+
+    public func updateOutboxItem(_ item: OutboxItem) async throws {
+        try await write { db in
+            try await db.raw("""
+                UPDATE outbox SET attempts = \(bind: item.attempts), next_attempt_at = \(bind: item.nextAttemptAt.millis), last_error = \(bind: item.lastError),
+                  completed_at = \(bind: item.completedAt?.millis) WHERE id = \(bind: item.id)
+                """).run()
+        }
+    }
+
+    public func outboxItems() async throws -> [OutboxItem] {
+        try await read { db in try await db.raw("SELECT * FROM outbox ORDER BY created_at").all().map(Self.outboxItem) }
+    }
+
+    // MARK: Audit
+
+    public func audit(_ event: AuditEvent) async throws {
+        try await write { db in
+            try await db.raw("""
+                INSERT INTO audit_events (id, at, user_id, kind, detail) VALUES (\(bind: event.id), \(bind: event.at.millis), \(bind: event.userID), \(bind: event.kind), \(bind: event.detail))
+                """).run()
+        }
+    }
+
+    public func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent] {
+        try await read { db in
+            let rows = if let userID {
+                try await db.raw("SELECT * FROM audit_events WHERE user_id = \(bind: userID) ORDER BY at DESC LIMIT \(bind: limit)").all()
+            } else {
+                try await db.raw("SELECT * FROM audit_events ORDER BY at DESC LIMIT \(bind: limit)").all()
+            }
+            return try rows.map { row in
+                AuditEvent(
+                    id: try row.decode(column: "id", as: String.self), at: try row.date("at"), userID: try row.decode(column: "user_id", as: String?.self),
+                    kind: try row.decode(column: "kind", as: String.self), detail: try row.decode(column: "detail", as: String.self)
+                )
+            }.reversed()
+        }
+    }
+
+    public func sweep(now: Date) async throws -> Int {
+        let dayAgo = now.addingTimeInterval(-86_400).millis
+        return try await write { db in
+            let expired = try await db.raw("""
+                SELECT COUNT(*) AS n FROM refresh_tokens WHERE idle_expires_at <= \(bind: now.millis) AND (rotated_at IS NULL OR rotated_at <= \(bind: dayAgo))
+                """).first()?.decode(column: "n", as: Int.self) ?? 0
+            try await db.raw("""
+                DELETE FROM refresh_tokens WHERE idle_expires_at <= \(bind: now.millis) AND (rotated_at IS NULL OR rotated_at <= \(bind: dayAgo))
+                """).run()
+            return expired
+        }
+    }
+
+    // MARK: Row mapping
+
+    private static func user(_ row: any SQLRow) throws -> UserAccount {
+        UserAccount(
+            id: try row.decode(column: "id", as: String.self), createdAt: try row.date("created_at"), email: try row.decode(column: "email", as: String?.self),
+            emailVerified: try row.flag("email_verified"), givenName: try row.decode(column: "given_name", as: String?.self),
+            familyName: try row.decode(column: "family_name", as: String?.self)
+        )
+    }
+
+    private static func identity(_ row: any SQLRow) throws -> LinkedIdentity {
+        LinkedIdentity(
+            id: try row.decode(column: "id", as: String.self), userID: try row.decode(column: "user_id", as: String.self),
+            provider: try row.decode(column: "provider", as: String.self), subject: try row.decode(column: "subject", as: String.self),
+            email: try row.decode(column: "email", as: String?.self), emailVerified: try row.flag("email_verified"),
+            isPrivateEmail: try row.flag("is_private_email"), realUserStatus: try row.decode(column: "real_user_status", as: Int?.self),
+            transferSubject: try row.decode(column: "transfer_subject", as: String?.self), givenName: try row.decode(column: "given_name", as: String?.self),
+            familyName: try row.decode(column: "family_name", as: String?.self), emailForwardingEnabled: try row.flag("email_forwarding_enabled"),
+            firstSeenAt: try row.date("first_seen_at"), lastSignInAt: try row.date("last_sign_in_at")
+        )
+    }
+
+    private static func session(_ row: any SQLRow) throws -> SessionFamily {
+        SessionFamily(
+            id: try row.decode(column: "id", as: String.self), userID: try row.decode(column: "user_id", as: String.self),
+            identityID: try row.decode(column: "identity_id", as: String?.self), clientID: try row.decode(column: "client_id", as: String.self),
+            createdAt: try row.date("created_at"), lastUsedAt: try row.date("last_used_at"), absoluteExpiresAt: try row.date("absolute_expires_at"),
+            revokedAt: try row.optionalDate("revoked_at"), revocationReason: try row.decode(column: "revocation_reason", as: String?.self),
+            userAgent: try row.decode(column: "user_agent", as: String?.self)
+        )
+    }
+
+    private static func token(_ row: any SQLRow) throws -> RefreshTokenRecord {
+        RefreshTokenRecord(
+            hash: try row.decode(column: "hash", as: String.self), familyID: try row.decode(column: "session_id", as: String.self),
+            parentHash: try row.decode(column: "parent_hash", as: String?.self), createdAt: try row.date("created_at"),
+            idleExpiresAt: try row.date("idle_expires_at"), rotatedAt: try row.optionalDate("rotated_at"),
+            successorHash: try row.decode(column: "successor_hash", as: String?.self)
+        )
+    }
+
+    private static func outboxItem(_ row: any SQLRow) throws -> OutboxItem {
+        OutboxItem(
+            id: try row.decode(column: "id", as: String.self), kind: try row.decode(column: "kind", as: String.self),
+            clientID: try row.decode(column: "client_id", as: String.self), sealedPayload: try row.decode(column: "sealed_payload", as: String.self),
+            attempts: try row.decode(column: "attempts", as: Int.self), nextAttemptAt: try row.date("next_attempt_at"),
+            lastError: try row.decode(column: "last_error", as: String?.self), createdAt: try row.date("created_at"),
+            completedAt: try row.optionalDate("completed_at")
+        )
+    }
+}
+
+extension Date {
+    var millis: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+    init(millis: Int64) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
+}
+
+extension Optional where Wrapped == Bool {
+    var flag: Int? { map { $0 ? 1 : 0 } }
+}
+
+extension SQLRow {
+    func date(_ column: String) throws -> Date { Date(millis: try decode(column: column, as: Int64.self)) }
+    func optionalDate(_ column: String) throws -> Date? { try decode(column: column, as: Int64?.self).map(Date.init(millis:)) }
+    func flag(_ column: String) throws -> Bool? { try decode(column: column, as: Int?.self).map { $0 != 0 } }
+}

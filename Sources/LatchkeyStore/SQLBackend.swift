@@ -1,0 +1,92 @@
+import Foundation
+import LatchkeyCore
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresKit
+import PostgresNIO
+import SQLKit
+import SQLiteKit
+import SQLiteNIO
+
+/// How the store reaches its database: reads directly, writes through the batcher.
+protocol SQLBackend: Sendable {
+    var isPostgres: Bool { get }
+    var batcher: WriteBatcher { get }
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    func shutdown() async
+}
+
+/// SQLite in WAL mode with `synchronous=FULL`: one connection writes (through the batcher), one reads.
+final class SQLiteBackend: SQLBackend {
+    let isPostgres = false
+    let batcher: WriteBatcher
+    private let writer: SQLiteConnection
+    private let reader: SQLiteConnection
+
+    static func open(path: String, logger: Logger) async throws -> SQLiteBackend {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000"] {
+            _ = try await writer.query(pragma)
+        }
+        let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        for pragma in ["PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA query_only=ON"] {
+            _ = try await reader.query(pragma)
+        }
+        return SQLiteBackend(writer: writer, reader: reader)
+    }
+
+    private init(writer: SQLiteConnection, reader: SQLiteConnection) {
+        self.writer = writer
+        self.reader = reader
+        let database = writer.sql()
+        batcher = WriteBatcher(beginStatement: "BEGIN IMMEDIATE") { body in try await body(database) }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await body(reader.sql())
+    }
+
+    func shutdown() async {
+        try? await reader.close()
+        try? await writer.close()
+    }
+}
+
+/// PostgreSQL through a PostgresNIO client pool; the client runs as a service until shutdown.
+final class PostgresBackend: SQLBackend {
+    let isPostgres = true
+    let batcher: WriteBatcher
+    let client: PostgresClient
+    private let runTask: Task<Void, Never>
+
+    init(url: String, logger: Logger) throws(LatchkeyError) {
+        guard let components = URLComponents(string: url), let host = components.host, let user = components.user else {
+            throw LatchkeyError(.invalidConfiguration, "database URL must look like postgres://user:password@host:5432/database")
+        }
+        let database = components.path.isEmpty ? nil : String(components.path.dropFirst())
+        let wantsTLS = components.queryItems?.first { $0.name == "sslmode" }?.value.map { $0 != "disable" } ?? false
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password, database: database,
+            tls: wantsTLS ? .require(.makeClientConfiguration()) : .disable
+        )
+        configuration.options.maximumConnections = 16
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        runTask = Task { await client.run() }
+        batcher = WriteBatcher(beginStatement: "BEGIN") { body in
+            try await client.withConnection { connection in try await body(connection.sql()) }
+        }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in try await body(connection.sql()) }
+    }
+
+    func shutdown() async {
+        runTask.cancel()
+        await runTask.value
+    }
+}

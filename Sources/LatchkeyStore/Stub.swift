@@ -1,3 +1,0 @@
-import SQLKit
-import SQLiteKit
-import PostgresKit

@@ -1,0 +1,218 @@
+import Foundation
+import LatchkeyCore
+import LatchkeyStore
+import LatchkeyTestSupport
+import Testing
+
+/// One suite, every store: in memory, SQLite always, PostgreSQL when LATCHKEY_TEST_DATABASE_URL is set.
+@Suite("Store conformance", .serialized)
+struct StoreConformanceTests {
+    enum Kind: String, CaseIterable, CustomTestStringConvertible {
+        case memory, sqlite, postgres
+        var testDescription: String { rawValue }
+    }
+
+    static var kinds: [Kind] {
+        ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] == nil ? [.memory, .sqlite] : [.memory, .sqlite, .postgres]
+    }
+
+    /// Runs `body` against a fresh, migrated store of `kind`.
+    func withStore(_ kind: Kind, _ body: (any AuthStore) async throws -> Void) async throws {
+        switch kind {
+        case .memory:
+            try await body(MemoryAuthStore())
+        case .sqlite:
+            let path = NSTemporaryDirectory() + "latchkey-test-\(UUID().uuidString).sqlite"
+            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+            let store = try await SQLAuthStore.open(.sqlite(path: path))
+            try await store.migrate()
+            do { try await body(store) } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        case .postgres:
+            let url = ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"]!
+            let store = try await SQLAuthStore.open(.postgres(url: url))
+            try await store.migrate()
+            do { try await body(store) } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        }
+    }
+
+    static let now = Date(timeIntervalSince1970: 1_767_225_600)
+
+    func makeUser(_ store: any AuthStore, subject: String = "000123.\(UUID().uuidString).0456") async throws -> (UserAccount, LinkedIdentity) {
+        let user = UserAccount(id: newIdentifier(), createdAt: Self.now, email: "a@example.com", emailVerified: true, givenName: "Ann")
+        let identity = LinkedIdentity(id: newIdentifier(), userID: user.id, provider: "apple", subject: subject, email: "a@example.com", isPrivateEmail: false, realUserStatus: 2, firstSeenAt: Self.now, lastSignInAt: Self.now)
+        try await store.createUser(user, identity: identity)
+        return (user, identity)
+    }
+
+    func makeSession(_ store: any AuthStore, user: UserAccount, identity: LinkedIdentity, hash: String = newIdentifier()) async throws -> SessionFamily {
+        let family = SessionFamily(id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: "com.example.app", createdAt: Self.now, lastUsedAt: Self.now, absoluteExpiresAt: Self.now.addingTimeInterval(86_400 * 90))
+        try await store.createSession(family, firstToken: RefreshTokenRecord(hash: hash, familyID: family.id, parentHash: nil, createdAt: Self.now, idleExpiresAt: Self.now.addingTimeInterval(86_400 * 30)))
+        return family
+    }
+
+    func successor(_ family: SessionFamily, parent: String, hash: String = newIdentifier()) -> RefreshTokenRecord {
+        RefreshTokenRecord(hash: hash, familyID: family.id, parentHash: parent, createdAt: Self.now, idleExpiresAt: Self.now.addingTimeInterval(86_400 * 30))
+    }
+
+    @Test("users and identities round-trip; an identity cannot be created twice", arguments: kinds)
+    func users(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store, subject: "sub-1")
+            #expect(try await store.user(id: user.id) == user)
+            let found = try #require(try await store.identity(provider: "apple", subject: "sub-1"))
+            #expect(found.id == identity.id)
+            #expect(found.realUserStatus == 2)
+            #expect(found.isPrivateEmail == false)
+            #expect(found.emailVerified == nil)
+            await #expect(throws: AuthStoreError.duplicate) { _ = try await makeUser(store, subject: "sub-1") }
+            var changed = found
+            changed.emailForwardingEnabled = false
+            try await store.updateIdentity(changed)
+            #expect(try await store.identities(userID: user.id).first?.emailForwardingEnabled == false)
+            #expect(try await store.users(limit: 10).map(\.id).contains(user.id))
+        }
+    }
+
+    @Test("rotation: rotated, retried within grace, reuse after it revokes the family", arguments: kinds)
+    func rotation(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let family = try await makeSession(store, user: user, identity: identity, hash: "h0")
+            let next = successor(family, parent: "h0", hash: "h1")
+            guard case .rotated = try await store.rotate(presentedHash: "h0", successor: next, now: Self.now, graceWindow: 10) else { Issue.record("not rotated"); return }
+            guard case .retried = try await store.rotate(presentedHash: "h0", successor: next, now: Self.now.addingTimeInterval(5), graceWindow: 10) else { Issue.record("not retried"); return }
+            guard case .reuseDetected = try await store.rotate(presentedHash: "h0", successor: next, now: Self.now.addingTimeInterval(11), graceWindow: 10) else { Issue.record("no reuse"); return }
+            guard case .revoked = try await store.rotate(presentedHash: "h1", successor: successor(family, parent: "h1"), now: Self.now.addingTimeInterval(12), graceWindow: 10) else { Issue.record("successor survived"); return }
+            #expect(try await store.session(id: family.id)?.revocationReason == "refresh_token_reuse")
+            #expect(try await store.rotate(presentedHash: "nope", successor: next, now: Self.now, graceWindow: 10) == .unknown)
+        }
+    }
+
+    @Test("a different successor within the grace window is reuse, not a retry", arguments: kinds)
+    func retryMustMatch(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let family = try await makeSession(store, user: user, identity: identity, hash: "a0")
+            _ = try await store.rotate(presentedHash: "a0", successor: successor(family, parent: "a0", hash: "a1"), now: Self.now, graceWindow: 10)
+            guard case .reuseDetected = try await store.rotate(presentedHash: "a0", successor: successor(family, parent: "a0", hash: "a2"), now: Self.now, graceWindow: 10) else {
+                Issue.record("accepted another successor"); return
+            }
+        }
+    }
+
+    @Test("expired tokens and sessions do not rotate", arguments: kinds)
+    func expiry(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let family = try await makeSession(store, user: user, identity: identity, hash: "e0")
+            #expect(try await store.rotate(presentedHash: "e0", successor: successor(family, parent: "e0"), now: Self.now.addingTimeInterval(86_400 * 31), graceWindow: 10) == .expired)
+        }
+    }
+
+    @Test("concurrent rotations of one token yield exactly one successor", arguments: kinds)
+    func concurrentRotation(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let family = try await makeSession(store, user: user, identity: identity, hash: "c0")
+            let next = successor(family, parent: "c0", hash: "c1")
+            let results = try await withThrowingTaskGroup(of: RotationResult.self) { group in
+                for _ in 0..<20 { group.addTask { try await store.rotate(presentedHash: "c0", successor: next, now: Self.now, graceWindow: 10) } }
+                return try await group.reduce(into: [RotationResult]()) { $0.append($1) }
+            }
+            #expect(results.filter { if case .rotated = $0 { true } else { false } }.count == 1)
+            #expect(results.filter { if case .retried = $0 { true } else { false } }.count == 19)
+        }
+    }
+
+    @Test("sessions revoke one by one, per user and per identity", arguments: kinds)
+    func revocation(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let first = try await makeSession(store, user: user, identity: identity)
+            _ = try await makeSession(store, user: user, identity: identity)
+            _ = try await makeSession(store, user: user, identity: identity)
+            #expect(try await store.revokeSession(id: first.id, reason: "signed_out", at: Self.now))
+            #expect(try await !store.revokeSession(id: first.id, reason: "signed_out", at: Self.now))
+            #expect(try await store.revokeSessions(identityID: identity.id, reason: "apple_consent_revoked", at: Self.now) == 2)
+            #expect(try await store.revokeSessions(userID: user.id, reason: "x", at: Self.now) == 0)
+            #expect(try await store.sessions(userID: user.id).allSatisfy(\.isRevoked))
+        }
+    }
+
+    @Test("deleting a user removes identities, grants, sessions and tokens", arguments: kinds)
+    func deletion(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            _ = try await makeSession(store, user: user, identity: identity, hash: "d0")
+            try await store.saveProviderGrant(ProviderGrant(identityID: identity.id, clientID: "com.example.app", sealedRefreshToken: "v1.x", lastValidatedAt: Self.now, createdAt: Self.now))
+            #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.x")
+            try await store.deleteUser(id: user.id)
+            #expect(try await store.user(id: user.id) == nil)
+            #expect(try await store.identity(provider: "apple", subject: identity.subject) == nil)
+            #expect(try await store.providerGrant(identityID: identity.id) == nil)
+            #expect(try await store.sessions(userID: user.id).isEmpty)
+            #expect(try await store.refreshToken(hash: "d0") == nil)
+        }
+    }
+
+    @Test("notifications are recorded once; keys, outbox and audit round-trip", arguments: kinds)
+    func bookkeeping(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let id = newIdentifier()
+            #expect(try await store.recordNotification(id: id, type: "consent-revoked", at: Self.now))
+            #expect(try await !store.recordNotification(id: id, type: "consent-revoked", at: Self.now))
+            try await store.forgetNotification(id: id)
+            #expect(try await store.recordNotification(id: id, type: "consent-revoked", at: Self.now))
+
+            let key = SigningKeyRecord(keyID: "k-\(id)", algorithm: "ES256", sealedPrivateKey: "v1.s", publicKeyPEM: "pem", state: .active, createdAt: Self.now)
+            try await store.saveSigningKey(key)
+            var retiring = key
+            retiring.state = .retiring
+            retiring.retireAfter = Self.now.addingTimeInterval(600)
+            try await store.saveSigningKey(retiring)
+            #expect(try await store.signingKeys().first { $0.keyID == key.keyID } == retiring)
+
+            var item = OutboxItem(id: newIdentifier(), kind: OutboxItem.appleRevocation, clientID: "c", sealedPayload: "v1.t", nextAttemptAt: Self.now, createdAt: Self.now)
+            try await store.enqueue(item)
+            #expect(try await store.dueOutboxItems(now: Self.now, limit: 10).map(\.id).contains(item.id))
+            item.completedAt = Self.now
+            item.attempts = 2
+            try await store.updateOutboxItem(item)
+            #expect(try await !store.dueOutboxItems(now: Self.now.addingTimeInterval(60), limit: 10).map(\.id).contains(item.id))
+            #expect(try await store.outboxItems().first { $0.id == item.id }?.attempts == 2)
+
+            let user = newIdentifier()
+            try await store.audit(AuditEvent(at: Self.now, userID: user, kind: "signed_in", detail: "d"))
+            try await store.audit(AuditEvent(at: Self.now.addingTimeInterval(1), userID: user, kind: "signed_out"))
+            #expect(try await store.auditEvents(userID: user, limit: 10).map(\.kind) == ["signed_in", "signed_out"])
+            try await store.ping()
+        }
+    }
+
+    @Test("migrations are idempotent and recorded")
+    func migrations() async throws {
+        let path = NSTemporaryDirectory() + "latchkey-migrate-\(UUID().uuidString).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try await SQLAuthStore.open(.sqlite(path: path))
+        try await store.migrate()
+        try await store.migrate()
+        #expect(try await store.appliedMigrations() == [1])
+        await store.close()
+    }
+
+    @Test("database URLs are read, and passwords never printed")
+    func locations() throws {
+        #expect(try StoreLocation(url: "postgres://u:secret@db:5432/latchkey").description == "postgres://u:***@db:5432/latchkey")
+        #expect(try StoreLocation(url: "sqlite:///var/lib/latchkey.sqlite") == .sqlite(path: "/var/lib/latchkey.sqlite"))
+        #expect(try StoreLocation(url: "data/latchkey.sqlite") == .sqlite(path: "data/latchkey.sqlite"))
+        #expect(throws: LatchkeyError(.invalidConfiguration, "")) { try StoreLocation(url: "mysql://x") }
+    }
+}
