@@ -1,7 +1,9 @@
 public import Foundation
 public import LatchkeyCore
 public import Logging
+import PostgresNIO
 import SQLKit
+import SQLiteNIO
 
 /// ``AuthStore`` on SQLite (the default) or PostgreSQL, with one schema and versioned migrations.
 ///
@@ -43,8 +45,10 @@ public final class SQLAuthStore: AuthStore {
 
     /// Unique violations become `.duplicate`; everything else stays as the driver said.
     private static func translate(_ error: any Error) -> any Error {
-        let text = String(describing: error).lowercased()
-        if text.contains("unique") || text.contains("duplicate key") || text.contains("23505") { return AuthStoreError.duplicate }
+        if let error = error as? PSQLError, error.serverInfo?[.sqlState] == "23505" { return AuthStoreError.duplicate }
+        if let error = error as? SQLiteError, error.reason == .constraintUniqueFailed || error.reason == .constraintPrimaryKeyFailed {
+            return AuthStoreError.duplicate
+        }
         return error
     }
 

@@ -7,6 +7,9 @@ import Testing
 /// One suite, every store: in memory, SQLite always, PostgreSQL when LATCHKEY_TEST_DATABASE_URL is set.
 @Suite("Store conformance", .serialized)
 struct StoreConformanceTests {
+    /// Keeps values unique across runs against a persistent PostgreSQL.
+    let run = String(UUID().uuidString.prefix(8))
+
     enum Kind: String, CaseIterable, CustomTestStringConvertible {
         case memory, sqlite, postgres
         var testDescription: String { rawValue }
@@ -65,19 +68,19 @@ struct StoreConformanceTests {
     @Test("users and identities round-trip; an identity cannot be created twice", arguments: kinds)
     func users(kind: Kind) async throws {
         try await withStore(kind) { store in
-            let (user, identity) = try await makeUser(store, subject: "sub-1")
+            let (user, identity) = try await makeUser(store, subject: "\(run)-sub-1")
             #expect(try await store.user(id: user.id) == user)
-            let found = try #require(try await store.identity(provider: "apple", subject: "sub-1"))
+            let found = try #require(try await store.identity(provider: "apple", subject: "\(run)-sub-1"))
             #expect(found.id == identity.id)
             #expect(found.realUserStatus == 2)
             #expect(found.isPrivateEmail == false)
             #expect(found.emailVerified == nil)
-            await #expect(throws: AuthStoreError.duplicate) { _ = try await makeUser(store, subject: "sub-1") }
+            await #expect(throws: AuthStoreError.duplicate) { _ = try await makeUser(store, subject: "\(run)-sub-1") }
             var changed = found
             changed.emailForwardingEnabled = false
             try await store.updateIdentity(changed)
             #expect(try await store.identities(userID: user.id).first?.emailForwardingEnabled == false)
-            #expect(try await store.users(limit: 10).map(\.id).contains(user.id))
+            #expect(try await store.users(limit: 100_000).map(\.id).contains(user.id))
         }
     }
 
@@ -85,12 +88,12 @@ struct StoreConformanceTests {
     func rotation(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
-            let family = try await makeSession(store, user: user, identity: identity, hash: "h0")
-            let next = successor(family, parent: "h0", hash: "h1")
-            guard case .rotated = try await store.rotate(presentedHash: "h0", successor: next, now: Self.now, graceWindow: 10) else { Issue.record("not rotated"); return }
-            guard case .retried = try await store.rotate(presentedHash: "h0", successor: next, now: Self.now.addingTimeInterval(5), graceWindow: 10) else { Issue.record("not retried"); return }
-            guard case .reuseDetected = try await store.rotate(presentedHash: "h0", successor: next, now: Self.now.addingTimeInterval(11), graceWindow: 10) else { Issue.record("no reuse"); return }
-            guard case .revoked = try await store.rotate(presentedHash: "h1", successor: successor(family, parent: "h1"), now: Self.now.addingTimeInterval(12), graceWindow: 10) else { Issue.record("successor survived"); return }
+            let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-h0")
+            let next = successor(family, parent: "\(run)-h0", hash: "\(run)-h1")
+            guard case .rotated = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now, graceWindow: 10) else { Issue.record("not rotated"); return }
+            guard case .retried = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now.addingTimeInterval(5), graceWindow: 10) else { Issue.record("not retried"); return }
+            guard case .reuseDetected = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now.addingTimeInterval(11), graceWindow: 10) else { Issue.record("no reuse"); return }
+            guard case .revoked = try await store.rotate(presentedHash: "\(run)-h1", successor: successor(family, parent: "\(run)-h1"), now: Self.now.addingTimeInterval(12), graceWindow: 10) else { Issue.record("successor survived"); return }
             #expect(try await store.session(id: family.id)?.revocationReason == "refresh_token_reuse")
             #expect(try await store.rotate(presentedHash: "nope", successor: next, now: Self.now, graceWindow: 10) == .unknown)
         }
@@ -100,9 +103,9 @@ struct StoreConformanceTests {
     func retryMustMatch(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
-            let family = try await makeSession(store, user: user, identity: identity, hash: "a0")
-            _ = try await store.rotate(presentedHash: "a0", successor: successor(family, parent: "a0", hash: "a1"), now: Self.now, graceWindow: 10)
-            guard case .reuseDetected = try await store.rotate(presentedHash: "a0", successor: successor(family, parent: "a0", hash: "a2"), now: Self.now, graceWindow: 10) else {
+            let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-a0")
+            _ = try await store.rotate(presentedHash: "\(run)-a0", successor: successor(family, parent: "\(run)-a0", hash: "\(run)-a1"), now: Self.now, graceWindow: 10)
+            guard case .reuseDetected = try await store.rotate(presentedHash: "\(run)-a0", successor: successor(family, parent: "\(run)-a0", hash: "\(run)-a2"), now: Self.now, graceWindow: 10) else {
                 Issue.record("accepted another successor"); return
             }
         }
@@ -112,8 +115,8 @@ struct StoreConformanceTests {
     func expiry(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
-            let family = try await makeSession(store, user: user, identity: identity, hash: "e0")
-            #expect(try await store.rotate(presentedHash: "e0", successor: successor(family, parent: "e0"), now: Self.now.addingTimeInterval(86_400 * 31), graceWindow: 10) == .expired)
+            let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-e0")
+            #expect(try await store.rotate(presentedHash: "\(run)-e0", successor: successor(family, parent: "\(run)-e0"), now: Self.now.addingTimeInterval(86_400 * 31), graceWindow: 10) == .expired)
         }
     }
 
@@ -121,10 +124,10 @@ struct StoreConformanceTests {
     func concurrentRotation(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
-            let family = try await makeSession(store, user: user, identity: identity, hash: "c0")
-            let next = successor(family, parent: "c0", hash: "c1")
+            let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-c0")
+            let next = successor(family, parent: "\(run)-c0", hash: "\(run)-c1")
             let results = try await withThrowingTaskGroup(of: RotationResult.self) { group in
-                for _ in 0..<20 { group.addTask { try await store.rotate(presentedHash: "c0", successor: next, now: Self.now, graceWindow: 10) } }
+                for _ in 0..<20 { group.addTask { try await store.rotate(presentedHash: "\(run)-c0", successor: next, now: Self.now, graceWindow: 10) } }
                 return try await group.reduce(into: [RotationResult]()) { $0.append($1) }
             }
             #expect(results.filter { if case .rotated = $0 { true } else { false } }.count == 1)
@@ -151,7 +154,7 @@ struct StoreConformanceTests {
     func deletion(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
-            _ = try await makeSession(store, user: user, identity: identity, hash: "d0")
+            _ = try await makeSession(store, user: user, identity: identity, hash: "\(run)-d0")
             try await store.saveProviderGrant(ProviderGrant(identityID: identity.id, clientID: "com.example.app", sealedRefreshToken: "v1.x", lastValidatedAt: Self.now, createdAt: Self.now))
             #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.x")
             try await store.deleteUser(id: user.id)
@@ -159,7 +162,7 @@ struct StoreConformanceTests {
             #expect(try await store.identity(provider: "apple", subject: identity.subject) == nil)
             #expect(try await store.providerGrant(identityID: identity.id) == nil)
             #expect(try await store.sessions(userID: user.id).isEmpty)
-            #expect(try await store.refreshToken(hash: "d0") == nil)
+            #expect(try await store.refreshToken(hash: "\(run)-d0") == nil)
         }
     }
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Starts a throwaway PostgreSQL on 127.0.0.1 for the store tests and prints its URL.
+# Installs PostgreSQL from Debian's packages first when it is missing. Stop it with: pg_ctl -D <dir>/data stop
+set -euo pipefail
+port="${LATCHKEY_TEST_PG_PORT:-54329}"
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+fi
+bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+dir=$(mktemp -d /tmp/latchkey-pg.XXXXXX)
+chown postgres "$dir"
+run() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/bash -c "$*"; else bash -c "$*"; fi; }
+run "$bin/initdb -D $dir/data -A trust -U latchkey" >/dev/null
+run "$bin/pg_ctl -D $dir/data -o '-c listen_addresses=127.0.0.1 -p $port -k $dir' -l $dir/log -w start" >/dev/null
+run "$bin/createdb -h 127.0.0.1 -p $port -U latchkey latchkey_test"
+echo "postgres://latchkey@127.0.0.1:$port/latchkey_test"
