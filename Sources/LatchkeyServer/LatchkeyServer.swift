@@ -1,0 +1,108 @@
+import Foundation
+public import Hummingbird
+public import LatchkeyCore
+import LatchkeyModels
+public import LatchkeyProviders
+import LatchkeyStore
+public import Logging
+public import ServiceLifecycle
+
+/// The Latchkey server: exchanges provider sign-ins for Latchkey sessions and serves them over HTTP.
+///
+/// ```swift
+/// let server = try await LatchkeyServer.make(configuration: configuration, store: store)
+/// let group = ServiceGroup(services: [server.makeApplication()] + server.services, logger: logger)
+/// try await group.run()
+/// ```
+public struct LatchkeyServer: Sendable {
+    public let configuration: ServerConfiguration
+    public let store: any AuthStore
+    public let sessions: SessionService
+    public let metrics: ServerMetrics
+    public let accessKeys: AccessTokenKeys
+    let apple: AppleComponents?
+    let box: SecretBox
+    let timeSource: TimeSource
+    let logger: Logger
+    let ipLimiter: RateLimiter
+    let subjectLimiter: RateLimiter
+
+    struct AppleComponents: Sendable {
+        let client: AppleClient
+        let keys: JWKSCache
+        let verifier: IdentityTokenVerifier
+        let notifications: AppleNotificationVerifier
+    }
+
+    /// Loads (or, on first start, creates) signing keys and wires every component.
+    /// The store must already be migrated.
+    public static func make(
+        configuration: ServerConfiguration,
+        store: any AuthStore,
+        encryptionKey: String,
+        transport: any HTTPTransport = AsyncHTTPClientTransport(),
+        timeSource: TimeSource = .system,
+        logger: Logger = Logger(label: "latchkey")
+    ) async throws -> LatchkeyServer {
+        try configuration.validate()
+        let box = try SecretBox(base64Key: encryptionKey)
+        let metrics = ServerMetrics()
+        let accessKeys = AccessTokenKeys()
+        try await KeyMaintenance.ensureActiveKey(store: store, box: box, now: timeSource.now)
+        try await accessKeys.load(try await store.signingKeys(), box: box)
+        let accessTokens = AccessTokenService(
+            issuer: configuration.issuer, audience: configuration.audience, lifetime: configuration.accessTokenLifetime, keys: accessKeys, timeSource: timeSource
+        )
+        var apple: AppleComponents?
+        if let settings = configuration.apple {
+            let credentials = try AppleSigningCredentialsCheck.check(settings)
+            let appleConfiguration = AppleConfiguration(credentials: credentials, clientIDs: settings.clientIDs, baseURL: settings.baseURL)
+            let client = try AppleClient(configuration: appleConfiguration, transport: transport, timeSource: timeSource, logger: logger)
+            let keys = JWKSCache(url: appleConfiguration.jwksURL, transport: transport, timeSource: timeSource, logger: logger)
+            apple = AppleComponents(
+                client: client, keys: keys,
+                verifier: IdentityTokenVerifier(policy: appleConfiguration.identityTokenPolicy, keys: keys, timeSource: timeSource),
+                notifications: AppleNotificationVerifier(keys: keys, audiences: settings.clientIDs, timeSource: timeSource)
+            )
+        }
+        let link = apple.map { AppleAuthorizationLink(client: $0.client, metrics: metrics) }
+        let sessions = SessionService(store: store, accessTokens: accessTokens, box: box, providerLink: link, policy: configuration.session, timeSource: timeSource, logger: logger)
+        return LatchkeyServer(
+            configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, apple: apple, box: box,
+            timeSource: timeSource, logger: logger, ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP),
+            subjectLimiter: RateLimiter(perMinute: configuration.rateLimit.perSubject)
+        )
+    }
+
+    /// The router with every route and middleware.
+    public func makeRouter() -> Router<LatchkeyRequestContext> {
+        let router = Router(context: LatchkeyRequestContext.self)
+        router.add(middleware: ErrorMiddleware(metrics: metrics))
+        if !configuration.corsAllowedOrigins.isEmpty {
+            router.add(middleware: CORSMiddleware(
+                allowOrigin: .custom(configuration.corsAllowedOrigins.joined(separator: " ")),
+                allowHeaders: [.authorization, .contentType], allowMethods: [.get, .post, .delete, .options]
+            ))
+        }
+        router.add(middleware: RateLimitMiddleware(limiter: ipLimiter))
+        addRoutes(to: router)
+        return router
+    }
+
+    /// The HTTP application on the configured host and port.
+    public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        Application(
+            router: makeRouter(),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "latchkey"),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
+            logger: logger
+        )
+    }
+
+    /// Background work: retrying owed Apple revocations, sweeping expired tokens, key upkeep, Apple key refresh.
+    public var services: [any Service] {
+        var services: [any Service] = [MaintenanceService(server: self)]
+        if let apple { services.append(JWKSRefreshService(caches: [apple.keys], logger: logger)) }
+        return services
+    }
+}

@@ -1,0 +1,28 @@
+import Foundation
+import Synchronization
+
+/// Fixed one-minute windows per key; enough to stop hammering, cheap enough for every request.
+final class RateLimiter: Sendable {
+    private struct Window {
+        var start: TimeInterval
+        var count: Int
+    }
+
+    private let limit: Int
+    private let windows = Mutex<[String: Window]>([:])
+
+    init(perMinute limit: Int) { self.limit = limit }
+
+    /// Counts a request for `key`; returns the seconds to wait when over the limit, nil when allowed.
+    func check(_ key: String, now: TimeInterval = Date().timeIntervalSince1970) -> Int? {
+        guard limit > 0 else { return nil }
+        return windows.withLock { windows in
+            if windows.count > 100_000 { windows = windows.filter { now - $0.value.start < 60 } }
+            var window = windows[key] ?? Window(start: now, count: 0)
+            if now - window.start >= 60 { window = Window(start: now, count: 0) }
+            window.count += 1
+            windows[key] = window
+            return window.count > limit ? max(1, Int(ceil(60 - (now - window.start)))) : nil
+        }
+    }
+}

@@ -1,0 +1,78 @@
+public import Foundation
+public import LatchkeyCore
+public import LatchkeyStore
+
+/// Everything `latchkey serve` needs, with a default for every field. See `docs/configuration.md`.
+public struct ServerConfiguration: Sendable {
+    public enum Mode: String, Sendable { case development, production }
+
+    public var mode: Mode = .development
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// The URL clients reach this server at: the `iss` of access tokens.
+    public var publicURL: String?
+    /// The `aud` of access tokens.
+    public var audience = "latchkey"
+    public var database: StoreLocation = .sqlite(path: "latchkey-data/latchkey.sqlite")
+    /// 32 bytes in base64; seals Apple refresh tokens and signing keys at rest.
+    public var encryptionKey: String?
+    public var accessTokenLifetime: TimeInterval = 600
+    public var session = SessionPolicy()
+    public var apple: Apple?
+    public var rateLimit = RateLimits()
+    /// Largest request body accepted, in bytes.
+    public var maximumBodySize = 16 * 1024
+    /// Origins allowed by CORS; empty disables CORS headers.
+    public var corsAllowedOrigins: [String] = []
+
+    public struct Apple: Sendable {
+        public var teamID: String
+        public var keyID: String
+        public var privateKeyPEM: String
+        /// Bundle ids and Services IDs.
+        public var clientIDs: [String]
+        public var baseURL = "https://appleid.apple.com"
+
+        public init(teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com") {
+            self.teamID = teamID
+            self.keyID = keyID
+            self.privateKeyPEM = privateKeyPEM
+            self.clientIDs = clientIDs
+            self.baseURL = baseURL
+        }
+    }
+
+    /// Requests per minute.
+    public struct RateLimits: Sendable {
+        public var perClientIP = 120
+        public var perSubject = 30
+        public init() {}
+    }
+
+    public init() {}
+
+    /// The issuer: ``publicURL`` or `http://host:port`.
+    public var issuer: String { publicURL ?? "http://\(host):\(port)" }
+
+    /// Checks the configuration as a whole, naming the setting that is wrong.
+    public func validate() throws(LatchkeyError) {
+        guard (1...65_535).contains(port) || port == 0 else { throw setting("port", "must be between 1 and 65535") }
+        guard accessTokenLifetime >= 30, accessTokenLifetime <= 86_400 else { throw setting("accessToken.lifetime", "must be between 30 and 86400 seconds") }
+        guard maximumBodySize >= 1024 else { throw setting("http.maxBodySize", "must be at least 1024 bytes") }
+        if let encryptionKey { _ = try SecretBox(base64Key: encryptionKey) }
+        if let apple {
+            guard !apple.clientIDs.isEmpty else { throw setting("apple.clientIds", "is empty; list your bundle id and, for web sign-ins, your Services ID") }
+            _ = try AppleSigningCredentialsCheck.check(apple)
+            guard URL(string: apple.baseURL)?.scheme != nil else { throw setting("apple.baseUrl", "is not a URL") }
+        }
+        if mode == .production {
+            guard apple != nil else { throw setting("apple", "production mode needs Apple credentials (apple.teamId, apple.keyId, apple.privateKeyFile, apple.clientIds)") }
+            guard encryptionKey != nil else { throw setting("encryptionKey", "production mode needs an encryption key (32 random bytes in base64: openssl rand -base64 32)") }
+            guard publicURL != nil else { throw setting("publicUrl", "production mode needs the URL clients reach this server at") }
+        }
+    }
+}
+
+func setting(_ name: String, _ problem: String) -> LatchkeyError {
+    LatchkeyError(.invalidConfiguration, "setting \(name) \(problem)")
+}

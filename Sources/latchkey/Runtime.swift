@@ -1,0 +1,97 @@
+import Configuration
+import Crypto
+import Foundation
+import LatchkeyCore
+import LatchkeyEmulator
+import LatchkeyServer
+import LatchkeyStore
+import Logging
+import ServiceLifecycle
+import SystemPackage
+
+/// Composes a running Latchkey: configuration, store, encryption key, optional in-process emulator.
+enum Runtime {
+    /// Reads configuration: command-line overrides, then `LATCHKEY_*` environment variables, then the file, then defaults.
+    static func configuration(file: String?, overrides: [String: String]) async throws -> ServerConfiguration {
+        var providers: [any ConfigProvider] = [
+            InMemoryProvider(values: Dictionary(uniqueKeysWithValues: overrides.map { (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false)) })),
+            EnvironmentVariablesProvider().prefixKeys(with: ["latchkey"]),
+        ]
+        if let file {
+            guard FileManager.default.fileExists(atPath: file) else { throw CLIError("configuration file \(file) does not exist") }
+            do {
+                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
+            } catch {
+                throw CLIError("configuration file \(file) is not valid JSON")
+            }
+        }
+        return try ServerConfiguration(reading: ConfigReader(providers: providers))
+    }
+
+    /// The configured key, or in development a key kept in `directory` (created on first use, mode 0600).
+    static func encryptionKey(_ configuration: ServerConfiguration, directory: String) throws -> String {
+        if let key = configuration.encryptionKey { return key }
+        guard configuration.mode == .development else { throw CLIError("setting encryptionKey is required in production") }
+        let path = (directory as NSString).appendingPathComponent("dev-encryption.key")
+        if let existing = try? String(contentsOfFile: path, encoding: .utf8) { return existing.trimmingCharacters(in: .whitespacesAndNewlines) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let key = SecretBox.generateKey()
+        try key.write(toFile: path, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        return key
+    }
+
+    /// The directory holding development files next to an SQLite database.
+    static func dataDirectory(_ configuration: ServerConfiguration) -> String {
+        if case .sqlite(let path) = configuration.database {
+            let directory = (path as NSString).deletingLastPathComponent
+            return directory.isEmpty ? "." : directory
+        }
+        return "latchkey-data"
+    }
+
+    static func openStore(_ configuration: ServerConfiguration, logger: Logger) async throws -> SQLAuthStore {
+        let store = try await SQLAuthStore.open(configuration.database, logger: logger)
+        do {
+            try await store.migrate()
+        } catch {
+            await store.close()
+            throw CLIError("could not open or migrate the database at \(configuration.database): \(error)")
+        }
+        return store
+    }
+
+    /// An emulator configuration for a development team, with the server's notification URL.
+    static func emulatorConfiguration(team: (teamID: String, keyID: String, keyFile: String), clientIDs: [String], notificationURL: String) throws -> EmulatorConfiguration {
+        let pem = try String(contentsOfFile: team.keyFile, encoding: .utf8)
+        let key = try P256.Signing.PrivateKey(pemRepresentation: pem)
+        var configuration = EmulatorConfiguration()
+        configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
+        for clientID in clientIDs {
+            configuration.addApp(clientID: clientID, teamID: team.teamID, redirectURIs: ["https://app.example.com/callback"], notificationURL: notificationURL)
+        }
+        return configuration
+    }
+
+    /// A free TCP port on loopback (bound, read and released), for wiring two in-process servers together.
+    static func freeLoopbackPort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw CLIError("cannot open a socket") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
+        guard bound == 0 else { throw CLIError("cannot bind a loopback port") }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// A command-line failure with a message for people; exits 1 (or 2 for usage).
+struct CLIError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+import LatchkeyCore
+import LatchkeyEmulator
+import LatchkeyServer
+import LatchkeyStore
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// `latchkey serve`: the Latchkey server.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the Latchkey server.",
+        discussion: """
+            With no configuration it runs in development mode on an embedded SQLite database with generated keys.
+            Configuration comes from --config (JSON), LATCHKEY_* environment variables and these flags; see docs/configuration.md.
+
+            Examples:
+              latchkey serve --dev                         # server on :8080 and an Apple emulator on :8081
+              latchkey serve --config /etc/latchkey.json   # production set-up
+              LATCHKEY_MODE=production LATCHKEY_ENCRYPTION_KEY_FILE=/run/secrets/key latchkey serve
+            """
+    )
+
+    @Option(help: "A JSON configuration file.") var config: String?
+    @Option(help: "Port to listen on.") var port: Int?
+    @Option(help: "Address to listen on.") var host: String?
+    @Flag(help: "Also run the Apple emulator in-process and point Sign in with Apple at it.") var dev = false
+    @Option(help: "With --dev: the emulator's port.") var emulatorPort = 8081
+    @Option(help: "With --dev: the client id (bundle id) the emulator registers; repeatable.") var clientID: [String] = []
+
+    func run() async throws {
+        var overrides: [String: String] = [:]
+        if let port { overrides["port"] = String(port) }
+        if let host { overrides["host"] = host }
+        var logger = Logger(label: "latchkey")
+        logger.logLevel = .info
+        do {
+            var configuration = try await Runtime.configuration(file: config, overrides: overrides)
+            var services: [any Service] = []
+            if dev {
+                guard configuration.mode == .development else { throw CLIError("--dev runs only in development mode") }
+                let clientIDs = clientID.isEmpty ? ["com.example.app"] : clientID
+                let team = try TestTeam.createOrLoad(in: (Runtime.dataDirectory(configuration) as NSString).appendingPathComponent("dev-team"))
+                let emulatorConfiguration = try Runtime.emulatorConfiguration(
+                    team: team, clientIDs: clientIDs, notificationURL: "http://127.0.0.1:\(configuration.port)/v1/apple/notifications"
+                )
+                var emulatorLogger = logger
+                emulatorLogger.logLevel = .warning
+                let emulator = try Emulator(configuration: emulatorConfiguration, logger: emulatorLogger)
+                services += [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
+                configuration.apple = .init(
+                    teamID: team.teamID, keyID: team.keyID, privateKeyPEM: try String(contentsOfFile: team.keyFile, encoding: .utf8),
+                    clientIDs: clientIDs, baseURL: "http://127.0.0.1:\(emulatorPort)"
+                )
+                print("Apple emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/), team \(team.teamID), client ids \(clientIDs.joined(separator: ", "))")
+            }
+            let key = try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))
+            let store = try await Runtime.openStore(configuration, logger: logger)
+            let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: key, logger: logger)
+            if configuration.apple == nil {
+                logger.warning("Sign in with Apple is not configured; POST /v1/auth/apple answers 503 (use --dev or set apple.* settings)")
+            }
+            let settings = configuration
+            let application = server.makeApplication { bound in
+                print("Latchkey listening on http://\(settings.host):\(bound) (\(settings.mode.rawValue), database \(settings.database))")
+                flushStandardOutput()
+            }
+            let group = ServiceGroup(services: [application] + server.services + services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            try await group.run()
+            await store.close()
+        } catch let error as LatchkeyError {
+            throw ValidationError(error.reason)
+        } catch let error as CLIError {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+/// `latchkey migrate`: applies database migrations and exits.
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply database migrations to the configured store and exit.")
+
+    @Option(help: "A JSON configuration file.") var config: String?
+
+    func run() async throws {
+        do {
+            let configuration = try await Runtime.configuration(file: config, overrides: [:])
+            let store = try await Runtime.openStore(configuration, logger: Logger(label: "latchkey"))
+            let versions = try await store.appliedMigrations()
+            await store.close()
+            print("database \(configuration.database) is at schema version \(versions.last ?? 0)")
+        } catch let error as LatchkeyError {
+            throw ValidationError(error.reason)
+        } catch let error as CLIError {
+            throw ValidationError(error.description)
+        }
+    }
+}
