@@ -170,6 +170,8 @@ let package = Package(
             dependencies: [
                 "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Configuration", package: "swift-configuration"),
             ],
             swiftSettings: testSwiftSettings
         ),

@@ -39,6 +39,12 @@ public struct Emulator: Sendable {
         )
     }
 
+    /// Sends `clientID`'s server-to-server notifications to `url` from now on (nil stops them).
+    @discardableResult
+    public func setNotificationURL(_ url: String?, for clientID: String) async -> Bool {
+        await state.setNotificationURL(url, clientID: clientID)
+    }
+
     /// Delivers server-to-server notifications, retrying with backoff until the receiver answers 200.
     public var notificationService: some Service { NotificationDeliveryService(state: state, configuration: configuration, logger: logger) }
 
@@ -51,7 +57,7 @@ public struct Emulator: Sendable {
         let task = Task { try await group.run() }
         var iterator = ports.makeAsyncIterator()
         guard let bound = await iterator.next() else { throw CancellationError() }
-        return RunningEmulator(baseURL: "http://127.0.0.1:\(bound)", port: bound, group: group, task: task)
+        return RunningEmulator(baseURL: "http://127.0.0.1:\(bound)", port: bound, state: emulator.state, group: group, task: task)
     }
 }
 
@@ -60,14 +66,22 @@ public final class RunningEmulator: Sendable {
     /// `http://127.0.0.1:PORT`: use it where Apple's base URL would go.
     public let baseURL: String
     public let port: Int
+    private let state: EmulatorState
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
-    init(baseURL: String, port: Int, group: ServiceGroup, task: Task<Void, any Error>) {
+    init(baseURL: String, port: Int, state: EmulatorState, group: ServiceGroup, task: Task<Void, any Error>) {
         self.baseURL = baseURL
         self.port = port
+        self.state = state
         self.group = group
         self.task = task
+    }
+
+    /// Sends `clientID`'s server-to-server notifications to `url` from now on (nil stops them).
+    @discardableResult
+    public func setNotificationURL(_ url: String?, for clientID: String) async -> Bool {
+        await state.setNotificationURL(url, clientID: clientID)
     }
 
     /// Google's endpoints live under this prefix.

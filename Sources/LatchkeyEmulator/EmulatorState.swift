@@ -3,7 +3,7 @@ import Foundation
 
 /// Everything the emulator remembers, and the rules of Apple's and Google's endpoints, free of HTTP.
 actor EmulatorState {
-    let configuration: EmulatorConfiguration
+    private(set) var configuration: EmulatorConfiguration
     private(set) var appleKeys: SigningKeyRing
     private(set) var googleKeys: SigningKeyRing
     private var clockOffset: TimeInterval = 0
@@ -31,6 +31,13 @@ actor EmulatorState {
     var now: Date { Date().addingTimeInterval(clockOffset) }
 
     func setClockOffset(_ seconds: TimeInterval) { clockOffset = seconds }
+
+    /// Points an app's server-to-server notifications somewhere else (nil stops them); false for an unknown client id.
+    func setNotificationURL(_ url: String?, clientID: String) -> Bool {
+        guard let index = configuration.apps.firstIndex(where: { $0.clientID == clientID }) else { return false }
+        configuration.apps[index].notificationURL = url
+        return true
+    }
 
     func rotateKeys() throws {
         try appleKeys.rotate()

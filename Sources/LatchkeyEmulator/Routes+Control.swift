@@ -46,6 +46,14 @@ extension Emulator {
             return try await userAction(context) { sub throws(AppleOAuthError) in try await state.setEmailForwarding(subject: sub, enabled: body.enabled) }
         }
 
+        control.post("/apps/:clientId") { request, context in
+            struct Body: Decodable { var notificationUrl: String? }
+            let body = try await decode(Body.self, request, context)
+            let clientID = try context.parameters.require("clientId")
+            guard await state.setNotificationURL(body.notificationUrl, clientID: clientID) else { return controlError("no app \(clientID)", status: .notFound) }
+            return HTTPAnswer.empty(.noContent)
+        }
+
         control.post("/keys/rotate") { _, _ in
             try await state.rotateKeys()
             return HTTPAnswer.json(await state.appleKeys.jwks)

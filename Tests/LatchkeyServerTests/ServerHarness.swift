@@ -1,0 +1,149 @@
+import AsyncHTTPClient
+import Foundation
+import LatchkeyCore
+import LatchkeyEmulator
+import LatchkeyModels
+import LatchkeyProviders
+import LatchkeyServer
+import LatchkeyStore
+import LatchkeyTestSupport
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+
+/// A Latchkey server on loopback, backed by a fresh SQLite file and talking to an in-process Apple emulator
+/// that sends its notifications back to the server.
+struct ServerHarness: Sendable {
+    let emulator: EmulatorHarness
+    let server: LatchkeyServer
+    let store: SQLAuthStore
+    let baseURL: String
+    let clock: MutableClock
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+    private let path: String
+    let http: HTTPClient
+
+    static func with(
+        configure: (inout ServerConfiguration) -> Void = { _ in },
+        emulator emulatorConfiguration: EmulatorConfiguration = EmulatorHarness.configuration(),
+        _ body: (ServerHarness) async throws -> Void
+    ) async throws {
+        let harness = try await start(configure: configure, emulator: emulatorConfiguration)
+        do {
+            try await body(harness)
+        } catch {
+            await harness.stop()
+            throw error
+        }
+        await harness.stop()
+    }
+
+    static func start(configure: (inout ServerConfiguration) -> Void, emulator emulatorConfiguration: EmulatorConfiguration) async throws -> ServerHarness {
+        let emulator = try await EmulatorHarness.start(emulatorConfiguration)
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.apple = .init(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID, Fixtures.servicesID], baseURL: emulator.emulator.baseURL)
+        configuration.rateLimit.perClientIP = 10_000
+        configuration.rateLimit.perSubject = 10_000
+        configure(&configuration)
+        let path = NSTemporaryDirectory() + "latchkey-server-\(UUID().uuidString).sqlite"
+        let store = try await SQLAuthStore.open(.sqlite(path: path))
+        try await store.migrate()
+        let clock = MutableClock(Date())
+        var logger = Logger(label: "latchkey.test")
+        logger.logLevel = .critical
+        let server = try await LatchkeyServer.make(
+            configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(),
+            transport: AsyncHTTPClientTransport(), timeSource: clock.source, logger: logger
+        )
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let application = server.makeApplication { port in continuation.yield(port) }
+        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
+        let task = Task { try await group.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw HarnessError("the server did not start") }
+        let baseURL = "http://127.0.0.1:\(port)"
+        await emulator.emulator.setNotificationURL(baseURL + "/v1/apple/notifications", for: Fixtures.bundleID)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        return ServerHarness(emulator: emulator, server: server, store: store, baseURL: baseURL, clock: clock, group: group, task: task, path: path, http: http)
+    }
+
+    func stop() async {
+        try? await http.shutdown()
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
+        await store.close()
+        await emulator.stop()
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    // MARK: HTTP
+
+    struct Answer: Sendable {
+        let status: Int
+        let headers: [String: String]
+        let body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:] }
+        var error: String? { json["error"] as? String }
+        func decode<T: Decodable>(_ type: T.Type) throws -> T {
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            return try decoder.decode(T.self, from: Data(body))
+        }
+    }
+
+    func send(_ method: String, _ path: String, body: String? = nil, contentType: String = "application/json", bearer: String? = nil, headers: [(String, String)] = []) async throws -> Answer {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = HTTPMethod(rawValue: method)
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: contentType)
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await http.execute(request, timeout: .seconds(15))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        var answerHeaders: [String: String] = [:]
+        for (name, value) in response.headers { answerHeaders[name.lowercased()] = value }
+        return Answer(status: Int(response.status.code), headers: answerHeaders, body: Array(buffer: bytes))
+    }
+
+    func post(_ path: String, json object: [String: any Sendable], bearer: String? = nil) async throws -> Answer {
+        try await send("POST", path, body: String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self), bearer: bearer)
+    }
+
+    // MARK: Flows
+
+    /// A native sign-in at the emulator, then `POST /v1/auth/apple`.
+    func signIn(sub: String, nonce: String = "nonce-\(UUID().uuidString)", withCode: Bool = true, fullName: [String: String]? = nil) async throws -> Answer {
+        let apple = try await emulator.nativeSignIn(sub: sub, nonce: sha256Hex(nonce))
+        var body: [String: any Sendable] = ["identityToken": apple.identityToken, "rawNonce": nonce]
+        if withCode { body["authorizationCode"] = apple.code }
+        if let fullName { body["fullName"] = fullName }
+        return try await post("/v1/auth/apple", json: body)
+    }
+
+    /// Signs in a new user and returns the token pair.
+    func signedIn(email: String = "jane@example.com") async throws -> (sub: String, tokens: SignInResponse) {
+        let sub = try await emulator.createUser(email: email)
+        let answer = try await signIn(sub: sub)
+        guard answer.status == 200 else { throw HarnessError("sign-in answered \(answer.status): \(answer.text)") }
+        return (sub, try answer.decode(SignInResponse.self))
+    }
+
+    func refresh(_ token: String) async throws -> Answer {
+        try await send("POST", "/v1/token", body: "grant_type=refresh_token&refresh_token=\(token)", contentType: "application/x-www-form-urlencoded")
+    }
+
+    /// Waits until `condition` holds (notifications arrive asynchronously).
+    func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
+        for _ in 0..<250 {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+}
