@@ -1,0 +1,165 @@
+import Foundation
+import Hummingbird
+import LatchkeyCore
+import LatchkeyModels
+import LatchkeyServer
+import LatchkeyTestSupport
+import Testing
+
+@Suite("Server: the Apple link and account lifecycle", .timeLimit(.minutes(2)))
+struct AppleLifecycleTests {
+    func validations(_ harness: ServerHarness) async throws -> Int {
+        try await harness.emulator.requestLog().filter { $0["endpoint"] as? String == "/auth/token" && $0["grantType"] as? String == "refresh_token" }.count
+    }
+
+    @Test("Apple's refresh token is validated at most once per 24 h, and then only once for concurrent refreshes")
+    func dailyValidation() async throws {
+        try await ServerHarness.with { harness in
+            let (_, tokens) = try await harness.signedIn()
+            var current = try await harness.refresh(tokens.refreshToken).decode(TokenPairResponse.self)
+            harness.clock.advance(3600)
+            current = try await harness.refresh(current.refreshToken).decode(TokenPairResponse.self)
+            #expect(try await validations(harness) == 0)
+            harness.clock.advance(86_400)
+            let token = current.refreshToken
+            let answers = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 { group.addTask { try await harness.refresh(token).status } }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(answers.allSatisfy { $0 == 200 })
+            #expect(try await validations(harness) == 1)
+            current = try await harness.refresh(try await harness.refresh(token).decode(TokenPairResponse.self).refreshToken).decode(TokenPairResponse.self)
+            #expect(try await validations(harness) == 1)
+            harness.clock.advance(86_401)
+            _ = try await harness.refresh(current.refreshToken).decode(TokenPairResponse.self)
+            #expect(try await validations(harness) == 2)
+        }
+    }
+
+    @Test("when Apple refuses the refresh token, every session of that Apple ID ends with a clear invalid_grant")
+    func appleRefuses() async throws {
+        try await ServerHarness.with { harness in
+            let (sub, tokens) = try await harness.signedIn()
+            let other = try await harness.signIn(sub: sub, withCode: false).decode(SignInResponse.self)
+            // The user revokes the app; the notification is lost (no URL), so only the daily check can notice.
+            await harness.emulator.emulator.setNotificationURL(nil, for: Fixtures.bundleID)
+            #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
+            harness.clock.advance(86_401)
+            let answer = try await harness.refresh(tokens.refreshToken)
+            #expect(answer.status == 400)
+            #expect(answer.error == "invalid_grant")
+            #expect((answer.json["error_description"] as? String)?.contains("Apple authorization was revoked") == true)
+            #expect(try await harness.refresh(other.refreshToken).error == "invalid_grant")
+            #expect(try await harness.send("GET", "/v1/me", bearer: other.accessToken).status == 401)
+        }
+    }
+
+    @Test("while Apple is unreachable sessions keep refreshing for 72 h, then refuse with 503")
+    func appleUnreachable() async throws {
+        try await ServerHarness.with { harness in
+            let (_, tokens) = try await harness.signedIn()
+            _ = try await harness.emulator.send("POST", "/emulator/faults", json: ["endpoint": "/auth/token", "kind": "status", "status": 503])
+            harness.clock.advance(86_401)
+            var current = try await harness.refresh(tokens.refreshToken)
+            #expect(current.status == 200, "\(current.text)")
+            harness.clock.advance(2 * 86_400)
+            current = try await harness.refresh(try current.decode(TokenPairResponse.self).refreshToken)
+            #expect(current.status == 503)
+            #expect(current.error == "temporarily_unavailable")
+            #expect(current.headers["retry-after"] != nil)
+        }
+    }
+
+    @Test("consent revocation and account deletion notifications end sessions and delete the user")
+    func notifications() async throws {
+        try await ServerHarness.with { harness in
+            let (sub, tokens) = try await harness.signedIn()
+            #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
+            #expect(try await harness.eventually { try await harness.refresh(tokens.refreshToken).error == "invalid_grant" })
+            let identity = try #require(try await harness.store.identity(provider: "apple", subject: sub))
+            #expect(try await harness.store.providerGrant(identityID: identity.id) == nil)
+
+            let (other, _) = try await harness.signedIn(email: "gone@example.com")
+            let userID = try #require(try await harness.store.identity(provider: "apple", subject: other)?.userID)
+            #expect(try await harness.emulator.send("DELETE", "/emulator/users/\(other)").status == 204)
+            #expect(try await harness.eventually { try await harness.store.user(id: userID) == nil })
+        }
+    }
+
+    actor Capture {
+        var bodies: [String] = []
+        func add(_ body: String) { bodies.append(body) }
+    }
+
+    @Test("a notification replayed twice is processed once; a forged one is refused")
+    func replay() async throws {
+        let capture = Capture()
+        let router = Router()
+        router.post("/capture") { request, _ -> HTTPResponse.Status in
+            await capture.add(String(buffer: try await request.body.collect(upTo: 1 << 16)))
+            return .ok
+        }
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let receiver = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress!.port!) })
+        let task = Task { try await receiver.run() }
+        defer { task.cancel() }
+        var iterator = ports.makeAsyncIterator()
+        let port = try #require(await iterator.next())
+
+        try await ServerHarness.with { harness in
+            let (sub, _) = try await harness.signedIn()
+            await harness.emulator.emulator.setNotificationURL("http://127.0.0.1:\(port)/capture", for: Fixtures.bundleID)
+            _ = try await harness.emulator.send("POST", "/emulator/users/\(sub)/email-forwarding", json: ["enabled": false])
+            #expect(try await harness.eventually { await !capture.bodies.isEmpty })
+            let body = try #require(await capture.bodies.first)
+            let first = try await harness.send("POST", "/v1/apple/notifications", body: body)
+            #expect(first.json["status"] as? String == "processed")
+            let second = try await harness.send("POST", "/v1/apple/notifications", body: body)
+            #expect(second.status == 200)
+            #expect(second.json["status"] as? String == "duplicate")
+            let identity = try #require(try await harness.store.identity(provider: "apple", subject: sub))
+            #expect(identity.emailForwardingEnabled == false)
+            let events = try await harness.store.auditEvents(userID: identity.userID, limit: 50).filter { $0.kind == "apple_email_disabled" }
+            #expect(events.count == 1)
+            let forged = try await harness.post("/v1/apple/notifications", json: ["payload": Fixtures.attackerKey.sign(claims: ["iss": "https://appleid.apple.com"])])
+            #expect(forged.status == 401)
+            #expect(try await harness.send("POST", "/v1/apple/notifications", body: "{}").status == 400)
+        }
+    }
+
+    @Test("account deletion revokes the Apple token, then deletes everything")
+    func deletion() async throws {
+        try await ServerHarness.with { harness in
+            let (sub, tokens) = try await harness.signedIn()
+            let answer = try await harness.send("DELETE", "/v1/me", bearer: tokens.accessToken)
+            #expect(answer.status == 200)
+            #expect(answer.json["appleTokensRevoked"] as? Int == 1)
+            let revokes = try await harness.emulator.requestLog().filter { $0["endpoint"] as? String == "/auth/revoke" }
+            #expect(revokes.map { $0["status"] as? Int } == [200])
+            #expect(try await harness.store.identity(provider: "apple", subject: sub) == nil)
+            #expect(try await harness.refresh(tokens.refreshToken).error == "invalid_grant")
+            #expect(try await harness.send("GET", "/v1/me", bearer: tokens.accessToken).status == 401)
+        }
+    }
+
+    @Test("deletion while Apple answers 5xx still deletes, and the outbox retries the revocation later")
+    func deletionWhileAppleIsDown() async throws {
+        try await ServerHarness.with { harness in
+            let (sub, tokens) = try await harness.signedIn()
+            _ = try await harness.emulator.send("POST", "/emulator/faults", json: ["endpoint": "/auth/revoke", "kind": "status", "status": 500])
+            let answer = try await harness.send("DELETE", "/v1/me", bearer: tokens.accessToken)
+            #expect(answer.status == 200)
+            #expect(answer.json["appleRevocationsPending"] as? Int == 1)
+            #expect(try await harness.store.identity(provider: "apple", subject: sub) == nil)
+            #expect(try await harness.server.sessions.processOutbox() == 0)  // not due yet
+            harness.clock.advance(31)
+            #expect(try await harness.server.sessions.processOutbox() == 0)  // Apple still down
+            _ = try await harness.emulator.send("DELETE", "/emulator/faults")
+            harness.clock.advance(3600)
+            #expect(try await harness.server.sessions.processOutbox() == 1)
+            #expect(try await harness.store.outboxItems().allSatisfy { $0.completedAt != nil })
+            let statuses = try await harness.emulator.requestLog().filter { $0["endpoint"] as? String == "/auth/revoke" }.compactMap { $0["status"] as? Int }
+            #expect(statuses.last == 200)
+        }
+    }
+}
