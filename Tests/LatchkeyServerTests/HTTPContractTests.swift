@@ -1,0 +1,202 @@
+import Configuration
+import Foundation
+import LatchkeyCore
+import LatchkeyModels
+import LatchkeyServer
+import LatchkeyStore
+import LatchkeyTestSupport
+import Testing
+
+@Suite("Server: HTTP contract", .timeLimit(.minutes(2)))
+struct HTTPContractTests {
+    /// Bad input of every kind gets a 4xx with an RFC 6749 error body, never a 5xx.
+    static let malformed: [(String, String, String?, String, [(String, String)])] = [
+        ("POST", "/v1/auth/apple", "not json", "application/json", []),
+        ("POST", "/v1/auth/apple", #"{"identityToken": 5}"#, "application/json", []),
+        ("POST", "/v1/auth/apple", #"{"identityToken": ""}"#, "application/json", []),
+        ("POST", "/v1/auth/apple", #"{"identityToken": "a.b.c"}"#, "application/json", []),
+        ("POST", "/v1/auth/apple", #"{"identityToken": "eyJhbGciOiJub25lIn0.e30."}"#, "application/json", []),
+        ("POST", "/v1/auth/apple", nil, "application/json", []),
+        ("POST", "/v1/token", "grant_type=password", "application/x-www-form-urlencoded", []),
+        ("POST", "/v1/token", "refresh_token=lkr_x", "application/x-www-form-urlencoded", []),
+        ("POST", "/v1/token", "grant_type=refresh_token", "application/x-www-form-urlencoded", []),
+        ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=%zz", "application/x-www-form-urlencoded", []),
+        ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=a&refresh_token=b", "application/x-www-form-urlencoded", []),
+        ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=lkr_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "application/x-www-form-urlencoded", []),
+        ("POST", "/v1/token", "{", "application/json", []),
+        ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=x", "text/plain", []),
+        ("GET", "/v1/me", nil, "application/json", []),
+        ("GET", "/v1/me", nil, "application/json", [("Authorization", "Basic dXNlcjpwYXNz")]),
+        ("GET", "/v1/me", nil, "application/json", [("Authorization", "Bearer not-a-jwt")]),
+        ("GET", "/v1/me", nil, "application/json", [("Authorization", "Bearer eyJhbGciOiJFUzI1NiIsImtpZCI6Ingifq.e30.c2ln")]),
+        ("GET", "/v1/me/sessions", nil, "application/json", [("Authorization", "Bearer ")]),
+        ("DELETE", "/v1/me", nil, "application/json", []),
+        ("POST", "/v1/logout", nil, "application/json", []),
+        ("POST", "/v1/apple/notifications", "[]", "application/json", []),
+        ("POST", "/v1/apple/notifications", #"{"payload":"x.y.z"}"#, "application/json", []),
+        ("GET", "/v1/nothing-here", nil, "application/json", []),
+    ]
+
+    @Test("malformed bodies, headers and tokens get a 4xx with an error body", arguments: malformed)
+    func malformedInput(method: String, path: String, body: String?, contentType: String, headers: [(String, String)]) async throws {
+        try await ServerHarness.with { harness in
+            let answer = try await harness.send(method, path, body: body, contentType: contentType, headers: headers)
+            #expect((400..<500).contains(answer.status), "\(method) \(path): \(answer.status) \(answer.text)")
+            #expect(answer.error != nil, "\(answer.text)")
+            #expect(answer.json["error_description"] != nil)
+        }
+    }
+
+    @Test("an ID token for another app is refused with the reason; so is an expired one and a wrong nonce")
+    func identityTokenRefusals() async throws {
+        try await ServerHarness.with { harness in
+            let sub = try await harness.emulator.createUser()
+            let wrongNonce = try await harness.emulator.nativeSignIn(sub: sub, nonce: sha256Hex("the-real-nonce"))
+            let answer = try await harness.post("/v1/auth/apple", json: ["identityToken": wrongNonce.identityToken, "rawNonce": "another"])
+            #expect(answer.status == 401)
+            #expect(answer.error == "nonce_mismatch")
+            let forged = try await harness.post("/v1/auth/apple", json: ["identityToken": Fixtures.appleKey.sign(claims: appleClaims())])
+            #expect(forged.status == 401)
+            // A reused authorization code is Apple's invalid_grant, passed on with what to check.
+            let signIn = try await harness.emulator.nativeSignIn(sub: sub)
+            _ = try await harness.post("/v1/auth/apple", json: ["identityToken": signIn.identityToken, "authorizationCode": signIn.code])
+            let reused = try await harness.post("/v1/auth/apple", json: ["identityToken": signIn.identityToken, "authorizationCode": signIn.code])
+            #expect(reused.status == 400)
+            #expect(reused.error == "invalid_grant")
+        }
+    }
+
+    @Test("request bodies are capped")
+    func bodyCap() async throws {
+        try await ServerHarness.with { harness in
+            let big = String(repeating: "a", count: 40_000)
+            let answer = try await harness.send("POST", "/v1/auth/apple", body: #"{"identityToken":"\#(big)"}"#)
+            #expect(answer.status == 413)
+            #expect(answer.error == "invalid_request")
+        }
+    }
+
+    @Test("rate limits answer 429 with Retry-After")
+    func rateLimits() async throws {
+        try await ServerHarness.with(configure: { $0.rateLimit.perClientIP = 3 }) { harness in
+            var statuses: [Int] = []
+            for _ in 0..<5 { statuses.append(try await harness.refresh("lkr_x").status) }
+            #expect(statuses.prefix(3).allSatisfy { $0 == 400 })
+            let limited = try await harness.refresh("lkr_x")
+            #expect(limited.status == 429)
+            #expect(limited.error == "rate_limited")
+            #expect(Int(limited.headers["retry-after"] ?? "") != nil)
+            #expect(try await harness.send("GET", "/healthz").status == 200)
+        }
+    }
+
+    @Test("the OpenAPI document lists every route, and every listed route exists")
+    func openAPI() async throws {
+        try await ServerHarness.with { harness in
+            let document = try await harness.send("GET", "/openapi.json").json
+            #expect(document["openapi"] as? String == "3.1.0")
+            let paths = try #require(document["paths"] as? [String: [String: Any]])
+            for (method, path) in LatchkeyServer.routes {
+                #expect(paths[path]?[method.lowercased()] != nil, "\(method) \(path) is missing from /openapi.json")
+                let concrete = path.replacingOccurrences(of: "{id}", with: "x")
+                let answer = try await harness.send(method, concrete)
+                #expect(answer.error != "not_found" || path.contains("{id}"), "\(method) \(path) is not served")
+            }
+            let documented = paths.flatMap { path, operations in operations.keys.map { "\($0.uppercased()) \(path)" } }
+            #expect(Set(documented) == Set(LatchkeyServer.routes.map { "\($0.method) \($0.path)" }))
+        }
+    }
+
+    @Test("health, readiness and Prometheus metrics")
+    func operations() async throws {
+        try await ServerHarness.with { harness in
+            #expect(try await harness.send("GET", "/healthz").json["status"] as? String == "ok")
+            #expect(try await harness.send("GET", "/readyz").json["status"] as? String == "ready")
+            _ = try await harness.signedIn()
+            _ = try await harness.refresh("lkr_x")
+            let metrics = try await harness.send("GET", "/metrics").text
+            #expect(metrics.contains(#"latchkey_sign_ins_total{provider="apple",outcome="new_user"} 1"#) || metrics.contains(#"latchkey_sign_ins_total{outcome="new_user",provider="apple"} 1"#), "\(metrics)")
+            #expect(metrics.contains("latchkey_refreshes_total"))
+            #expect(metrics.contains("latchkey_apple_calls_total"))
+            #expect(metrics.contains("latchkey_http_requests_total"))
+        }
+    }
+
+    @Test("readiness fails when the database is gone")
+    func notReady() async throws {
+        try await ServerHarness.with { harness in
+            await harness.store.close()
+            let answer = try await harness.send("GET", "/readyz")
+            #expect(answer.status == 503)
+        }
+    }
+
+    @Test("CORS headers only for configured origins")
+    func cors() async throws {
+        try await ServerHarness.with(configure: { $0.corsAllowedOrigins = ["https://app.example.com"] }) { harness in
+            let answer = try await harness.send("GET", "/healthz", headers: [("Origin", "https://app.example.com")])
+            #expect(answer.headers["access-control-allow-origin"] == "https://app.example.com")
+        }
+    }
+
+    @Test("without Apple credentials sign-in answers 503, never 500")
+    func unconfigured() async throws {
+        try await ServerHarness.with(configure: { $0.apple = nil }) { harness in
+            let answer = try await harness.post("/v1/auth/apple", json: ["identityToken": "x"])
+            #expect(answer.status == 503)
+            #expect(answer.error == "temporarily_unavailable")
+        }
+    }
+}
+
+@Suite("Server: configuration")
+struct ConfigurationTests {
+    func read(_ values: [String: String]) throws(LatchkeyError) -> ServerConfiguration {
+        let provider = InMemoryProvider(values: Dictionary(uniqueKeysWithValues: values.map { (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false)) }))
+        return try ServerConfiguration(reading: ConfigReader(provider: provider))
+    }
+
+    @Test("defaults need nothing")
+    func defaults() throws {
+        let configuration = try read([:])
+        #expect(configuration.mode == .development)
+        #expect(configuration.database == .sqlite(path: "latchkey-data/latchkey.sqlite"))
+        #expect(configuration.apple == nil)
+    }
+
+    @Test("settings are read and validated, and errors name the setting", arguments: [
+        (["port": "eighty"], "port"),
+        (["port": "70000"], "port"),
+        (["mode": "staging"], "mode"),
+        (["mode": "production"], "apple"),
+        (["accessToken.lifetime": "5"], "accessToken.lifetime"),
+        (["encryptionKey": "c2hvcnQ="], "encryption key"),
+        (["database.url": "mysql://x"], "database.url"),
+        (["apple.teamId": "TEAMID1234"], "apple.keyId"),
+        (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.clientIds": "com.example.app"], "apple.privateKeyFile"),
+        (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.privateKeyFile": "/nonexistent.p8", "apple.clientIds": "a"], "apple.privateKeyFile"),
+        (["apple.teamId": "team", "apple.keyId": "TESTKEY123", "apple.privateKey": Fixtures.p8, "apple.clientIds": "a"], "apple.teamId"),
+        (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.privateKey": Fixtures.p384, "apple.clientIds": "a"], "apple.privateKeyFile"),
+    ])
+    func invalid(values: [String: String], setting: String) {
+        do {
+            _ = try read(values)
+            Issue.record("accepted \(values)")
+        } catch {
+            #expect(error.code == .invalidConfiguration || error.code == .invalidKey)
+            #expect(error.reason.contains(setting), "\(error.reason)")
+        }
+    }
+
+    @Test("a full production configuration is accepted")
+    func production() throws {
+        let configuration = try read([
+            "mode": "production", "publicUrl": "https://auth.example.com", "encryptionKey": SecretBox.generateKey(),
+            "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID, "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"),
+            "apple.clientIds": "com.example.app, com.example.web", "database.url": "postgres://u:p@db/latchkey", "session.reuseGrace": "5",
+        ])
+        #expect(configuration.apple?.clientIDs == ["com.example.app", "com.example.web"])
+        #expect(configuration.issuer == "https://auth.example.com")
+        #expect(configuration.session.reuseGraceWindow == 5)
+    }
+}
