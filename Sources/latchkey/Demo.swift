@@ -1,93 +1,193 @@
 import ArgumentParser
+import AsyncHTTPClient
 import Crypto
-import CryptoExtras
 import Foundation
 import LatchkeyCore
+import LatchkeyEmulator
 import LatchkeyModels
-import LatchkeyProviders
+import LatchkeyServer
+import LatchkeyStore
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
 
-/// `latchkey demo`: a guided, offline tour. Everything runs in-process; nothing touches the internet.
+/// `latchkey demo`: the whole Sign in with Apple lifecycle, offline, narrated.
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Walk through Sign in with Apple verification offline, narrating each step.",
-        discussion: "Runs entirely in-process with generated keys; needs no network and no configuration."
+        abstract: "Walk through the whole Sign in with Apple lifecycle offline, narrating each step.",
+        discussion: "Starts the Apple emulator and a Latchkey server in-process on loopback, with a throwaway SQLite database."
     )
 
     func run() async throws {
-        let narrator = Narrator()
-        narrator.step("Generating a test team: a Sign in with Apple .p8 key and a stand-in for Apple's signing key")
-        let team = try AppleSigningCredentials(teamID: "DEMOTEAM01", keyID: "DEMOKEY001", privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
-        let appleKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let keyID = "DEMOAPPLE1"
-        let primitives = try appleKey.publicKey.getKeyPrimitives()
-        let jwksJSON = #"{"keys":[{"kty":"RSA","kid":"\#(keyID)","use":"sig","alg":"RS256","n":"\#(base64URL(Array(primitives.modulus)))","e":"\#(base64URL(Array(primitives.publicExponent)))"}]}"#
+        let say = Narrator()
+        var logger = Logger(label: "latchkey.demo")
+        logger.logLevel = .critical
+        let directory = NSTemporaryDirectory() + "latchkey-demo-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
 
-        narrator.step("Building the ES256 client secret Apple's token endpoint requires")
-        let secret = try AppleClientSecretProvider.makeSecret(credentials: team, clientID: "com.example.app", issuedAt: Date(), lifetime: 3600)
-        narrator.detail("client secret: \(secret.prefix(24))… (\(secret.count) bytes, raw r||s signature, valid 1 h)")
+        say.step("Starting an offline Apple (the emulator) and a Latchkey server on loopback")
+        let team = try TestTeam.createOrLoad(in: directory + "/team")
+        let clientID = "com.example.app"
+        let running = try await Emulator.start(configuration: try Runtime.emulatorConfiguration(team: team, clientIDs: [clientID], notificationURL: ""), logger: logger)
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.database = .sqlite(path: directory + "/latchkey.sqlite")
+        configuration.session.reuseGraceWindow = 1
+        configuration.apple = .init(teamID: team.teamID, keyID: team.keyID, privateKeyPEM: try String(contentsOfFile: team.keyFile, encoding: .utf8), clientIDs: [clientID], baseURL: running.baseURL)
+        let store = try await Runtime.openStore(configuration, logger: logger)
+        let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), logger: logger)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let group = ServiceGroup(services: [server.makeApplication { continuation.yield($0) }] + server.services, gracefulShutdownSignals: [], logger: logger)
+        let serverTask = Task { try await group.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CLIError("the server did not start") }
+        let latchkey = "http://127.0.0.1:\(port)"
+        await running.setNotificationURL(latchkey + "/v1/apple/notifications", for: clientID)
+        say.detail("Apple emulator \(running.baseURL) · Latchkey \(latchkey) · team \(team.teamID)")
+        let http = DemoHTTP()
 
-        narrator.step("The app signs in: it hashes a fresh nonce into the request, Apple returns an identity token")
-        let rawNonce = PKCE.makeVerifier()
-        let now = Int(Date().timeIntervalSince1970)
-        let claims = """
-            {"iss":"https://appleid.apple.com","aud":"com.example.app","sub":"000123.0123456789abcdef0123456789abcdef.0456",\
-            "iat":\(now),"exp":\(now + 600),"nonce":"\(lowercaseHexSHA256(rawNonce))","nonce_supported":true,\
-            "email":"ab12cd34ef@privaterelay.appleid.com","email_verified":"true","is_private_email":"true","real_user_status":2}
-            """
-        let token = sign(header: #"{"alg":"RS256","kid":"\#(keyID)"}"#, claims: claims, key: appleKey)
+        do {
+            say.step("Jane signs in with Apple on her iPhone; she hides her e-mail")
+            let user = try await http.json("POST", running.baseURL + "/emulator/users", ["email": "jane@example.com", "hideMyEmail": true, "givenName": "Jane", "familyName": "Appleseed"])
+            let sub = user["sub"]
+            let nonce = PKCE.makeVerifier()
+            var apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hex(SHA256.hash(data: Array(nonce.utf8)))])
+            say.detail("the app receives an identity token, a one-time authorization code and, this first time only, her name")
 
-        narrator.step("The server verifies it: signature via the cached JWKS, issuer, audience, expiry, nonce")
-        let keys = JWKSCache(offline: try await VerificationKeySet(jwksJSON: Array(jwksJSON.utf8)))
-        let verifier = IdentityTokenVerifier(policy: .apple(clientIDs: ["com.example.app", "com.example.web"]), keys: keys)
-        let identity = try await verifier.verify(token, expecting: .init(rawNonce: rawNonce))
-        narrator.detail("verified: sub \(identity.subject), e-mail \(identity.email ?? "-") (private relay: \(identity.isPrivateEmail == true)), real user: \(identity.realUserStatus.map(String.init(describing:)) ?? "-")")
+            say.step("The app sends them to Latchkey: POST /v1/auth/apple")
+            var signIn = try await http.json("POST", latchkey + "/v1/auth/apple", [
+                "identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"], "rawNonce": nonce,
+                "fullName": ["givenName": "Jane", "familyName": "Appleseed"],
+            ])
+            let me = signIn.child("user")
+            say.detail("new user \(me["id"]) · e-mail \(me["email"]) · isNewUser \(signIn.flag("isNewUser"))")
+            say.detail("Latchkey verified the token (signature, issuer, audience, expiry, nonce), redeemed the code at Apple and sealed Apple's refresh token")
 
-        narrator.step("What Latchkey says when things go wrong")
-        let webOnly = IdentityTokenVerifier(policy: .apple(clientIDs: ["com.example.web"]), keys: keys)
-        for (title, attempt) in [
-            ("a token for the bundle id, checked against the Services ID only", { try await webOnly.verify(token) }),
-            ("the wrong nonce", { try await verifier.verify(token, expecting: .init(rawNonce: "something-else")) }),
-            ("a token whose claims were altered after signing", { try await verifier.verify(tampered(token, claims: claims)) }),
-        ] as [(String, () async throws -> VerifiedIdentity)] {
-            do {
-                _ = try await attempt()
-            } catch let error as LatchkeyError {
-                narrator.detail("\(title):\n      \(error.errorCode) — \(error.reason)")
+            say.step("Every later API call carries Latchkey's short-lived access token: GET /v1/me")
+            let profile = try await http.json("GET", latchkey + "/v1/me", bearer: signIn["accessToken"])
+            say.detail("\(profile["givenName"]) \(profile["familyName"]), \((profile.object["identities"] as? [Any])?.count ?? 0) identity; any backend can check the token against \(latchkey)/.well-known/jwks.json")
+
+            say.step("The access token expires after 10 minutes; the app refreshes: POST /v1/token")
+            let first = signIn["refreshToken"]
+            let rotated = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": first])
+            say.detail("a new access token and a new refresh token; the old refresh token is now spent")
+
+            say.step("Someone replays the old refresh token")
+            try await Task.sleep(for: .milliseconds(1200))
+            let replay = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": first], expectError: true)
+            say.detail("\(replay["error"]): \(replay["error_description"])")
+            let dead = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": rotated["refreshToken"]], expectError: true)
+            say.detail("and the legitimate successor died with it: \(dead["error"])")
+
+            say.step("Jane signs in again; Apple shares no name this time, Latchkey keeps the first one")
+            apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID])
+            signIn = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"]])
+            let again = signIn.child("user")
+            say.detail("same user: \(again["id"]) · name \(again["givenName"]) · isNewUser \(signIn.flag("isNewUser"))")
+
+            say.step("In Settings, Jane stops using Sign in with Apple for the app; Apple notifies the server")
+            _ = try await http.json("POST", running.baseURL + "/emulator/users/\(sub)/consent-revocation", [:], expectEmpty: true)
+            var refreshToken = signIn["refreshToken"]
+            var revoked = Reply(object: [:])
+            for _ in 0..<100 {
+                revoked = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": refreshToken], expectError: true, allowSuccess: true)
+                if revoked.has("error") { break }
+                refreshToken = revoked["refreshToken"]
+                try await Task.sleep(for: .milliseconds(50))
             }
+            say.detail("the session is gone: \(revoked["error"]) — \(revoked["error_description"])")
+
+            say.step("Jane signs in once more, then deletes her account in the app: DELETE /v1/me")
+            apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID])
+            signIn = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"]])
+            let deletion = try await http.json("DELETE", latchkey + "/v1/me", bearer: signIn["accessToken"])
+            let log = try await http.array("GET", running.baseURL + "/emulator/requests")
+            let revokes = log.filter { $0["endpoint"] as? String == "/auth/revoke" }.map { "\($0["status"] ?? "?")" }
+            say.detail("Apple tokens revoked: \(deletion["appleTokensRevoked"]) · \"Apple\" received POST /auth/revoke → \(revokes.joined(separator: ", ")), as the App Store requires")
+
+            say.step("And when something is wrong, Latchkey says what")
+            apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": try await http.json("POST", running.baseURL + "/emulator/users", [:])["sub"], "clientId": clientID, "nonce": "hashed-nonce-from-the-app"])
+            let wrong = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "rawNonce": "some-other-nonce"], expectError: true)
+            say.detail("\(wrong["error"]): \(wrong["error_description"])")
+            say.step("Done. Next: `latchkey serve --dev` to run both for your app, `latchkey bench` for figures.")
+        } catch {
+            await http.shutdown()
+            await group.triggerGracefulShutdown()
+            _ = try? await serverTask.value
+            await running.stop()
+            await store.close()
+            throw error
         }
-        narrator.step("Done. Run `latchkey bench` for figures, `swift test` for the full suite.")
+        await http.shutdown()
+        await group.triggerGracefulShutdown()
+        _ = try? await serverTask.value
+        await running.stop()
+        await store.close()
     }
 
-    private func sign(header: String, claims: String, key: _RSA.Signing.PrivateKey) -> String {
-        let input = base64URL(Array(header.utf8)) + "." + base64URL(Array(claims.utf8))
-        let signature = try! key.signature(for: SHA256.hash(data: Array(input.utf8)), padding: .insecurePKCS1v1_5)
-        return input + "." + base64URL(Array(signature.rawRepresentation))
+    private func hex(_ digest: SHA256.Digest) -> String { digest.map { String(format: "%02x", $0) }.joined() }
+}
+
+/// A JSON object read leniently for narration: missing values read as empty strings.
+struct Reply: @unchecked Sendable {  // holds JSONSerialization output, which is immutable
+    let object: [String: Any]
+    subscript(_ key: String) -> String {
+        guard let value = object[key] else { return "" }
+        return "\(value)"
+    }
+    func child(_ key: String) -> Reply { Reply(object: object[key] as? [String: Any] ?? [:]) }
+    func has(_ key: String) -> Bool { object[key] != nil }
+    /// A JSON boolean as `true`/`false` (Foundation hands them over as numbers).
+    func flag(_ key: String) -> String { (object[key] as? NSNumber)?.boolValue == true ? "true" : "false" }
+}
+
+/// A small JSON-over-HTTP client for the demo's narration.
+final class DemoHTTP: Sendable {
+    private let client = HTTPClient(eventLoopGroupProvider: .singleton)
+
+    func shutdown() async { try? await client.shutdown() }
+
+    func json(_ method: String, _ url: String, _ body: [String: any Sendable]? = nil, bearer: String? = nil, expectError: Bool = false, expectEmpty: Bool = false, allowSuccess: Bool = false) async throws -> Reply {
+        let (status, bytes) = try await send(method, url, body, bearer: bearer)
+        guard expectError || (200..<300).contains(status) else { throw CLIError("\(method) \(url) answered \(status): \(String(decoding: bytes, as: UTF8.self))") }
+        if expectError, !allowSuccess, (200..<300).contains(status) { throw CLIError("\(method) \(url) unexpectedly succeeded") }
+        if expectEmpty || bytes.isEmpty { return Reply(object: [:]) }
+        return Reply(object: (try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]) ?? [:])
     }
 
-    /// The same token with `sub` changed and the original signature kept.
-    private func tampered(_ token: String, claims: String) -> String {
-        let parts = token.split(separator: ".")
-        let altered = claims.replacingOccurrences(of: "000123.", with: "000999.")
-        return "\(parts[0]).\(base64URL(Array(altered.utf8))).\(parts[2])"
+    func array(_ method: String, _ url: String) async throws -> [[String: Any]] {
+        let (_, bytes) = try await send(method, url, nil, bearer: nil)
+        return (try JSONSerialization.jsonObject(with: Data(bytes)) as? [[String: Any]]) ?? []
     }
 
-    private func lowercaseHexSHA256(_ text: String) -> String {
-        SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    private func send(_ method: String, _ url: String, _ body: [String: any Sendable]?, bearer: String?) async throws -> (Int, [UInt8]) {
+        var request = HTTPClientRequest(url: url)
+        request.method = HTTPMethod(rawValue: method)
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: Array(try JSONSerialization.data(withJSONObject: body))))
+        }
+        let response = try await client.execute(request, timeout: .seconds(15))
+        return (Int(response.status.code), Array(buffer: try await response.body.collect(upTo: 1 << 20)))
     }
 }
 
 /// Prints numbered steps, in colour only on a terminal.
 struct Narrator {
     private let colour = isatty(STDOUT_FILENO) == 1
-    private final class Counter: @unchecked Sendable { var value = 0 }  // only used from the command's task
+    private final class Counter: @unchecked Sendable { var value = 0 }  // used from the command's task only
     private let counter = Counter()
 
     func step(_ text: String) {
         counter.value += 1
         print(colour ? "\u{1B}[1m\(counter.value). \(text)\u{1B}[0m" : "\(counter.value). \(text)")
+        flushStandardOutput()
     }
 
     func detail(_ text: String) {
         print("   " + text)
+        flushStandardOutput()
     }
 }
