@@ -14,6 +14,7 @@ extension ServerConfiguration {
     /// | `publicUrl` | URL, the access tokens' `iss` | `http://host:port` |
     /// | `audience` | the access tokens' `aud` | `latchkey` |
     /// | `database.url` | `postgres://…`, `sqlite://path` or a path | `latchkey-data/latchkey.sqlite` |
+    /// | `database.maxWriteBatch` | writes sharing one commit | 512 |
     /// | `encryptionKey` / `encryptionKeyFile` | 32 bytes base64 (secret) | generated in development |
     /// | `accessToken.lifetime` | seconds | 600 |
     /// | `session.idleLifetime`, `session.absoluteLifetime`, `session.reuseGrace` | seconds | 30 d, 180 d, 10 |
@@ -38,6 +39,7 @@ extension ServerConfiguration {
         if let url = config.string(forKey: "database.url", isSecret: true) {
             do { database = try StoreLocation(url: url) } catch { throw setting("database.url", "is invalid: \(error.reason)") }
         }
+        databaseMaximumWriteBatch = try Self.int(config, "database.maxWriteBatch") ?? databaseMaximumWriteBatch
         encryptionKey = try Self.secret(config, "encryptionKey", fileKey: "encryptionKeyFile")
         accessTokenLifetime = try Self.double(config, "accessToken.lifetime") ?? accessTokenLifetime
         session.refreshIdleLifetime = try Self.double(config, "session.idleLifetime") ?? session.refreshIdleLifetime

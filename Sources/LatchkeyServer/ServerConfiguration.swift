@@ -14,6 +14,8 @@ public struct ServerConfiguration: Sendable {
     /// The `aud` of access tokens.
     public var audience = "latchkey"
     public var database: StoreLocation = .sqlite(path: "latchkey-data/latchkey.sqlite")
+    /// How many concurrent writes may share one durable commit.
+    public var databaseMaximumWriteBatch = 512
     /// 32 bytes in base64; seals Apple refresh tokens and signing keys at rest.
     public var encryptionKey: String?
     public var accessTokenLifetime: TimeInterval = 600

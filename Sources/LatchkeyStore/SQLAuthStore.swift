@@ -24,12 +24,14 @@ public final class SQLAuthStore: AuthStore {
     }
 
     /// Opens (and for SQLite, creates) the database. Call ``migrate()`` before use and ``close()`` at the end.
-    public static func open(_ location: StoreLocation, logger: Logger = Logger(label: "latchkey.store")) async throws -> SQLAuthStore {
+    /// - Parameter maximumWriteBatch: how many concurrent writes may share one commit (1 commits each alone).
+    public static func open(_ location: StoreLocation, maximumWriteBatch: Int = 512, logger: Logger = Logger(label: "latchkey.store")) async throws -> SQLAuthStore {
+        let batch = max(1, maximumWriteBatch)
         switch location {
         case .sqlite(let path):
-            return SQLAuthStore(backend: try await SQLiteBackend.open(path: path, logger: logger), location: location)
+            return SQLAuthStore(backend: try await SQLiteBackend.open(path: path, maximumBatch: batch, logger: logger), location: location)
         case .postgres(let url):
-            return SQLAuthStore(backend: try PostgresBackend(url: url, logger: logger), location: location)
+            return SQLAuthStore(backend: try PostgresBackend(url: url, maximumBatch: batch, logger: logger), location: location)
         }
     }
 

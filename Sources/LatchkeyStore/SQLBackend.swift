@@ -24,7 +24,7 @@ final class SQLiteBackend: SQLBackend {
     private let writer: SQLiteConnection
     private let reader: SQLiteConnection
 
-    static func open(path: String, logger: Logger) async throws -> SQLiteBackend {
+    static func open(path: String, maximumBatch: Int, logger: Logger) async throws -> SQLiteBackend {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
         let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
@@ -35,14 +35,14 @@ final class SQLiteBackend: SQLBackend {
         for pragma in ["PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA query_only=ON"] {
             _ = try await reader.query(pragma)
         }
-        return SQLiteBackend(writer: writer, reader: reader)
+        return SQLiteBackend(writer: writer, reader: reader, maximumBatch: maximumBatch)
     }
 
-    private init(writer: SQLiteConnection, reader: SQLiteConnection) {
+    private init(writer: SQLiteConnection, reader: SQLiteConnection, maximumBatch: Int) {
         self.writer = writer
         self.reader = reader
         let database = writer.sql()
-        batcher = WriteBatcher(beginStatement: "BEGIN IMMEDIATE") { body in try await body(database) }
+        batcher = WriteBatcher(beginStatement: "BEGIN IMMEDIATE", maximumBatch: maximumBatch) { body in try await body(database) }
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
@@ -62,7 +62,7 @@ final class PostgresBackend: SQLBackend {
     let client: PostgresClient
     private let runTask: Task<Void, Never>
 
-    init(url: String, logger: Logger) throws(LatchkeyError) {
+    init(url: String, maximumBatch: Int, logger: Logger) throws(LatchkeyError) {
         guard let components = URLComponents(string: url), let host = components.host, let user = components.user else {
             throw LatchkeyError(.invalidConfiguration, "database URL must look like postgres://user:password@host:5432/database")
         }
@@ -76,7 +76,7 @@ final class PostgresBackend: SQLBackend {
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         runTask = Task { await client.run() }
-        batcher = WriteBatcher(beginStatement: "BEGIN") { body in
+        batcher = WriteBatcher(beginStatement: "BEGIN", maximumBatch: maximumBatch) { body in
             try await client.withConnection { connection in try await body(connection.sql()) }
         }
     }

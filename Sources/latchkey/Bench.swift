@@ -24,15 +24,26 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds to measure each side of each row.")
     var seconds: Double = 2
 
+    @Option(help: "Which rows: all, core (token verification, client secret) or server (HTTP, rotations, sign-ins, memory).")
+    var only = "all"
+
     @Option(help: ArgumentHelp("Run only Latchkey's token verification this many times (for a profiler).", visibility: .hidden))
     var profileIterations: Int?
 
     func run() async throws {
+        guard ["all", "core", "server"].contains(only) else { throw ValidationError("--only is all, core or server") }
         let fixture = try await BenchFixture()
         if let profileIterations {
             for _ in 0..<profileIterations { try await fixture.verifyWithLatchkey() }
             return
         }
+        var rows: [BenchRow] = []
+        if only != "server" { rows += try await coreRows(fixture) }
+        if only != "core" { rows += try await ServerBench(seconds: seconds).rows() }
+        for row in rows { print(json ? row.jsonLine : row.humanLine) }
+    }
+
+    private func coreRows(_ fixture: BenchFixture) async throws -> [BenchRow] {
         var rows: [BenchRow] = []
 
         let ours = try await measure(seconds: seconds) { try await fixture.verifyWithLatchkey() }
@@ -45,8 +56,7 @@ struct Bench: AsyncParsableCommand {
         let cached = try await measure(seconds: seconds) { _ = try await fixture.secrets.secret() }
         let fresh = try await measure(seconds: seconds) { try fixture.signFreshSecret() }
         rows.append(BenchRow(name: "apple_client_secret_cached", opsPerSecond: cached, baselineName: "apple_client_secret_sign", baselineOpsPerSecond: fresh))
-
-        for row in rows { print(json ? row.jsonLine : row.humanLine) }
+        return rows
     }
 
     /// Runs `body` repeatedly for about `seconds` after a short warm-up and returns operations per second.

@@ -51,7 +51,7 @@ enum Runtime {
     }
 
     static func openStore(_ configuration: ServerConfiguration, logger: Logger) async throws -> SQLAuthStore {
-        let store = try await SQLAuthStore.open(configuration.database, logger: logger)
+        let store = try await SQLAuthStore.open(configuration.database, maximumWriteBatch: configuration.databaseMaximumWriteBatch, logger: logger)
         do {
             try await store.migrate()
         } catch {

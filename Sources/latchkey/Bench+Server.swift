@@ -1,0 +1,225 @@
+import AsyncHTTPClient
+import Foundation
+import LatchkeyCore
+import LatchkeyEmulator
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// The server rows of `latchkey bench`: a real `latchkey serve` child process on loopback, the Apple emulator
+/// in this process, and a load generator with 32 concurrent connections.
+struct ServerBench {
+    let seconds: Double
+    let concurrency = 32
+
+    func rows() async throws -> [BenchRow] {
+        var logger = Logger(label: "latchkey.bench")
+        logger.logLevel = .critical
+        let directory = NSTemporaryDirectory() + "latchkey-bench-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let team = try TestTeam.createOrLoad(in: directory + "/team")
+        var emulatorConfiguration = try Runtime.emulatorConfiguration(team: team, clientIDs: ["com.example.app"], notificationURL: "")
+        emulatorConfiguration.apps[0].notificationURL = nil
+        let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 96
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+        defer { _ = http.shutdown() }
+        var rows: [BenchRow] = []
+        do {
+            let environment = [
+                "LATCHKEY_APPLE_TEAM_ID": team.teamID, "LATCHKEY_APPLE_KEY_ID": team.keyID, "LATCHKEY_APPLE_PRIVATE_KEY_FILE": team.keyFile,
+                "LATCHKEY_APPLE_CLIENT_IDS": "com.example.app", "LATCHKEY_APPLE_BASE_URL": emulator.baseURL,
+                "LATCHKEY_ENCRYPTION_KEY": SecretBox.generateKey(), "LATCHKEY_RATE_LIMIT_PER_IP": "100000000", "LATCHKEY_RATE_LIMIT_PER_SUBJECT": "100000000",
+            ]
+            let server = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/batched.sqlite"]) { $1 })
+            defer { server.stop() }
+            let idleRSS = server.residentMegabytes
+
+            let signIns = try await mintSignIns(emulator: emulator, http: http, count: max(200, Int(300 * seconds)))
+            let (signInRate, sessions) = try await signIn(signIns, server: server, http: http)
+            let accessToken = sessions[0].accessToken
+
+            let healthz = try await load(http, seconds: seconds) { _ in (server.url + "/healthz", "GET", nil, nil) }
+            let me = try await load(http, seconds: seconds) { _ in (server.url + "/v1/me", "GET", nil, accessToken) }
+            rows.append(BenchRow(name: "get_v1_me_bearer", opsPerSecond: me, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
+            rows.append(BenchRow(name: "apple_sign_in_with_code_exchange", opsPerSecond: signInRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
+
+            let batched = try await rotations(server: server, http: http, tokens: sessions.map(\.refreshToken))
+            rows.append(BenchRow(name: "peak_rss_megabytes", opsPerSecond: server.peakMegabytes, baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS))
+            server.stop()
+
+            let unbatchedServer = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/unbatched.sqlite", "LATCHKEY_DATABASE_MAX_WRITE_BATCH": "1"]) { $1 })
+            defer { unbatchedServer.stop() }
+            let more = try await mintSignIns(emulator: emulator, http: http, count: 64)
+            let (_, unbatchedSessions) = try await signIn(more, server: unbatchedServer, http: http)
+            let unbatched = try await rotations(server: unbatchedServer, http: http, tokens: unbatchedSessions.map(\.refreshToken))
+            unbatchedServer.stop()
+            rows.insert(BenchRow(name: "refresh_rotation_sqlite_durable", opsPerSecond: batched, baselineName: "refresh_rotation_sqlite_one_commit_each", baselineOpsPerSecond: unbatched), at: 2)
+
+            if let url = ProcessInfo.processInfo.environment["LATCHKEY_BENCH_DATABASE_URL"] {
+                var postgresRates: [Double] = []
+                for batch in ["512", "1"] {
+                    let postgres = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": url, "LATCHKEY_DATABASE_MAX_WRITE_BATCH": batch]) { $1 })
+                    defer { postgres.stop() }
+                    let (_, pgSessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 64), server: postgres, http: http)
+                    postgresRates.append(try await rotations(server: postgres, http: http, tokens: pgSessions.map(\.refreshToken)))
+                    postgres.stop()
+                }
+                rows.insert(BenchRow(name: "refresh_rotation_postgres_durable", opsPerSecond: postgresRates[0], baselineName: "refresh_rotation_postgres_one_commit_each", baselineOpsPerSecond: postgresRates[1]), at: 3)
+            }
+        } catch {
+            await emulator.stop()
+            throw error
+        }
+        await emulator.stop()
+        return rows
+    }
+
+    struct Session: Sendable {
+        let accessToken: String
+        let refreshToken: String
+    }
+
+    /// Users and native sign-ins made at the emulator before the clock starts.
+    private func mintSignIns(emulator: RunningEmulator, http: HTTPClient, count: Int) async throws -> [(token: String, code: String)] {
+        try await withThrowingTaskGroup(of: (String, String).self) { group in
+            var minted: [(String, String)] = []
+            for index in 0..<count {
+                if index >= 16 { minted.append(try await group.next()!) }
+                group.addTask {
+                    let user = try await json(http, emulator.baseURL + "/emulator/users", ["email": "bench-\(UUID().uuidString)@example.com"])
+                    let signIn = try await json(http, emulator.baseURL + "/emulator/authorizations", ["sub": user["sub"] as! String, "clientId": "com.example.app"])
+                    return (signIn["identityToken"] as! String, signIn["authorizationCode"] as! String)
+                }
+            }
+            for try await item in group { minted.append(item) }
+            return minted
+        }
+    }
+
+    /// `POST /v1/auth/apple` for each minted sign-in, `concurrency` at a time; returns the rate and the sessions.
+    private func signIn(_ minted: [(token: String, code: String)], server: ChildServer, http: HTTPClient) async throws -> (Double, [Session]) {
+        let start = ContinuousClock.now
+        let sessions = try await withThrowingTaskGroup(of: Session.self) { group in
+            var sessions: [Session] = []
+            for (index, item) in minted.enumerated() {
+                if index >= concurrency { sessions.append(try await group.next()!) }
+                group.addTask {
+                    let answer = try await json(http, server.url + "/v1/auth/apple", ["identityToken": item.token, "authorizationCode": item.code])
+                    guard let access = answer["accessToken"] as? String, let refresh = answer["refreshToken"] as? String else { throw CLIError("sign-in failed: \(answer)") }
+                    return Session(accessToken: access, refreshToken: refresh)
+                }
+            }
+            for try await session in group { sessions.append(session) }
+            return sessions
+        }
+        return (Double(minted.count) / (ContinuousClock.now - start).seconds, sessions)
+    }
+
+    /// Each worker rotates its own session's refresh token as fast as the server answers.
+    private func rotations(server: ChildServer, http: HTTPClient, tokens: [String]) async throws -> Double {
+        let workers = Array(tokens.prefix(64))
+        let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64(seconds * 1e9)))
+        let start = ContinuousClock.now
+        let total = try await withThrowingTaskGroup(of: Int.self) { group in
+            for token in workers {
+                group.addTask {
+                    var current = token
+                    var count = 0
+                    while ContinuousClock.now < deadline {
+                        let answer = try await json(http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": current])
+                        guard let next = answer["refreshToken"] as? String else { throw CLIError("rotation failed: \(answer)") }
+                        current = next
+                        count += 1
+                    }
+                    return count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        return Double(total) / (ContinuousClock.now - start).seconds
+    }
+
+    /// `concurrency` workers sending the same kind of request until the time is up; returns requests per second.
+    private func load(_ http: HTTPClient, seconds: Double, _ make: @escaping @Sendable (Int) -> (url: String, method: String, body: [UInt8]?, bearer: String?)) async throws -> Double {
+        let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64(seconds * 1e9)))
+        let start = ContinuousClock.now
+        let total = try await withThrowingTaskGroup(of: Int.self) { group in
+            for worker in 0..<concurrency {
+                group.addTask {
+                    var count = 0
+                    while ContinuousClock.now < deadline {
+                        let spec = make(worker)
+                        var request = HTTPClientRequest(url: spec.url)
+                        request.method = HTTPMethod(rawValue: spec.method)
+                        if let bearer = spec.bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+                        let response = try await http.execute(request, timeout: .seconds(10))
+                        _ = try await response.body.collect(upTo: 1 << 16)
+                        guard response.status == .ok else { throw CLIError("\(spec.url) answered \(response.status.code)") }
+                        count += 1
+                    }
+                    return count
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        return Double(total) / (ContinuousClock.now - start).seconds
+    }
+}
+
+private func json(_ http: HTTPClient, _ url: String, _ body: [String: String]) async throws -> [String: Any] {
+    var request = HTTPClientRequest(url: url)
+    request.method = .POST
+    request.headers.add(name: "Content-Type", value: "application/json")
+    request.body = .bytes(ByteBuffer(bytes: Array(try JSONSerialization.data(withJSONObject: body))))
+    let response = try await http.execute(request, timeout: .seconds(30))
+    let bytes = try await response.body.collect(upTo: 1 << 20)
+    return (try JSONSerialization.jsonObject(with: Data(Array(buffer: bytes))) as? [String: Any]) ?? [:]
+}
+
+/// `latchkey serve` as a child process, so its memory is measured alone.
+final class ChildServer: @unchecked Sendable {  // `process` is only stopped once the bench is done with it
+    let process = Process()
+    let url: String
+
+    init(environment: [String: String]) throws {
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["serve", "--port", "0"]
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment) { $1 }
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var collected = ""
+        let handle = output.fileHandleForReading
+        while !collected.contains("Latchkey listening on ") || !collected.contains("(") {
+            let chunk = handle.availableData
+            guard !chunk.isEmpty else { throw CLIError("the benchmark server exited early: \(collected)") }
+            collected += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let range = collected.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression) else { throw CLIError("no server URL in: \(collected)") }
+        url = String(collected[range])
+    }
+
+    private func status(_ field: String) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
+            let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes / 1024
+    }
+
+    var residentMegabytes: Double { status("VmRSS") }
+    var peakMegabytes: Double { status("VmHWM") }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
