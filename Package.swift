@@ -176,6 +176,11 @@ let package = Package(
             ],
             swiftSettings: testSwiftSettings
         ),
+        .testTarget(
+            name: "LatchkeyCLITests",
+            dependencies: ["LatchkeyStore", "LatchkeyEmulator", "LatchkeyTestSupport"],
+            swiftSettings: testSwiftSettings
+        ),
         .testTarget(name: "LatchkeyCoreTests", dependencies: ["LatchkeyCore", "LatchkeyTestSupport"], swiftSettings: testSwiftSettings),
         .testTarget(
             name: "LatchkeyProvidersTests",

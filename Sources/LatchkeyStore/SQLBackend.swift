@@ -8,6 +8,7 @@ import PostgresNIO
 import SQLKit
 import SQLiteKit
 import SQLiteNIO
+import Synchronization
 
 /// How the store reaches its database: reads directly, writes through the batcher.
 protocol SQLBackend: Sendable {
@@ -50,8 +51,19 @@ final class SQLiteBackend: SQLBackend {
     }
 
     func shutdown() async {
+        guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
         try? await reader.close()
         try? await writer.close()
+    }
+
+    private let closed = Mutex(false)
+
+    deinit {
+        // A store dropped without close() (an error path) must not trap: close in the background.
+        if !closed.withLock({ $0 }) {
+            _ = reader.close()
+            _ = writer.close()
+        }
     }
 }
 

@@ -77,3 +77,23 @@ public struct JOSEHeader: Sendable, Equatable {
         }
     }
 }
+
+/// Reads a JWT's header and payload **without verifying anything**: for display and debugging only.
+/// Never make a decision on what this returns.
+public enum UnverifiedJWT {
+    /// The decoded JSON bytes of the header and the payload, and whether a signature segment is present.
+    public static func contents(of token: String, maximumSize: Int = 64 * 1024) throws(LatchkeyError) -> (header: [UInt8], payload: [UInt8], signed: Bool) {
+        let bytes = Array(token.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        guard bytes.count <= maximumSize else { throw LatchkeyError(.tokenTooLarge, "the token is \(bytes.count) bytes") }
+        let segments = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard segments.count == 3 else { throw LatchkeyError(.malformedToken, "a JWT has exactly three dot-separated segments (header.payload.signature); this has \(segments.count)") }
+        func decode(_ segment: ArraySlice<UInt8>, _ name: String) throws(LatchkeyError) -> [UInt8] {
+            do {
+                return try Base64.decode(bytes: segment, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+            } catch {
+                throw LatchkeyError(.malformedToken, "the \(name) segment is not valid base64url")
+            }
+        }
+        return (try decode(segments[0], "header"), try decode(segments[1], "payload"), !segments[2].isEmpty)
+    }
+}

@@ -1,0 +1,173 @@
+import ArgumentParser
+import Foundation
+import LatchkeyCore
+import LatchkeyServer
+import LatchkeyStore
+import Logging
+
+/// Options shared by the commands that work on the configured store.
+struct StoreOptions: ParsableArguments {
+    @Option(help: "A JSON configuration file (the same as `latchkey serve`).") var config: String?
+    @Flag(help: "Print JSON instead.") var json = false
+
+    /// Opens the store (and the server wiring, for deletions that must reach Apple), runs `body`, closes.
+    func withServer<T>(_ body: (LatchkeyServer, ServerConfiguration) async throws -> T) async throws -> T {
+        var logger = Logger(label: "latchkey")
+        logger.logLevel = .error
+        do {
+            let configuration = try await Runtime.configuration(file: config, overrides: [:])
+            let key = try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))
+            let store = try await Runtime.openStore(configuration, logger: logger)
+            do {
+                let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: key, logger: logger)
+                let result = try await body(server, configuration)
+                await store.close()
+                return result
+            } catch {
+                await store.close()
+                throw error
+            }
+        } catch let error as LatchkeyError {
+            throw ValidationError(error.reason)
+        } catch let error as CLIError {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+struct KeysCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keys", abstract: "List or rotate the keys that sign Latchkey access tokens.",
+        discussion: "Examples:\n  latchkey keys list\n  latchkey keys rotate --config latchkey.json\nExit codes: 0 done, 64 usage or configuration error.",
+        subcommands: [List.self, Rotate.self]
+    )
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List signing keys and their states (active, retiring, retired).")
+        @OptionGroup var options: StoreOptions
+
+        func run() async throws {
+            try await options.withServer { server, _ in
+                let keys = try await server.store.signingKeys()
+                let printer = Printer(json: options.json)
+                if options.json {
+                    printer.emit(["keys": keys.map { key -> [String: Any] in
+                        var object: [String: Any] = ["keyId": key.keyID, "algorithm": key.algorithm, "state": key.state.rawValue, "createdAt": Int(key.createdAt.timeIntervalSince1970)]
+                        if let retire = key.retireAfter { object["retireAfter"] = Int(retire.timeIntervalSince1970) }
+                        return object
+                    }])
+                } else {
+                    for key in keys { print("\(key.keyID)  \(key.algorithm)  \(key.state.rawValue)  created \(describeInstant(key.createdAt))\(key.retireAfter.map { "  retires \(describeInstant($0))" } ?? "")") }
+                }
+            }
+        }
+    }
+
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Make a new active key; the old one keeps verifying until its tokens have expired.")
+        @OptionGroup var options: StoreOptions
+
+        func run() async throws {
+            try await options.withServer { server, configuration in
+                let key = try await KeyMaintenance.rotate(store: server.store, box: try SecretBox(base64Key: try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))), now: Date(), overlap: configuration.accessTokenLifetime + 300)
+                if options.json { Printer(json: true).emit(["activeKeyId": key.keyID]) } else { print("new active key \(key.keyID); running servers pick it up within a minute") }
+            }
+        }
+    }
+}
+
+struct UsersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users", abstract: "List, show or delete users in the configured store.",
+        discussion: "Examples:\n  latchkey users list\n  latchkey users show <id> --json\n  latchkey users delete <id>   # revokes the Apple token first, like DELETE /v1/me\nExit codes: 0 done, 1 no such user, 64 usage or configuration error.",
+        subcommands: [List.self, Show.self, Delete.self]
+    )
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List users, oldest first.")
+        @OptionGroup var options: StoreOptions
+        @Option(help: "How many at most.") var limit = 100
+
+        func run() async throws {
+            try await options.withServer { server, _ in
+                let users = try await server.store.users(limit: limit)
+                if options.json {
+                    Printer(json: true).emit(["users": users.map { ["id": $0.id, "email": $0.email as Any, "createdAt": Int($0.createdAt.timeIntervalSince1970)] }])
+                } else {
+                    for user in users { print("\(user.id)  \(user.email ?? "-")  created \(describeInstant(user.createdAt))") }
+                    if users.isEmpty { print("no users") }
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a user with identities and sessions.")
+        @OptionGroup var options: StoreOptions
+        @Argument(help: "The user id.") var id: String
+
+        func run() async throws {
+            try await options.withServer { server, _ in
+                guard let user = try await server.store.user(id: id) else {
+                    FileHandle.standardError.write(Data("no user \(id)\n".utf8))
+                    throw ExitStatus.failure
+                }
+                let identities = try await server.store.identities(userID: id)
+                let sessions = try await server.store.sessions(userID: id)
+                if options.json {
+                    Printer(json: true).emit([
+                        "id": user.id, "email": user.email as Any, "givenName": user.givenName as Any, "familyName": user.familyName as Any,
+                        "identities": identities.map { ["provider": $0.provider, "subject": $0.subject, "email": $0.email as Any] },
+                        "sessions": sessions.map { ["id": $0.id, "clientId": $0.clientID, "revoked": $0.isRevoked] },
+                    ])
+                } else {
+                    print("user \(user.id)  \(user.email ?? "-")  \([user.givenName, user.familyName].compactMap { $0 }.joined(separator: " "))")
+                    for identity in identities { print("  identity \(identity.provider) \(identity.subject)\(identity.isPrivateEmail == true ? " (private relay)" : "")") }
+                    for session in sessions { print("  session \(session.id) \(session.clientID) \(session.isRevoked ? "revoked (\(session.revocationReason ?? ""))" : "active")") }
+                }
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a user the way DELETE /v1/me does: revoke at Apple, then delete.")
+        @OptionGroup var options: StoreOptions
+        @Argument(help: "The user id.") var id: String
+
+        func run() async throws {
+            try await options.withServer { server, _ in
+                guard try await server.store.user(id: id) != nil else {
+                    FileHandle.standardError.write(Data("no user \(id)\n".utf8))
+                    throw ExitStatus.failure
+                }
+                let report = try await server.sessions.deleteAccount(userID: id)
+                if options.json {
+                    Printer(json: true).emit(["deleted": id, "appleTokensRevoked": report.revoked, "appleRevocationsPending": report.queued])
+                } else {
+                    print("deleted \(id); Apple tokens revoked: \(report.revoked)\(report.queued > 0 ? ", \(report.queued) revocation(s) queued for retry by the server" : "")")
+                }
+            }
+        }
+    }
+}
+
+struct SessionsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sessions", abstract: "Revoke sessions in the configured store.",
+        discussion: "Example:\n  latchkey sessions revoke --user <id>\nExit codes: 0 done, 64 usage or configuration error.",
+        subcommands: [Revoke.self]
+    )
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "End every session of a user; their refresh tokens stop working at once.")
+        @OptionGroup var options: StoreOptions
+        @Option(help: "The user id.") var user: String
+
+        func run() async throws {
+            try await options.withServer { server, _ in
+                let count = try await server.store.revokeSessions(userID: user, reason: "revoked_by_admin", at: Date())
+                if options.json { Printer(json: true).emit(["user": user, "revokedSessions": count]) } else { print("revoked \(count) session(s) of \(user)") }
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import LatchkeyCore
+import LatchkeyEmulator
+import LatchkeyStore
+import LatchkeyTestSupport
+import Testing
+
+@Suite("CLI: doctor and administration", .serialized)
+struct DoctorAndAdminTests {
+    static func goodConfig(baseURL: String = "https://appleid.apple.com") -> [String: Any] {
+        [
+            "mode": "production", "publicUrl": "https://auth.example.com", "encryptionKey": SecretBox.generateKey(),
+            "apple": [
+                "teamId": Fixtures.teamID, "keyId": Fixtures.keyID, "privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"),
+                "clientIds": "\(Fixtures.bundleID),\(Fixtures.servicesID)", "baseUrl": baseURL,
+                "redirectUris": "https://app.example.com/callback", "notificationUrl": "https://auth.example.com/v1/apple/notifications",
+            ] as [String: Any],
+        ]
+    }
+
+    func doctor(_ config: [String: Any], live: Bool = false) throws -> CLI.Result {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try CLI.write(config, to: directory + "/latchkey.json")
+        return try CLI.run(["doctor", "--config", directory + "/latchkey.json", "--json"] + (live ? ["--live"] : []))
+    }
+
+    func findings(_ result: CLI.Result) -> [[String: String]] {
+        (result.json["findings"] as? [[String: Any]] ?? []).map { $0.compactMapValues { $0 as? String } }
+    }
+
+    @Test("a good set-up has no errors")
+    func good() throws {
+        let result = try doctor(Self.goodConfig())
+        #expect(result.status == 0, "\(result.stdout)")
+        #expect(result.json["errors"] as? Int == 0)
+    }
+
+    static let misconfigurations: [(String, String, String, String)] = [
+        ("teamId", "apple.teamId", "team-1", "10 upper-case"),
+        ("keyId", "apple.keyId", "abc", "10 upper-case"),
+        ("privateKeyFile", "apple.privateKeyFile", "/nonexistent/AuthKey.p8", "cannot be read"),
+        ("privateKeyFile", "apple.privateKeyFile", Fixtures.path("p384.p8"), "P-384"),
+        ("privateKeyFile", "apple.privateKeyFile", Fixtures.path("AuthKey_TESTKEY123.pub.pem"), "public key"),
+        ("clientIds", "apple.clientIds", "\(Fixtures.teamID).com.example.app", "Team ID"),
+        ("clientIds", "apple.clientIds", "not a bundle id", "does not look like"),
+        ("redirectUris", "apple.redirectUris", "https://localhost/callback", "localhost"),
+        ("redirectUris", "apple.redirectUris", "https://10.0.0.1/callback", "IP address"),
+        ("redirectUris", "apple.redirectUris", "http://app.example.com/callback", "not HTTPS"),
+        ("notificationUrl", "apple.notificationUrl", "http://auth.example.com/v1/apple/notifications", "not HTTPS"),
+    ]
+
+    @Test("each misconfiguration is an error finding that says what to fix", arguments: misconfigurations)
+    func misconfigured(field: String, check: String, value: String, mention: String) throws {
+        var config = Self.goodConfig()
+        var apple = config["apple"] as! [String: Any]
+        apple[field] = value
+        config["apple"] = apple
+        let result = try doctor(config)
+        #expect(result.status == 1, "\(result.stdout)")
+        let finding = findings(result).first { $0["check"] == check && $0["status"] == "error" }
+        #expect(finding?["message"]?.contains(mention) == true, "\(findings(result))")
+        #expect(finding?["fix"] != nil)
+    }
+
+    @Test("production without an encryption key or public URL, and a bad key, are errors; missing Apple settings are named")
+    func productionAndMissing() throws {
+        var config = Self.goodConfig()
+        config["encryptionKey"] = "c2hvcnQ="
+        config["publicUrl"] = "http://auth.example.com"
+        let result = try doctor(config)
+        #expect(result.status == 1)
+        #expect(findings(result).contains { $0["check"] == "encryptionKey" && $0["status"] == "error" })
+        #expect(findings(result).contains { $0["check"] == "publicUrl" && $0["status"] == "error" })
+        let empty = try doctor(["mode": "development"])
+        #expect(Set(findings(empty).filter { $0["status"] == "error" }.compactMap { $0["check"] }).isSuperset(of: ["apple.teamId", "apple.keyId", "apple.privateKeyFile", "apple.clientIds"]))
+        let human = try CLI.run(["doctor"])
+        #expect(human.stdout.contains("error   apple.teamId: not set"))
+        #expect(human.stdout.contains("fix:"))
+    }
+
+    @Test("--live proves the client secret against the emulator, and lists causes when it is refused")
+    func live() async throws {
+        try await EmulatorHarness.with { harness in
+            let accepted = try doctor(Self.goodConfig(baseURL: harness.emulator.baseURL), live: true)
+            #expect(accepted.status == 0, "\(accepted.stdout)")
+            #expect(findings(accepted).filter { $0["check"] == "live" && $0["status"] == "ok" }.count == 2)
+
+            var wrongKey = Self.goodConfig(baseURL: harness.emulator.baseURL)
+            var apple = wrongKey["apple"] as! [String: Any]
+            apple["keyId"] = "OTHERKEY00"
+            wrongKey["apple"] = apple
+            let refused = try doctor(wrongKey, live: true)
+            #expect(refused.status == 1)
+            let finding = try #require(findings(refused).first { $0["check"] == "live" && $0["status"] == "error" })
+            #expect(finding["message"]?.contains("invalid_client") == true)
+            #expect(finding["fix"]?.contains("OTHERKEY00") == true)
+            #expect(finding["fix"]?.contains("DER") == true)
+        }
+    }
+
+    @Test("keys, users and sessions commands work on the configured store; deletion revokes at Apple")
+    func administration() async throws {
+        try await EmulatorHarness.with { harness in
+            let directory = CLI.directory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let key = SecretBox.generateKey()
+            var config = Self.goodConfig(baseURL: harness.emulator.baseURL)
+            config["mode"] = "development"
+            config["encryptionKey"] = key
+            config["database"] = ["url": directory + "/latchkey.sqlite"]
+            try CLI.write(config, to: directory + "/latchkey.json")
+            let configPath = directory + "/latchkey.json"
+
+            #expect(try CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
+            let keys = try CLI.run(["keys", "list", "--config", configPath, "--json"]).json["keys"] as? [[String: Any]] ?? []
+            #expect(keys.count == 1)
+            let rotated = try CLI.run(["keys", "rotate", "--config", configPath, "--json"]).json["activeKeyId"] as? String
+            let after = try CLI.run(["keys", "list", "--config", configPath, "--json"]).json["keys"] as? [[String: Any]] ?? []
+            #expect(after.count == 2)
+            #expect(after.first { $0["keyId"] as? String == rotated }?["state"] as? String == "active")
+            #expect(after.contains { $0["state"] as? String == "retiring" })
+
+            // Seed a user with a session and a sealed Apple token, as a sign-in would.
+            let store = try await SQLAuthStore.open(.sqlite(path: directory + "/latchkey.sqlite"))
+            let now = Date()
+            let user = UserAccount(id: newIdentifier(), createdAt: now, email: "cli@example.com")
+            let identity = LinkedIdentity(id: newIdentifier(), userID: user.id, provider: "apple", subject: "000123.cli.0456", firstSeenAt: now, lastSignInAt: now)
+            try await store.createUser(user, identity: identity)
+            try await store.saveProviderGrant(ProviderGrant(identityID: identity.id, clientID: Fixtures.bundleID, sealedRefreshToken: try SecretBox(base64Key: key).seal("r-apple-token"), lastValidatedAt: now, createdAt: now))
+            let family = SessionFamily(id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: Fixtures.bundleID, createdAt: now, lastUsedAt: now, absoluteExpiresAt: now.addingTimeInterval(3600))
+            try await store.createSession(family, firstToken: RefreshTokenRecord(hash: "h", familyID: family.id, parentHash: nil, createdAt: now, idleExpiresAt: now.addingTimeInterval(3600)))
+            await store.close()
+
+            #expect(try CLI.run(["users", "list", "--config", configPath]).stdout.contains("cli@example.com"))
+            let shown = try CLI.run(["users", "show", user.id, "--config", configPath, "--json"]).json
+            #expect((shown["identities"] as? [[String: Any]])?.first?["subject"] as? String == "000123.cli.0456")
+            #expect(try CLI.run(["users", "show", "nobody", "--config", configPath]).status == 1)
+            #expect(try CLI.run(["sessions", "revoke", "--user", user.id, "--config", configPath, "--json"]).json["revokedSessions"] as? Int == 1)
+            let deleted = try CLI.run(["users", "delete", user.id, "--config", configPath, "--json"])
+            #expect(deleted.json["appleTokensRevoked"] as? Int == 1, "\(deleted.stdout)\(deleted.stderr)")
+            #expect(try await harness.requestLog().contains { $0["endpoint"] as? String == "/auth/revoke" && $0["status"] as? Int == 200 })
+            #expect(try CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
+            #expect(try CLI.run(["users", "delete", user.id, "--config", configPath]).status == 1)
+        }
+    }
+
+    @Test("bad configuration files are usage errors that name the problem")
+    func badConfig() throws {
+        let missing = try CLI.run(["users", "list", "--config", "/nonexistent.json"])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.contains("does not exist"))
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "{ not json".write(toFile: directory + "/bad.json", atomically: true, encoding: .utf8)
+        #expect(try CLI.run(["keys", "list", "--config", directory + "/bad.json"]).stderr.contains("not valid JSON"))
+        try CLI.write(["port": "eighty"], to: directory + "/port.json")
+        #expect(try CLI.run(["migrate", "--config", directory + "/port.json"]).stderr.contains("port"))
+    }
+}

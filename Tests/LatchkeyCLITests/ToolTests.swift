@@ -1,0 +1,135 @@
+import Crypto
+import Foundation
+import LatchkeyCore
+import LatchkeyTestSupport
+import Testing
+
+@Suite("CLI: client-secret, pkce, token inspect and verify")
+struct ToolTests {
+    static let key = Fixtures.path("AuthKey_TESTKEY123.p8")
+
+    @Test("client-secret prints a secret that verifies with the key's public half")
+    func clientSecret() throws {
+        let result = try CLI.run(["client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.bundleID, "--lifetime", "180d"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let secret = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let parts = secret.split(separator: ".")
+        #expect(parts.count == 3)
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: base64URLDecode(String(parts[2])))
+        #expect(try P256.Signing.PublicKey(pemRepresentation: Fixtures.p8PublicKey).isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8)))
+        #expect(result.stderr.contains("expires"))
+        let json = try CLI.run(["client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.servicesID, "--json"]).json
+        #expect(json["clientId"] as? String == Fixtures.servicesID)
+        #expect((json["expiresAt"] as? Int ?? 0) - (json["issuedAt"] as? Int ?? 0) == 3600)
+    }
+
+    @Test("client-secret refuses a lifetime over six months and explains why")
+    func lifetime() throws {
+        let result = try CLI.run(["client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.bundleID, "--lifetime", "200d"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("15777000"))
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("client-secret names the wrong input", arguments: [
+        (["--team-id", "short"], "team id"), (["--key-id", "KEY-1"], "key id"),
+        (["--key-file", Fixtures.path("p384.p8")], "P-384"), (["--key-file", "/nonexistent.p8"], "cannot read"), (["--client-id", ""], "client id"),
+    ])
+    func clientSecretErrors(override: [String], mention: String) throws {
+        var options = ["--team-id": Fixtures.teamID, "--key-id": Fixtures.keyID, "--key-file": Self.key, "--client-id": Fixtures.bundleID]
+        options[override[0]] = override[1]
+        let result = try CLI.run(["client-secret"] + options.flatMap { [$0.key, $0.value] })
+        #expect(result.status == 1)
+        #expect(result.stderr.contains(mention), "\(result.stderr)")
+    }
+
+    @Test("pkce prints the Appendix B challenge; refuses a bad verifier")
+    func pkce() throws {
+        let json = try CLI.run(["pkce", "--verifier", "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "--json"]).json
+        #expect(json["codeChallenge"] as? String == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+        let fresh = try CLI.run(["pkce"])
+        #expect(fresh.status == 0)
+        #expect(fresh.stdout.contains("code_challenge_method: S256"))
+        #expect(try CLI.run(["pkce", "--verifier", "too-short"]).status == 1)
+    }
+
+    static var appleToken: String {
+        Fixtures.appleKey.sign(claims: appleClaims(issuedAt: Date(), extra: ["nonce": sha256Hex("raw"), "transfer_sub": "760417.ebbf.1827"]))
+    }
+
+    @Test("token inspect decodes without verifying, says so, and flags what matters for Apple")
+    func inspect() throws {
+        let result = try CLI.run(["token", "inspect", Self.appleToken])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("UNVERIFIED"))
+        #expect(result.stdout.contains("UTC"))
+        #expect(result.stdout.contains("expires in"))
+        #expect(result.stdout.contains("issued to client id \(Fixtures.bundleID)"))
+        #expect(result.stdout.contains("private relay"))
+        #expect(result.stdout.contains("likely a real person"))
+        #expect(result.stdout.contains("transfer_sub"))
+        #expect(result.stdout.contains("SHA-256 hex"))
+        let expired = Fixtures.appleKey.sign(claims: appleClaims(issuedAt: Date().addingTimeInterval(-4 * 3600)))
+        #expect(try CLI.run(["token", "inspect", expired]).stdout.contains("ago — expired"))
+        let piped = try CLI.run(["token", "inspect", "-", "--json"], stdin: Self.appleToken + "\n").json
+        #expect(piped["verified"] as? Bool == false)
+        #expect((piped["claims"] as? [String: Any])?["aud"] as? String == Fixtures.bundleID)
+        let bad = try CLI.run(["token", "inspect", "not-a-jwt"])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("three"))
+    }
+
+    func withJWKSFile(_ body: (String) throws -> Void) throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/apple-keys.json"
+        try jwks(Fixtures.appleKey).write(toFile: path, atomically: true, encoding: .utf8)
+        try body(path)
+    }
+
+    @Test("token verify offline with --jwks: verified identity and exit 0")
+    func verify() throws {
+        try withJWKSFile { keys in
+            let result = try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", Fixtures.bundleID, "--jwks", keys, "--nonce", "raw"])
+            #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+            #expect(result.stdout.contains("verified"))
+            #expect(result.stdout.contains("000123."))
+            let json = try CLI.run(["token", "verify", "-", "--provider", "apple", "--audience", Fixtures.bundleID, "--jwks", keys, "--json"], stdin: Self.appleToken).json
+            #expect(json["verified"] as? Bool == true)
+            #expect(json["subject"] as? String == "000123.0123456789abcdef0123456789abcdef.0456")
+        }
+    }
+
+    @Test("token verify exits 1 with the exact reason", arguments: [
+        (["--audience", "com.other.app"], "unexpected_audience"),
+        (["--audience", Fixtures.bundleID, "--nonce", "other"], "nonce_mismatch"),
+        (["--audience", Fixtures.bundleID, "--at", "2099-01-01T00:00:00Z"], "token_expired"),
+        (["--audience", Fixtures.bundleID, "--at", "1000000000"], "issued_in_future"),
+    ])
+    func verifyRefusals(extra: [String], code: String) throws {
+        try withJWKSFile { keys in
+            let result = try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--jwks", keys] + extra)
+            #expect(result.status == 1)
+            #expect(result.stdout.contains(code), "\(result.stdout)")
+            #expect(result.stdout.contains("refused"))
+        }
+    }
+
+    @Test("token verify needs an audience, a known provider and readable keys")
+    func verifyUsage() throws {
+        try withJWKSFile { keys in
+            let noAudience = try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--jwks", keys])
+            #expect(noAudience.status == 64)
+            #expect(noAudience.stderr.contains("--audience"))
+            #expect(try CLI.run(["token", "verify", Self.appleToken, "--provider", "yahoo", "--audience", "a", "--jwks", keys]).status == 1)
+            #expect(try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", "/nonexistent.json"]).stdout.contains("keys_unavailable"))
+            #expect(try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", keys, "--at", "yesterday"]).status == 64)
+        }
+    }
+}
+
+func base64URLDecode(_ text: String) -> Data {
+    var text = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    while text.count % 4 != 0 { text += "=" }
+    return Data(base64Encoded: text) ?? Data()
+}
