@@ -3,6 +3,8 @@
 # Installs PostgreSQL from Debian's packages first when it is missing. Stop it with: pg_ctl -D <dir>/data stop
 set -euo pipefail
 port="${LATCHKEY_TEST_PG_PORT:-54329}"
+# Skip ports something already listens on (another run's server, for instance).
+while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
