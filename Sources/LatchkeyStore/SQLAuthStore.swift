@@ -220,7 +220,9 @@ public final class SQLAuthStore: AuthStore {
             guard var family = try await db.raw("SELECT * FROM sessions WHERE id = \(bind: token.familyID)\(unsafeRaw: lock)").first().map(Self.session) else { return .unknown }
             if family.isRevoked { return .revoked(family) }
             if let rotatedAt = token.rotatedAt {
-                if now.timeIntervalSince(rotatedAt) <= graceWindow, token.successorHash == successor.hash {
+                // A retry gets the same successor, but only while that successor is itself unused.
+                let successorUnused = try await db.raw("SELECT hash FROM refresh_tokens WHERE hash = \(bind: successor.hash) AND rotated_at IS NULL").first() != nil
+                if now.timeIntervalSince(rotatedAt) <= graceWindow, token.successorHash == successor.hash, successorUnused {
                     return .retried(family)
                 }
                 family.revokedAt = now

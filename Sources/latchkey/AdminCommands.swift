@@ -108,10 +108,7 @@ struct UsersCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await options.withServer { server, _ in
-                guard let user = try await server.store.user(id: id) else {
-                    FileHandle.standardError.write(Data("no user \(id)\n".utf8))
-                    throw ExitStatus.failure
-                }
+                let user = try await requireUser(id, server)
                 let identities = try await server.store.identities(userID: id)
                 let sessions = try await server.store.sessions(userID: id)
                 if options.json {
@@ -136,10 +133,7 @@ struct UsersCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await options.withServer { server, _ in
-                guard try await server.store.user(id: id) != nil else {
-                    FileHandle.standardError.write(Data("no user \(id)\n".utf8))
-                    throw ExitStatus.failure
-                }
+                _ = try await requireUser(id, server)
                 let report = try await server.sessions.deleteAccount(userID: id)
                 if options.json {
                     Printer(json: true).emit(["deleted": id, "appleTokensRevoked": report.revoked, "appleRevocationsPending": report.queued])
@@ -149,6 +143,15 @@ struct UsersCommand: AsyncParsableCommand {
             }
         }
     }
+}
+
+/// The user with `id`, or exit 1 saying there is none.
+private func requireUser(_ id: String, _ server: LatchkeyServer) async throws -> UserAccount {
+    guard let user = try await server.store.user(id: id) else {
+        FileHandle.standardError.write(Data("no user \(id)\n".utf8))
+        throw ExitStatus.failure
+    }
+    return user
 }
 
 struct SessionsCommand: AsyncParsableCommand {

@@ -27,23 +27,20 @@ struct StoreConformanceTests {
         case .sqlite:
             let path = NSTemporaryDirectory() + "latchkey-test-\(UUID().uuidString).sqlite"
             defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-            let store = try await SQLAuthStore.open(.sqlite(path: path))
-            try await store.migrate()
-            do { try await body(store) } catch {
-                await store.close()
-                throw error
-            }
-            await store.close()
+            try await withSQLStore(.sqlite(path: path), body)
         case .postgres:
-            let url = ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"]!
-            let store = try await SQLAuthStore.open(.postgres(url: url))
-            try await store.migrate()
-            do { try await body(store) } catch {
-                await store.close()
-                throw error
-            }
-            await store.close()
+            try await withSQLStore(.postgres(url: ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"]!), body)
         }
+    }
+
+    func withSQLStore(_ location: StoreLocation, _ body: (any AuthStore) async throws -> Void) async throws {
+        let store = try await SQLAuthStore.open(location)
+        try await store.migrate()
+        do { try await body(store) } catch {
+            await store.close()
+            throw error
+        }
+        await store.close()
     }
 
     static let now = Date(timeIntervalSince1970: 1_767_225_600)
@@ -107,6 +104,20 @@ struct StoreConformanceTests {
             _ = try await store.rotate(presentedHash: "\(run)-a0", successor: successor(family, parent: "\(run)-a0", hash: "\(run)-a1"), now: Self.now, graceWindow: 10)
             guard case .reuseDetected = try await store.rotate(presentedHash: "\(run)-a0", successor: successor(family, parent: "\(run)-a0", hash: "\(run)-a2"), now: Self.now, graceWindow: 10) else {
                 Issue.record("accepted another successor"); return
+            }
+        }
+    }
+
+    @Test("a retry after the successor was itself used is reuse", arguments: kinds)
+    func retryAfterSuccessorUsed(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-s0")
+            let first = successor(family, parent: "\(run)-s0", hash: "\(run)-s1")
+            _ = try await store.rotate(presentedHash: "\(run)-s0", successor: first, now: Self.now, graceWindow: 10)
+            _ = try await store.rotate(presentedHash: "\(run)-s1", successor: successor(family, parent: "\(run)-s1", hash: "\(run)-s2"), now: Self.now, graceWindow: 10)
+            guard case .reuseDetected = try await store.rotate(presentedHash: "\(run)-s0", successor: first, now: Self.now.addingTimeInterval(1), graceWindow: 10) else {
+                Issue.record("a spent successor was handed out again"); return
             }
         }
     }

@@ -63,7 +63,7 @@ public actor MemoryAuthStore: AuthStore {
         guard var record = tokens[presentedHash], var family = families[record.familyID] else { return .unknown }
         if family.isRevoked { return .revoked(family) }
         if let rotatedAt = record.rotatedAt {
-            if now.timeIntervalSince(rotatedAt) <= graceWindow, record.successorHash == successor.hash, tokens[successor.hash] != nil {
+            if now.timeIntervalSince(rotatedAt) <= graceWindow, record.successorHash == successor.hash, let next = tokens[successor.hash], next.rotatedAt == nil {
                 return .retried(family)
             }
             family.revokedAt = now
