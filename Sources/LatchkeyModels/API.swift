@@ -42,6 +42,8 @@ public struct AppleSignInRequest: Codable, Sendable, Equatable {
     public var rawNonce: String?
     /// The name iOS shares on the first sign-in only.
     public var fullName: FullName?
+    /// Web sign-ins only: the `redirect_uri` the code was obtained with (native codes have none).
+    public var redirectUri: String?
 
     public struct FullName: Codable, Sendable, Equatable {
         public var givenName: String?
@@ -52,11 +54,12 @@ public struct AppleSignInRequest: Codable, Sendable, Equatable {
         }
     }
 
-    public init(identityToken: String, authorizationCode: String? = nil, rawNonce: String? = nil, fullName: FullName? = nil) {
+    public init(identityToken: String, authorizationCode: String? = nil, rawNonce: String? = nil, fullName: FullName? = nil, redirectUri: String? = nil) {
         self.identityToken = identityToken
         self.authorizationCode = authorizationCode
         self.rawNonce = rawNonce
         self.fullName = fullName
+        self.redirectUri = redirectUri
     }
 }
 

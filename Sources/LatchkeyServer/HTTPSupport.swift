@@ -88,12 +88,15 @@ struct ErrorMiddleware: RouterMiddleware {
         switch error.code {
         case .invalidToken:
             return APIError(status: .unauthorized, code: "invalid_token", description: error.reason, headers: [.wwwAuthenticate: #"Bearer error="invalid_token""#])
-        case .invalidGrant, .invalidRequest, .unsupportedGrantType, .invalidScope:
+        case .invalidGrant:
             return APIError(status: .badRequest, code: error.errorCode, description: error.reason)
         case .temporarilyUnavailable, .providerUnavailable, .providerRateLimited, .keysUnavailable:
             return APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: error.reason, headers: [.retryAfter: "30"])
-        case .invalidClient, .unauthorizedClient, .invalidProviderResponse, .invalidConfiguration, .invalidKey:
-            // Apple refusing our client is this server's misconfiguration, not the caller's fault.
+        case .invalidClient:
+            // Apple refusing this server's client is the operator's problem; the details stay in the operator's tools.
+            return APIError(status: .badGateway, code: "invalid_client", description: "Apple did not accept this server's client credentials; the operator should run `latchkey doctor --live`")
+        case .invalidRequest, .unsupportedGrantType, .invalidScope, .unauthorizedClient, .invalidProviderResponse, .invalidConfiguration, .invalidKey:
+            // Apple's objections to our own requests, and our own configuration, are not the caller's fault.
             return APIError(status: .badGateway, code: error.errorCode, description: error.reason)
         case .notFound:
             return APIError(status: .notFound, code: "not_found", description: error.reason)
@@ -112,15 +115,43 @@ struct ErrorMiddleware: RouterMiddleware {
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = LatchkeyRequestContext
     let limiter: RateLimiter
+    /// Behind a reverse proxy, the client is the first address of `X-Forwarded-For`.
+    let trustForwardedFor: Bool
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let path = request.uri.path
         if request.method == .post, path.hasPrefix("/v1/auth/") || path == "/v1/token" {
-            if let wait = limiter.check("ip:" + (context.clientAddress ?? "unknown")) {
+            var client = context.clientAddress ?? "unknown"
+            if trustForwardedFor, let forwarded = request.headers[.init("X-Forwarded-For")!]?.split(separator: ",").first {
+                client = forwarded.trimmingCharacters(in: .whitespaces)
+            }
+            if let wait = limiter.check("ip:" + client) {
                 throw APIError(status: .tooManyRequests, code: "rate_limited", description: "too many requests from this address; retry in \(wait) s", headers: [.retryAfter: String(wait)])
             }
         }
         return try await next(request, context)
+    }
+}
+
+/// CORS for an allow-list of origins: the matching origin is echoed, preflights are answered here.
+struct CORSAllowListMiddleware: RouterMiddleware {
+    typealias Context = LatchkeyRequestContext
+    let origins: Set<String>
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let origin = request.headers[.origin], origins.contains(origin) else { return try await next(request, context) }
+        var response: Response
+        if request.method == .options, request.headers[.accessControlRequestMethod] != nil {
+            response = Response(status: .noContent)
+            response.headers[.accessControlAllowMethods] = "GET, POST, DELETE, OPTIONS"
+            response.headers[.accessControlAllowHeaders] = "Authorization, Content-Type"
+            response.headers[.accessControlMaxAge] = "600"
+        } else {
+            response = try await next(request, context)
+        }
+        response.headers[.accessControlAllowOrigin] = origin
+        response.headers[.vary] = "Origin"
+        return response
     }
 }
 

@@ -26,6 +26,8 @@ public struct LatchkeyServer: Sendable {
     let logger: Logger
     let ipLimiter: RateLimiter
     let subjectLimiter: RateLimiter
+    let verifiedTokens: VerifiedTokenCache
+    let keyReloads = Cooldown(interval: 5)
 
     struct AppleComponents: Sendable {
         let client: AppleClient
@@ -61,7 +63,7 @@ public struct LatchkeyServer: Sendable {
             let keys = JWKSCache(url: appleConfiguration.jwksURL, transport: transport, timeSource: timeSource, logger: logger)
             apple = AppleComponents(
                 client: client, keys: keys,
-                verifier: IdentityTokenVerifier(policy: appleConfiguration.identityTokenPolicy, keys: keys, timeSource: timeSource),
+                verifier: IdentityTokenVerifier(policy: { var policy = appleConfiguration.identityTokenPolicy; policy.nonceMatching = settings.nonceMatching; return policy }(), keys: keys, timeSource: timeSource),
                 notifications: AppleNotificationVerifier(keys: keys, audiences: settings.clientIDs, timeSource: timeSource)
             )
         }
@@ -70,21 +72,18 @@ public struct LatchkeyServer: Sendable {
         return LatchkeyServer(
             configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, apple: apple, box: box,
             timeSource: timeSource, logger: logger, ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP),
-            subjectLimiter: RateLimiter(perMinute: configuration.rateLimit.perSubject)
+            subjectLimiter: RateLimiter(perMinute: configuration.rateLimit.perSubject),
+            verifiedTokens: VerifiedTokenCache(timeSource: timeSource)
         )
     }
 
     /// The router with every route and middleware.
     public func makeRouter() -> Router<LatchkeyRequestContext> {
         let router = Router(context: LatchkeyRequestContext.self)
+        // Outermost first: CORS decorates every answer, including the error bodies made just inside it.
+        if !configuration.corsAllowedOrigins.isEmpty { router.add(middleware: CORSAllowListMiddleware(origins: Set(configuration.corsAllowedOrigins))) }
         router.add(middleware: ErrorMiddleware(metrics: metrics))
-        if !configuration.corsAllowedOrigins.isEmpty {
-            router.add(middleware: CORSMiddleware(
-                allowOrigin: .custom(configuration.corsAllowedOrigins.joined(separator: " ")),
-                allowHeaders: [.authorization, .contentType], allowMethods: [.get, .post, .delete, .options]
-            ))
-        }
-        router.add(middleware: RateLimitMiddleware(limiter: ipLimiter))
+        router.add(middleware: RateLimitMiddleware(limiter: ipLimiter, trustForwardedFor: configuration.trustForwardedFor))
         addRoutes(to: router)
         return router
     }

@@ -17,7 +17,11 @@ final class RateLimiter: Sendable {
     func check(_ key: String, now: TimeInterval = Date().timeIntervalSince1970) -> Int? {
         guard limit > 0 else { return nil }
         return windows.withLock { windows in
-            if windows.count > 100_000 { windows = windows.filter { now - $0.value.start < 60 } }
+            // Bounded: past the cap, drop finished windows, and if that is not enough, start over.
+            if windows.count >= 100_000 {
+                windows = windows.filter { now - $0.value.start < 60 }
+                if windows.count >= 50_000 { windows.removeAll(keepingCapacity: true) }
+            }
             var window = windows[key] ?? Window(start: now, count: 0)
             if now - window.start >= 60 { window = Window(start: now, count: 0) }
             window.count += 1

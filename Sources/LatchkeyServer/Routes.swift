@@ -76,18 +76,25 @@ extension LatchkeyServer {
         }
         var appleRefreshToken: String?
         if let code = body.authorizationCode, !code.isEmpty {
+            if let redirectURI = body.redirectUri, !(configuration.apple?.redirectURIs.contains(redirectURI) ?? false) {
+                throw APIError.invalidRequest("redirectUri \(redirectURI.prefix(200)) is not one of the configured apple.redirectUris")
+            }
             let tokens: AppleTokenResponse
             do {
-                tokens = try await apple.client.exchangeCode(code, clientID: identity.audience)
+                tokens = try await apple.client.exchangeCode(code, clientID: identity.audience, redirectURI: body.redirectUri)
                 metrics.appleCall("code_exchange", outcome: "ok")
             } catch {
                 metrics.appleCall("code_exchange", outcome: error.errorCode)
                 metrics.signIn(provider: "apple", outcome: error.errorCode)
                 throw error
             }
-            if let idToken = tokens.idToken, let exchanged = try? await apple.verifier.verify(idToken), exchanged.subject != identity.subject {
-                metrics.signIn(provider: "apple", outcome: "subject_mismatch")
-                throw LatchkeyError(.invalidGrant, "the authorization code belongs to another Apple ID than the identity token")
+            // The code must belong to the same Apple ID as the identity token; an unverifiable answer proves nothing.
+            if let idToken = tokens.idToken {
+                let exchanged = try await apple.verifier.verify(idToken)
+                guard exchanged.subject == identity.subject else {
+                    metrics.signIn(provider: "apple", outcome: "subject_mismatch")
+                    throw LatchkeyError(.invalidGrant, "the authorization code belongs to another Apple ID than the identity token")
+                }
             }
             appleRefreshToken = tokens.refreshToken
         }
@@ -161,11 +168,24 @@ extension LatchkeyServer {
         guard let token = request.bearerToken else {
             throw APIError(status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer <access token>", headers: [.wwwAuthenticate: "Bearer"])
         }
-        let verified = try await sessions.accessTokens.verify(token)
+        let verified = try await verifyAccessToken(token)
         guard let session = try await store.session(id: verified.sessionID), session.userID == verified.userID, !session.isRevoked else {
             throw LatchkeyError(.invalidToken, "the session of this access token has ended")
         }
         return (verified, session)
+    }
+
+    /// Verifies an access token; a key this instance has not loaded yet (another instance rotated) triggers one reload.
+    private func verifyAccessToken(_ token: String) async throws -> VerifiedAccessToken {
+        let first: LatchkeyError
+        do {
+            return try await verifiedTokens.verify(token, using: sessions.accessTokens)
+        } catch {
+            first = error
+        }
+        guard first.reason.contains("does not publish"), keyReloads.allow() else { throw first }
+        try await accessKeys.load(try await store.signingKeys(), box: box)
+        return try await verifiedTokens.verify(token, using: sessions.accessTokens)
     }
 
     func logout(_ request: Request) async throws -> Response {

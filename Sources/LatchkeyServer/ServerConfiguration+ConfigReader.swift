@@ -22,6 +22,9 @@ extension ServerConfiguration {
     /// | `apple.privateKey` / `apple.privateKeyFile` | the `.p8` PEM (secret) | — |
     /// | `apple.clientIds` | comma-separated bundle ids and Services IDs | — |
     /// | `apple.baseUrl` | URL | `https://appleid.apple.com` |
+    /// | `apple.redirectUris` | comma-separated, for web codes | none |
+    /// | `apple.nonceMatching` | `hashed`, `verbatim`, `hashed_or_verbatim` | `hashed` |
+    /// | `http.trustForwardedFor` | bool | false |
     /// | `apple.validationInterval`, `apple.unreachableGrace` | seconds | 86400, 259200 |
     /// | `rateLimit.perIp`, `rateLimit.perSubject` | requests per minute | 120, 30 |
     /// | `http.maxBodySize` | bytes | 16384 |
@@ -51,6 +54,7 @@ extension ServerConfiguration {
         rateLimit.perSubject = try Self.int(config, "rateLimit.perSubject") ?? rateLimit.perSubject
         maximumBodySize = try Self.int(config, "http.maxBodySize") ?? maximumBodySize
         corsAllowedOrigins = Self.list(config, "cors.allowedOrigins") ?? []
+        trustForwardedFor = config.bool(forKey: "http.trustForwardedFor") ?? (config.string(forKey: "http.trustForwardedFor") == "true")
 
         let teamID = config.string(forKey: "apple.teamId")
         let keyID = config.string(forKey: "apple.keyId")
@@ -61,7 +65,15 @@ extension ServerConfiguration {
             guard let keyID else { throw setting("apple.keyId", "is missing (the other apple.* settings are set)") }
             guard let key else { throw setting("apple.privateKeyFile", "is missing: point it at the .p8 file (or set apple.privateKey)") }
             guard let clientIDs, !clientIDs.isEmpty else { throw setting("apple.clientIds", "is missing: list your bundle id and Services ID, comma-separated") }
-            apple = Apple(teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs, baseURL: config.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com")
+            var nonceMatching = NonceMatching.hashed
+            if let mode = config.string(forKey: "apple.nonceMatching") {
+                guard let parsed = NonceMatching(rawValue: mode) else { throw setting("apple.nonceMatching", "is \"\(mode)\"; use hashed, verbatim or hashed_or_verbatim") }
+                nonceMatching = parsed
+            }
+            apple = Apple(
+                teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs, baseURL: config.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com",
+                redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching
+            )
         }
         try validate()
     }

@@ -26,6 +26,8 @@ public struct ServerConfiguration: Sendable {
     public var maximumBodySize = 16 * 1024
     /// Origins allowed by CORS; empty disables CORS headers.
     public var corsAllowedOrigins: [String] = []
+    /// Take the client address for rate limits from `X-Forwarded-For` (only behind a proxy that sets it).
+    public var trustForwardedFor = false
 
     public struct Apple: Sendable {
         public var teamID: String
@@ -34,13 +36,19 @@ public struct ServerConfiguration: Sendable {
         /// Bundle ids and Services IDs.
         public var clientIDs: [String]
         public var baseURL = "https://appleid.apple.com"
+        /// Redirect URIs web sign-ins may send with their code; matched exactly.
+        public var redirectURIs: [String] = []
+        /// How a sent nonce must match the token: `.hashed` (native apps) unless web sign-ins need `.verbatim`.
+        public var nonceMatching: NonceMatching = .hashed
 
-        public init(teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com") {
+        public init(teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com", redirectURIs: [String] = [], nonceMatching: NonceMatching = .hashed) {
             self.teamID = teamID
             self.keyID = keyID
             self.privateKeyPEM = privateKeyPEM
             self.clientIDs = clientIDs
             self.baseURL = baseURL
+            self.redirectURIs = redirectURIs
+            self.nonceMatching = nonceMatching
         }
     }
 
@@ -61,6 +69,14 @@ public struct ServerConfiguration: Sendable {
         guard (1...65_535).contains(port) || port == 0 else { throw setting("port", "must be between 1 and 65535") }
         guard accessTokenLifetime >= 30, accessTokenLifetime <= 86_400 else { throw setting("accessToken.lifetime", "must be between 30 and 86400 seconds") }
         guard maximumBodySize >= 1024 else { throw setting("http.maxBodySize", "must be at least 1024 bytes") }
+        let year: TimeInterval = 365 * 86_400
+        for (name, value, range) in [
+            ("session.idleLifetime", session.refreshIdleLifetime, 60...(10 * year)), ("session.absoluteLifetime", session.refreshAbsoluteLifetime, 60...(10 * year)),
+            ("session.reuseGrace", session.reuseGraceWindow, 0...300), ("apple.validationInterval", session.providerValidationInterval, 60...(30 * 86_400)),
+            ("apple.unreachableGrace", session.providerUnreachableGrace, 0...(365 * 86_400)),
+        ] as [(String, TimeInterval, ClosedRange<TimeInterval>)] {
+            guard value.isFinite, range.contains(value) else { throw setting(name, "must be between \(Int(range.lowerBound)) and \(Int(range.upperBound)) seconds") }
+        }
         if let encryptionKey { _ = try SecretBox(base64Key: encryptionKey) }
         if let apple {
             guard !apple.clientIDs.isEmpty else { throw setting("apple.clientIds", "is empty; list your bundle id and, for web sign-ins, your Services ID") }

@@ -169,11 +169,30 @@ public final class SQLAuthStore: AuthStore {
 
     public func saveProviderGrant(_ grant: ProviderGrant) async throws {
         try await write { db in
-            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: grant.identityID)").run()
             try await db.raw("""
                 INSERT INTO provider_grants (identity_id, client_id, sealed_refresh_token, last_validated_at, created_at)
                 VALUES (\(bind: grant.identityID), \(bind: grant.clientID), \(bind: grant.sealedRefreshToken), \(bind: grant.lastValidatedAt.millis), \(bind: grant.createdAt.millis))
+                ON CONFLICT (identity_id) DO UPDATE SET client_id = excluded.client_id, sealed_refresh_token = excluded.sealed_refresh_token,
+                  last_validated_at = excluded.last_validated_at, created_at = excluded.created_at
                 """).run()
+        }
+    }
+
+    public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool {
+        try await write { db in
+            let current = try await db.raw("SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)").first() != nil
+            if current {
+                try await db.raw("UPDATE provider_grants SET last_validated_at = \(bind: at.millis) WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)").run()
+            }
+            return current
+        }
+    }
+
+    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool {
+        try await write { db in
+            let current = try await db.raw("SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)").first() != nil
+            if current { try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)").run() }
+            return current
         }
     }
 
@@ -265,10 +284,20 @@ public final class SQLAuthStore: AuthStore {
         try await revokeSessions(column: "identity_id", value: identityID, reason: reason, at: at)
     }
 
-    private func revokeSessions(column: String, value: String, reason: String, at: Date) async throws -> Int {
-        try await write { db in
-            let count = try await db.raw("SELECT COUNT(*) AS n FROM sessions WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL").first()?.decode(column: "n", as: Int.self) ?? 0
-            try await db.raw("UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL").run()
+    public func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) async throws -> Int {
+        try await revokeSessions(column: "identity_id", value: identityID, createdBefore: createdBefore, reason: reason, at: at)
+    }
+
+    private func revokeSessions(column: String, value: String, createdBefore: Date = .distantFuture, reason: String, at: Date) async throws -> Int {
+        let before = min(createdBefore, Date(timeIntervalSince1970: 1e12)).millis
+        return try await write { db in
+            let count = try await db.raw("""
+                SELECT COUNT(*) AS n FROM sessions WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL AND created_at < \(bind: before)
+                """).first()?.decode(column: "n", as: Int.self) ?? 0
+            try await db.raw("""
+                UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason)
+                WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL AND created_at < \(bind: before)
+                """).run()
             return count
         }
     }
@@ -290,11 +319,11 @@ public final class SQLAuthStore: AuthStore {
 
     public func saveSigningKey(_ key: SigningKeyRecord) async throws {
         try await write { db in
-            try await db.raw("DELETE FROM signing_keys WHERE key_id = \(bind: key.keyID)").run()
             try await db.raw("""
                 INSERT INTO signing_keys (key_id, algorithm, sealed_private_key, public_key_pem, state, created_at, retire_after)
                 VALUES (\(bind: key.keyID), \(bind: key.algorithm), \(bind: key.sealedPrivateKey), \(bind: key.publicKeyPEM), \(bind: key.state.rawValue),
                   \(bind: key.createdAt.millis), \(bind: key.retireAfter?.millis))
+                ON CONFLICT (key_id) DO UPDATE SET state = excluded.state, retire_after = excluded.retire_after
                 """).run()
         }
     }
@@ -312,8 +341,8 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
-    public func forgetNotification(id: String) async throws {
-        try await write { db in try await db.raw("DELETE FROM processed_notifications WHERE id = \(bind: id)").run() }
+    public func hasProcessedNotification(id: String) async throws -> Bool {
+        try await read { db in try await db.raw("SELECT id FROM processed_notifications WHERE id = \(bind: id)").first() != nil }
     }
 
     // MARK: Outbox
@@ -376,6 +405,7 @@ public final class SQLAuthStore: AuthStore {
 
     public func sweep(now: Date) async throws -> Int {
         let dayAgo = now.addingTimeInterval(-86_400).millis
+        let monthAgo = now.addingTimeInterval(-30 * 86_400).millis
         return try await write { db in
             let expired = try await db.raw("""
                 SELECT COUNT(*) AS n FROM refresh_tokens WHERE idle_expires_at <= \(bind: now.millis) AND (rotated_at IS NULL OR rotated_at <= \(bind: dayAgo))
@@ -383,7 +413,13 @@ public final class SQLAuthStore: AuthStore {
             try await db.raw("""
                 DELETE FROM refresh_tokens WHERE idle_expires_at <= \(bind: now.millis) AND (rotated_at IS NULL OR rotated_at <= \(bind: dayAgo))
                 """).run()
-            return expired
+            let deadSessions = "SELECT id FROM sessions WHERE revoked_at <= \(monthAgo) OR absolute_expires_at <= \(monthAgo)"
+            let dead = try await db.raw("SELECT COUNT(*) AS n FROM (\(unsafeRaw: deadSessions)) dead").first()?.decode(column: "n", as: Int.self) ?? 0
+            try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (\(unsafeRaw: deadSessions))").run()
+            try await db.raw("DELETE FROM sessions WHERE id IN (\(unsafeRaw: deadSessions))").run()
+            // Finished revocations need no token any more.
+            try await db.raw("UPDATE outbox SET sealed_payload = '' WHERE completed_at IS NOT NULL AND sealed_payload <> ''").run()
+            return expired + dead
         }
     }
 

@@ -61,6 +61,15 @@ final class WriteBatcher: Sendable {
     }
 
     private func run(_ batch: [Job]) async {
+        if await runTogether(batch) { return }
+        // The batch failed as a whole (a deadlock with another instance, a failed COMMIT) and was rolled back:
+        // each job gets its own transaction, so one job's trouble never fails the others.
+        for job in batch { _ = await runTogether([job]) }
+    }
+
+    /// Runs the jobs in one transaction; false (and no continuation resumed) when the transaction failed as a whole
+    /// and there was more than one job to retry separately.
+    private func runTogether(_ batch: [Job]) async -> Bool {
         let outcomes = Mutex<[Result<any Sendable, any Error>]>([])
         let begin = beginStatement
         do {
@@ -86,10 +95,12 @@ final class WriteBatcher: Sendable {
                 }
             }
         } catch {
-            for job in batch { job.continuation.resume(throwing: error) }
-            return
+            if batch.count > 1 { return false }
+            batch[0].continuation.resume(throwing: error)
+            return true
         }
         let results = outcomes.withLock { $0 }
         for (job, outcome) in zip(batch, results) { job.continuation.resume(with: outcome) }
+        return true
     }
 }

@@ -63,10 +63,20 @@ struct AppleLifecycleTests {
             var current = try await harness.refresh(tokens.refreshToken)
             #expect(current.status == 200, "\(current.text)")
             harness.clock.advance(2 * 86_400)
-            current = try await harness.refresh(try current.decode(TokenPairResponse.self).refreshToken)
+            let stillValid = try current.decode(TokenPairResponse.self).refreshToken
+            current = try await harness.refresh(stillValid)
             #expect(current.status == 503)
             #expect(current.error == "temporarily_unavailable")
             #expect(current.headers["retry-after"] != nil)
+            // While Apple fails, it is asked again at most once an hour (faulted calls are logged without a grant type).
+            func tokenCalls() async throws -> Int { try await harness.emulator.requestLog().filter { $0["endpoint"] as? String == "/auth/token" }.count }
+            let asked = try await tokenCalls()
+            #expect(asked >= 2)
+            for _ in 0..<5 { #expect(try await harness.refresh(stillValid).status == 503) }
+            #expect(try await tokenCalls() == asked)
+            harness.clock.advance(3601)
+            #expect(try await harness.refresh(stillValid).status == 503)
+            #expect(try await tokenCalls() > asked)
         }
     }
 
@@ -77,7 +87,7 @@ struct AppleLifecycleTests {
             #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
             #expect(try await harness.eventually { try await harness.refresh(tokens.refreshToken).error == "invalid_grant" })
             let identity = try #require(try await harness.store.identity(provider: "apple", subject: sub))
-            #expect(try await harness.store.providerGrant(identityID: identity.id) == nil)
+            #expect(try await harness.eventually { try await harness.store.providerGrant(identityID: identity.id) == nil })
 
             let (other, _) = try await harness.signedIn(email: "gone@example.com")
             let userID = try #require(try await harness.store.identity(provider: "apple", subject: other)?.userID)

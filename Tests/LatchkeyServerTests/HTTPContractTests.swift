@@ -131,11 +131,55 @@ struct HTTPContractTests {
         }
     }
 
-    @Test("CORS headers only for configured origins")
+    @Test("CORS: configured origins get headers on answers and errors alike; preflights are answered; others get none")
     func cors() async throws {
-        try await ServerHarness.with(configure: { $0.corsAllowedOrigins = ["https://app.example.com"] }) { harness in
-            let answer = try await harness.send("GET", "/healthz", headers: [("Origin", "https://app.example.com")])
-            #expect(answer.headers["access-control-allow-origin"] == "https://app.example.com")
+        try await ServerHarness.with(configure: { $0.corsAllowedOrigins = ["https://app.example.com", "https://admin.example.com"] }) { harness in
+            let answer = try await harness.send("GET", "/healthz", headers: [("Origin", "https://admin.example.com")])
+            #expect(answer.headers["access-control-allow-origin"] == "https://admin.example.com")
+            let error = try await harness.send("GET", "/v1/me", headers: [("Origin", "https://app.example.com"), ("Authorization", "Bearer expired.or.bad")])
+            #expect(error.status == 401)
+            #expect(error.error == "invalid_token")
+            #expect(error.headers["access-control-allow-origin"] == "https://app.example.com")
+            let preflight = try await harness.send("OPTIONS", "/v1/token", headers: [("Origin", "https://app.example.com"), ("Access-Control-Request-Method", "POST")])
+            #expect(preflight.status == 204)
+            #expect(preflight.headers["access-control-allow-methods"]?.contains("POST") == true)
+            let foreign = try await harness.send("GET", "/healthz", headers: [("Origin", "https://evil.example")])
+            #expect(foreign.headers["access-control-allow-origin"] == nil)
+        }
+    }
+
+    @Test("a stolen identity token cannot be replayed by sending its own nonce claim as the raw nonce")
+    func nonceReplay() async throws {
+        try await ServerHarness.with { harness in
+            let sub = try await harness.emulator.createUser()
+            let hashed = sha256Hex("secret-raw-nonce")
+            let signIn = try await harness.emulator.nativeSignIn(sub: sub, nonce: hashed)
+            let replay = try await harness.post("/v1/auth/apple", json: ["identityToken": signIn.identityToken, "rawNonce": hashed])
+            #expect(replay.status == 401)
+            #expect(replay.error == "nonce_mismatch")
+            #expect(try await harness.post("/v1/auth/apple", json: ["identityToken": signIn.identityToken, "rawNonce": "secret-raw-nonce"]).status == 200)
+        }
+    }
+
+    @Test("web sign-ins redeem their code with the configured redirect URI; others are refused")
+    func webSignIn() async throws {
+        try await ServerHarness.with(configure: { $0.apple?.redirectURIs = [EmulatorHarness.redirectURI]; $0.apple?.nonceMatching = .verbatim }) { harness in
+            let form: [(String, String)] = [
+                ("client_id", Fixtures.servicesID), ("redirect_uri", EmulatorHarness.redirectURI), ("response_type", "code id_token"),
+                ("response_mode", "form_post"), ("scope", "email"), ("nonce", "web-nonce"), ("email", "web@example.com"), ("action", "continue"),
+            ]
+            func field(_ name: String, _ html: String) -> String? {
+                guard let range = html.range(of: #"name="\#(name)" value=""#) else { return nil }
+                return String(html[range.upperBound...].prefix { $0 != "\"" })
+            }
+            let page = try await harness.emulator.send("POST", "/auth/authorize", form: form).text
+            let code = try #require(field("code", page))
+            let token = try #require(field("id_token", page))
+            let refused = try await harness.post("/v1/auth/apple", json: ["identityToken": token, "authorizationCode": code, "rawNonce": "web-nonce", "redirectUri": "https://evil.example/cb"])
+            #expect(refused.status == 400)
+            let answer = try await harness.post("/v1/auth/apple", json: ["identityToken": token, "authorizationCode": code, "rawNonce": "web-nonce", "redirectUri": EmulatorHarness.redirectURI])
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(try answer.decode(SignInResponse.self).user.email == "web@example.com")
         }
     }
 

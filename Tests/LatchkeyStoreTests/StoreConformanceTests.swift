@@ -181,10 +181,10 @@ struct StoreConformanceTests {
     func bookkeeping(kind: Kind) async throws {
         try await withStore(kind) { store in
             let id = newIdentifier()
+            #expect(try await !store.hasProcessedNotification(id: id))
             #expect(try await store.recordNotification(id: id, type: "consent-revoked", at: Self.now))
             #expect(try await !store.recordNotification(id: id, type: "consent-revoked", at: Self.now))
-            try await store.forgetNotification(id: id)
-            #expect(try await store.recordNotification(id: id, type: "consent-revoked", at: Self.now))
+            #expect(try await store.hasProcessedNotification(id: id))
 
             let key = SigningKeyRecord(keyID: "k-\(id)", algorithm: "ES256", sealedPrivateKey: "v1.s", publicKeyPEM: "pem", state: .active, createdAt: Self.now)
             try await store.saveSigningKey(key)
@@ -208,6 +208,44 @@ struct StoreConformanceTests {
             try await store.audit(AuditEvent(at: Self.now.addingTimeInterval(1), userID: user, kind: "signed_out"))
             #expect(try await store.auditEvents(userID: user, limit: 10).map(\.kind) == ["signed_in", "signed_out"])
             try await store.ping()
+        }
+    }
+
+    @Test("grants: upsert, validation and deletion only while unchanged; revocation spares newer sessions", arguments: kinds)
+    func grantRaces(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let old = ProviderGrant(identityID: identity.id, clientID: "c", sealedRefreshToken: "v1.old", lastValidatedAt: Self.now, createdAt: Self.now)
+            try await store.saveProviderGrant(old)
+            var new = old
+            new.sealedRefreshToken = "v1.new"
+            try await store.saveProviderGrant(new)
+            #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.new")
+            #expect(try await !store.markProviderGrantValidated(identityID: identity.id, sealedRefreshToken: "v1.old", at: Self.now.addingTimeInterval(60)))
+            #expect(try await store.markProviderGrantValidated(identityID: identity.id, sealedRefreshToken: "v1.new", at: Self.now.addingTimeInterval(60)))
+            #expect(try await store.providerGrant(identityID: identity.id)?.lastValidatedAt == Self.now.addingTimeInterval(60))
+            #expect(try await !store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.old"))
+            #expect(try await store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.new"))
+
+            let older = try await makeSession(store, user: user, identity: identity)
+            var later = SessionFamily(id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: "c", createdAt: Self.now.addingTimeInterval(100), lastUsedAt: Self.now, absoluteExpiresAt: Self.now.addingTimeInterval(86_400))
+            try await store.createSession(later, firstToken: RefreshTokenRecord(hash: newIdentifier(), familyID: later.id, parentHash: nil, createdAt: Self.now, idleExpiresAt: Self.now.addingTimeInterval(86_400)))
+            #expect(try await store.revokeSessions(identityID: identity.id, createdBefore: Self.now.addingTimeInterval(50), reason: "x", at: Self.now) == 1)
+            #expect(try await store.session(id: older.id)?.isRevoked == true)
+            later = try #require(try await store.session(id: later.id))
+            #expect(!later.isRevoked)
+        }
+    }
+
+    @Test("sweep removes expired tokens and long-dead sessions", arguments: kinds)
+    func sweep(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-w0")
+            try await store.revokeSession(id: family.id, reason: "x", at: Self.now)
+            #expect(try await store.sweep(now: Self.now.addingTimeInterval(86_400 * 31)) >= 1)
+            #expect(try await store.session(id: family.id) == nil)
+            #expect(try await store.refreshToken(hash: "\(run)-w0") == nil)
         }
     }
 

@@ -24,6 +24,10 @@ public protocol AuthStore: Sendable {
     func providerGrant(identityID: String) async throws -> ProviderGrant?
     func saveProviderGrant(_ grant: ProviderGrant) async throws
     func deleteProviderGrant(identityID: String) async throws
+    /// Records a successful validation, unless the grant was replaced meanwhile (then false).
+    func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool
+    /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise.
+    func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool
 
     // Sessions
     func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws
@@ -36,6 +40,8 @@ public protocol AuthStore: Sendable {
     @discardableResult func revokeSession(id: String, reason: String, at: Date) async throws -> Bool
     @discardableResult func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int
     @discardableResult func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int
+    /// Revokes only sessions created before `createdBefore` (sessions started meanwhile belong to a newer authorization).
+    @discardableResult func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) async throws -> Int
 
     // Signing keys
     func signingKeys() async throws -> [SigningKeyRecord]
@@ -43,8 +49,7 @@ public protocol AuthStore: Sendable {
 
     // Notifications: true the first time `id` is recorded, false for a replay
     func recordNotification(id: String, type: String, at: Date) async throws -> Bool
-    /// Undoes ``recordNotification(id:type:at:)`` when processing failed, so the provider's retry is processed.
-    func forgetNotification(id: String) async throws
+    func hasProcessedNotification(id: String) async throws -> Bool
 
     // Outbox
     func enqueue(_ item: OutboxItem) async throws
@@ -56,7 +61,7 @@ public protocol AuthStore: Sendable {
     func audit(_ event: AuditEvent) async throws
     func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent]
 
-    /// Deletes expired refresh tokens and long-dead sessions; returns how many rows went.
+    /// Deletes expired refresh tokens, sessions dead for 30 days and sealed payloads of finished outbox items; returns how many rows went.
     @discardableResult func sweep(now: Date) async throws -> Int
 }
 

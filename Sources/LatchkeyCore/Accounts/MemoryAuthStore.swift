@@ -49,6 +49,18 @@ public actor MemoryAuthStore: AuthStore {
     public func saveProviderGrant(_ grant: ProviderGrant) { grants[grant.identityID] = grant }
     public func deleteProviderGrant(identityID: String) { grants[identityID] = nil }
 
+    public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) -> Bool {
+        guard grants[identityID]?.sealedRefreshToken == sealedRefreshToken else { return false }
+        grants[identityID]?.lastValidatedAt = at
+        return true
+    }
+
+    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) -> Bool {
+        guard grants[identityID]?.sealedRefreshToken == sealedRefreshToken else { return false }
+        grants[identityID] = nil
+        return true
+    }
+
     public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) {
         families[family.id] = family
         tokens[firstToken.hash] = firstToken
@@ -96,6 +108,12 @@ public actor MemoryAuthStore: AuthStore {
         families.values.filter { $0.userID == userID }.reduce(0) { count, family in count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0) }
     }
 
+    public func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) -> Int {
+        families.values.filter { $0.identityID == identityID && $0.createdAt < createdBefore }.reduce(0) { count, family in
+            count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0)
+        }
+    }
+
     public func revokeSessions(identityID: String, reason: String, at: Date) -> Int {
         families.values.filter { $0.identityID == identityID }.reduce(0) { count, family in count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0) }
     }
@@ -104,7 +122,7 @@ public actor MemoryAuthStore: AuthStore {
     public func saveSigningKey(_ key: SigningKeyRecord) { keys[key.keyID] = key }
 
     public func recordNotification(id: String, type: String, at: Date) -> Bool { notifications.insert(id).inserted }
-    public func forgetNotification(id: String) { notifications.remove(id) }
+    public func hasProcessedNotification(id: String) -> Bool { notifications.contains(id) }
 
     public func enqueue(_ item: OutboxItem) { outbox[item.id] = item }
     public func dueOutboxItems(now: Date, limit: Int) -> [OutboxItem] {
@@ -119,8 +137,14 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func sweep(now: Date) -> Int {
-        let before = tokens.count
+        let before = tokens.count + families.count
         tokens = tokens.filter { $0.value.idleExpiresAt > now || ($0.value.rotatedAt.map { now.timeIntervalSince($0) < 86_400 } ?? false) }
-        return before - tokens.count
+        let dead = families.values.filter { family in
+            (family.revokedAt.map { now.timeIntervalSince($0) > 30 * 86_400 } ?? false) || now.timeIntervalSince(family.absoluteExpiresAt) > 30 * 86_400
+        }.map(\.id)
+        for id in dead { families[id] = nil }
+        tokens = tokens.filter { !dead.contains($0.value.familyID) }
+        for (id, item) in outbox where item.completedAt != nil && !item.sealedPayload.isEmpty { outbox[id]?.sealedPayload = "" }
+        return before - tokens.count - families.count
     }
 }

@@ -221,29 +221,42 @@ public struct SessionService: Sendable {
     }
 
     /// Validates the stored Apple refresh token when the last validation is older than the interval.
+    /// After Apple could not be reached, it is asked again at most once per ``ValidationFlights/failureBackoff``.
     func checkProviderAuthorization(identityID: String, userID: String) async throws {
         guard let providerLink, let grant = try await store.providerGrant(identityID: identityID) else { return }
         let now = timeSource.now
         guard now.timeIntervalSince(grant.lastValidatedAt) >= policy.providerValidationInterval else { return }
-        let result = await validations.run(identityID) {
-            // Another refresh may have validated while this one waited.
-            if let fresh = try? await store.providerGrant(identityID: identityID), now.timeIntervalSince(fresh.lastValidatedAt) < policy.providerValidationInterval {
-                return .valid
+        let started = now
+        let result: ProviderValidation
+        if let failure = validations.recentFailure(identityID, now: now) {
+            result = .unreachable(failure)
+        } else {
+            result = await validations.run(identityID) {
+                // Another refresh may have validated while this one waited.
+                if let fresh = try? await store.providerGrant(identityID: identityID), now.timeIntervalSince(fresh.lastValidatedAt) < policy.providerValidationInterval {
+                    return .valid
+                }
+                guard let token = try? box.open(grant.sealedRefreshToken) else { return .unreachable("the stored token cannot be opened") }
+                let result = await providerLink.validate(refreshToken: token, clientID: grant.clientID)
+                switch result {
+                case .valid:
+                    // Only the token that was validated is marked; a grant replaced meanwhile keeps its own state.
+                    _ = try? await store.markProviderGrantValidated(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now)
+                case .unreachable(let reason):
+                    validations.recordFailure(identityID, reason: reason, at: timeSource.now)
+                case .revoked:
+                    break
+                }
+                return result
             }
-            guard let token = try? box.open(grant.sealedRefreshToken) else { return .unreachable("the stored token cannot be opened") }
-            let result = await providerLink.validate(refreshToken: token, clientID: grant.clientID)
-            if result == .valid, var updated = try? await store.providerGrant(identityID: identityID) {
-                updated.lastValidatedAt = timeSource.now
-                try? await store.saveProviderGrant(updated)
-            }
-            return result
         }
         switch result {
         case .valid:
             return
         case .revoked:
-            let revoked = try await store.revokeSessions(identityID: identityID, reason: "apple_authorization_revoked", at: now)
-            try await store.deleteProviderGrant(identityID: identityID)
+            // A sign-in that brought a new authorization while Apple was asked keeps its grant and session.
+            guard try await store.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return }
+            let revoked = try await store.revokeSessions(identityID: identityID, createdBefore: started, reason: "apple_authorization_revoked", at: timeSource.now)
             try await audit(userID, "apple_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
             throw LatchkeyError(.invalidGrant, "the Apple authorization was revoked (Apple refused the stored refresh token); all sessions of this Apple ID were ended — sign in again")
         case .unreachable(let reason):
@@ -309,6 +322,9 @@ public struct SessionService: Sendable {
         return report
     }
 
+    /// After this many failed attempts (about a week with the backoff) an owed revocation is given up.
+    static let maximumOutboxAttempts = 40
+
     /// Retries owed provider calls; returns how many succeeded.
     public func processOutbox(limit: Int = 50) async throws -> Int {
         let now = timeSource.now
@@ -319,11 +335,18 @@ public struct SessionService: Sendable {
                 try await providerLink.revoke(refreshToken: try box.open(item.sealedPayload), clientID: item.clientID)
                 item.completedAt = timeSource.now
                 item.lastError = nil
+                item.sealedPayload = ""
                 done += 1
             } catch {
                 item.attempts += 1
                 item.lastError = (error as? LatchkeyError)?.errorCode ?? "error"
-                item.nextAttemptAt = timeSource.now.addingTimeInterval(min(30 * pow(2, Double(item.attempts)), 6 * 3600))
+                if (error as? LatchkeyError)?.code == .invalidGrant || item.attempts >= Self.maximumOutboxAttempts {
+                    // Apple no longer knows the token (nothing left to revoke), or it is hopeless: stop, keep the record.
+                    item.completedAt = timeSource.now
+                    item.sealedPayload = ""
+                } else {
+                    item.nextAttemptAt = timeSource.now.addingTimeInterval(min(30 * pow(2, Double(item.attempts)), 6 * 3600))
+                }
             }
             try await store.updateOutboxItem(item)
         }
@@ -332,12 +355,13 @@ public struct SessionService: Sendable {
 
     public enum NotificationOutcome: Sendable, Equatable { case processed, duplicate, unknownSubject }
 
-    /// Applies a provider's account event once per event id.
+    /// Applies a provider's account event once per event id. The effect comes first and the id is recorded
+    /// after it, so a failure midway leaves the event unrecorded and the provider's retry applies it.
     public func handle(_ event: ProviderAccountEvent) async throws -> NotificationOutcome {
         let now = timeSource.now
-        guard try await store.recordNotification(id: event.id, type: event.kind.rawValue, at: now) else { return .duplicate }
-        do {
-            guard var identity = try await store.identity(provider: event.provider, subject: event.subject) else { return .unknownSubject }
+        guard try await !store.hasProcessedNotification(id: event.id) else { return .duplicate }
+        var outcome = NotificationOutcome.processed
+        if var identity = try await store.identity(provider: event.provider, subject: event.subject) {
             switch event.kind {
             case .consentRevoked:
                 let count = try await store.revokeSessions(identityID: identity.id, reason: "apple_consent_revoked", at: now)
@@ -353,11 +377,11 @@ public struct SessionService: Sendable {
             case .other:
                 try await audit(identity.userID, "apple_notification_ignored")
             }
-            return .processed
-        } catch {
-            try? await store.forgetNotification(id: event.id)
-            throw error
+        } else {
+            outcome = .unknownSubject
         }
+        // A concurrent replay may have recorded it first; its effect is idempotent, so both answers are fine.
+        return try await store.recordNotification(id: event.id, type: event.kind.rawValue, at: now) ? outcome : .duplicate
     }
 
     private func audit(_ userID: String?, _ kind: String, _ detail: String = "") async throws {
@@ -366,8 +390,11 @@ public struct SessionService: Sendable {
 }
 
 /// One provider validation per identity at a time; concurrent refreshes share its result.
+/// After a failure, Apple is not asked again about that identity for ``failureBackoff`` (per process).
 final class ValidationFlights: Sendable {
+    static let failureBackoff: TimeInterval = 3600
     private let flights = Mutex<[String: Task<ProviderValidation, Never>]>([:])
+    private let failures = Mutex<[String: (at: Date, reason: String)]>([:])
 
     func run(_ key: String, _ work: @escaping @Sendable () async -> ProviderValidation) async -> ProviderValidation {
         let task = flights.withLock { flights in
@@ -379,5 +406,21 @@ final class ValidationFlights: Sendable {
         let result = await task.value
         flights.withLock { if $0[key] == task { $0[key] = nil } }
         return result
+    }
+
+    func recentFailure(_ key: String, now: Date) -> String? {
+        failures.withLock { failures in
+            guard let failure = failures[key] else { return nil }
+            if now.timeIntervalSince(failure.at) < Self.failureBackoff { return failure.reason }
+            failures[key] = nil
+            return nil
+        }
+    }
+
+    func recordFailure(_ key: String, reason: String, at: Date) {
+        failures.withLock { failures in
+            if failures.count > 10_000 { failures = failures.filter { at.timeIntervalSince($0.value.at) < Self.failureBackoff } }
+            failures[key] = (at, reason)
+        }
     }
 }
