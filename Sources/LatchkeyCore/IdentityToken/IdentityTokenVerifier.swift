@@ -182,7 +182,8 @@ func lowercaseHex(_ digest: some Sequence<UInt8>) -> String {
 
 /// "3 h", "12 min", "40 s": a duration for people.
 public func describe(seconds: Double) -> String {
-    let seconds = abs(seconds)
+    // Clamped: a provider-signed token may carry absurd times, and Int() of a huge Double traps.
+    let seconds = min(abs(seconds.isFinite ? seconds : 0), 1e12)
     switch seconds {
     case ..<120: return "\(Int(seconds)) s"
     case ..<7200: return "\(Int(seconds / 60)) min"
