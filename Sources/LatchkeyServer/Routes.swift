@@ -163,11 +163,11 @@ extension LatchkeyServer {
 
     // MARK: - Authenticated
 
+    static let missingBearer = APIError(status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer <access token>", headers: [.wwwAuthenticate: "Bearer"])
+
     /// Verifies the bearer token and that its session is still alive.
     func authenticate(_ request: Request) async throws -> (VerifiedAccessToken, SessionFamily) {
-        guard let token = request.bearerToken else {
-            throw APIError(status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer <access token>", headers: [.wwwAuthenticate: "Bearer"])
-        }
+        guard let token = request.bearerToken else { throw Self.missingBearer }
         let verified = try await verifyAccessToken(token)
         guard let session = try await store.session(id: verified.sessionID), session.userID == verified.userID, !session.isRevoked else {
             throw LatchkeyError(.invalidToken, "the session of this access token has ended")
@@ -198,9 +198,13 @@ extension LatchkeyServer {
     }
 
     func me(_ request: Request) async throws -> Response {
-        let (token, _) = try await authenticate(request)
-        guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the account no longer exists") }
-        return JSONBody.response(Self.userResponse(user, try await store.identities(userID: user.id)))
+        guard let token = request.bearerToken else { throw Self.missingBearer }
+        let verified = try await verifyAccessToken(token)
+        // One read checks the session is alive and loads the user with their identities.
+        guard let (user, identities) = try await store.profile(userID: verified.userID, sessionID: verified.sessionID) else {
+            throw LatchkeyError(.invalidToken, "the session of this access token has ended")
+        }
+        return JSONBody.response(Self.userResponse(user, identities))
     }
 
     func listSessions(_ request: Request) async throws -> Response {

@@ -138,6 +138,26 @@ public final class SQLAuthStore: AuthStore {
         try await read { db in try await db.raw("SELECT * FROM identities WHERE user_id = \(bind: userID) ORDER BY first_seen_at").all().map(Self.identity) }
     }
 
+    public func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
+        try await read { db in
+            let rows = try await db.raw("""
+                SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
+                  u.given_name AS u_given_name, u.family_name AS u_family_name, i.*
+                FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN identities i ON i.user_id = u.id
+                WHERE s.id = \(bind: sessionID) AND s.user_id = \(bind: userID) AND s.revoked_at IS NULL
+                ORDER BY i.first_seen_at
+                """).all()
+            guard let first = rows.first else { return nil }
+            let user = UserAccount(
+                id: try first.decode(column: "u_id", as: String.self), createdAt: try first.date("u_created_at"),
+                email: try first.decode(column: "u_email", as: String?.self), emailVerified: try first.flag("u_email_verified"),
+                givenName: try first.decode(column: "u_given_name", as: String?.self), familyName: try first.decode(column: "u_family_name", as: String?.self)
+            )
+            let identities = try rows.filter { try $0.decode(column: "id", as: String?.self) != nil }.map(Self.identity)
+            return (user, identities)
+        }
+    }
+
     public func users(limit: Int) async throws -> [UserAccount] {
         try await read { db in try await db.raw("SELECT * FROM users ORDER BY created_at LIMIT \(bind: limit)").all().map(Self.user) }
     }

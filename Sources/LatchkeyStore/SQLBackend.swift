@@ -23,7 +23,9 @@ final class SQLiteBackend: SQLBackend {
     let isPostgres = false
     let batcher: WriteBatcher
     private let writer: SQLiteConnection
-    private let reader: SQLiteConnection
+    /// Several readers, so reads run in parallel beside the writer (WAL lets them).
+    private let readers: [SQLiteConnection]
+    private let nextReader = Mutex(0)
 
     static func open(path: String, maximumBatch: Int, logger: Logger) async throws -> SQLiteBackend {
         let directory = (path as NSString).deletingLastPathComponent
@@ -32,27 +34,37 @@ final class SQLiteBackend: SQLBackend {
         for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000"] {
             _ = try await writer.query(pragma)
         }
-        let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        for pragma in ["PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA query_only=ON"] {
-            _ = try await reader.query(pragma)
+        var readers: [SQLiteConnection] = []
+        for _ in 0..<readerCount {
+            let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+            for pragma in ["PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA query_only=ON"] {
+                _ = try await reader.query(pragma)
+            }
+            readers.append(reader)
         }
-        return SQLiteBackend(writer: writer, reader: reader, maximumBatch: maximumBatch)
+        return SQLiteBackend(writer: writer, readers: readers, maximumBatch: maximumBatch)
     }
 
-    private init(writer: SQLiteConnection, reader: SQLiteConnection, maximumBatch: Int) {
+    static let readerCount = 3
+
+    private init(writer: SQLiteConnection, readers: [SQLiteConnection], maximumBatch: Int) {
         self.writer = writer
-        self.reader = reader
+        self.readers = readers
         let database = writer.sql()
         batcher = WriteBatcher(beginStatement: "BEGIN IMMEDIATE", maximumBatch: maximumBatch) { body in try await body(database) }
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await body(reader.sql())
+        let index = nextReader.withLock { next in
+            defer { next = (next + 1) % readers.count }
+            return next
+        }
+        return try await body(readers[index].sql())
     }
 
     func shutdown() async {
         guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
-        try? await reader.close()
+        for reader in readers { try? await reader.close() }
         try? await writer.close()
     }
 
@@ -61,7 +73,7 @@ final class SQLiteBackend: SQLBackend {
     deinit {
         // A store dropped without close() (an error path) must not trap: close in the background.
         if !closed.withLock({ $0 }) {
-            _ = reader.close()
+            for reader in readers { _ = reader.close() }
             _ = writer.close()
         }
     }

@@ -237,6 +237,21 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("a profile is the user with identities behind a live session, and nothing otherwise", arguments: kinds)
+    func profile(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let family = try await makeSession(store, user: user, identity: identity)
+            let (found, identities) = try #require(try await store.profile(userID: user.id, sessionID: family.id))
+            #expect(found == user)
+            #expect(identities.map(\.id) == [identity.id])
+            #expect(identities.first?.realUserStatus == 2)
+            #expect(try await store.profile(userID: "someone-else", sessionID: family.id) == nil)
+            try await store.revokeSession(id: family.id, reason: "x", at: Self.now)
+            #expect(try await store.profile(userID: user.id, sessionID: family.id) == nil)
+        }
+    }
+
     @Test("sweep removes expired tokens and long-dead sessions", arguments: kinds)
     func sweep(kind: Kind) async throws {
         try await withStore(kind) { store in

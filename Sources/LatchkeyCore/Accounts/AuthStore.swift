@@ -16,6 +16,8 @@ public protocol AuthStore: Sendable {
     func updateIdentity(_ identity: LinkedIdentity) async throws
     func user(id: String) async throws -> UserAccount?
     func identities(userID: String) async throws -> [LinkedIdentity]
+    /// The user and identities behind a live session, in one read; nil when the session is revoked or gone.
+    func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])?
     func users(limit: Int) async throws -> [UserAccount]
     /// Deletes the user with their identities, provider grants and sessions.
     func deleteUser(id: String) async throws
@@ -63,6 +65,13 @@ public protocol AuthStore: Sendable {
 
     /// Deletes expired refresh tokens, sessions dead for 30 days and sealed payloads of finished outbox items; returns how many rows went.
     @discardableResult func sweep(now: Date) async throws -> Int
+}
+
+extension AuthStore {
+    public func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
+        guard let session = try await session(id: sessionID), session.userID == userID, !session.isRevoked, let user = try await user(id: userID) else { return nil }
+        return (user, try await identities(userID: userID))
+    }
 }
 
 /// Store errors that callers act on.
