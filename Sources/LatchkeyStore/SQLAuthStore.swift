@@ -4,6 +4,7 @@ public import Logging
 import PostgresNIO
 import SQLKit
 import SQLiteNIO
+import Synchronization
 
 /// ``AuthStore`` on SQLite (the default) or PostgreSQL, with one schema and versioned migrations.
 ///
@@ -138,7 +139,33 @@ public final class SQLAuthStore: AuthStore {
         try await read { db in try await db.raw("SELECT * FROM identities WHERE user_id = \(bind: userID) ORDER BY first_seen_at").all().map(Self.identity) }
     }
 
+    /// Profiles read in the last second, dropped by any write of this process. Other processes' writes
+    /// (a CLI revoking sessions) show within the second; backends verifying access tokens statelessly
+    /// trust them for their whole 10-minute lifetime anyway.
+    private let profiles = Mutex<(generation: Int, entries: [String: (at: ContinuousClock.Instant, value: Profile?)])>((0, [:]))
+    private typealias Profile = (UserAccount, [LinkedIdentity])
+    private static let profileLifetime: Duration = .seconds(1)
+
     public func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
+        let key = userID + "|" + sessionID
+        let generation = backend.batcher.generation
+        let now = ContinuousClock.now
+        let cached: Profile?? = profiles.withLock { cache in
+            if cache.generation != generation { cache = (generation, [:]) }
+            guard let entry = cache.entries[key], now - entry.at < Self.profileLifetime else { return nil }
+            return .some(entry.value)
+        }
+        if let cached { return cached }
+        let value = try await readProfile(userID: userID, sessionID: sessionID)
+        profiles.withLock { cache in
+            guard cache.generation == generation else { return }
+            if cache.entries.count >= 10_000 { cache.entries.removeAll(keepingCapacity: true) }
+            cache.entries[key] = (now, value)
+        }
+        return value
+    }
+
+    private func readProfile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
         try await read { db in
             let rows = try await db.raw("""
                 SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,

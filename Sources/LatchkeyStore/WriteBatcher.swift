@@ -24,6 +24,10 @@ final class WriteBatcher: Sendable {
     typealias Runner = @Sendable (_ body: @Sendable (any SQLDatabase) async throws -> Void) async throws -> Void
 
     private let state = Mutex(State())
+    private let writes = Mutex(0)
+
+    /// Changes whenever a write transaction of this process has finished; caches compare it.
+    var generation: Int { writes.withLock { $0 } }
     private let runner: Runner
     private let maximumBatch: Int
     private let beginStatement: String
@@ -61,6 +65,7 @@ final class WriteBatcher: Sendable {
     }
 
     private func run(_ batch: [Job]) async {
+        defer { writes.withLock { $0 &+= 1 } }
         if await runTogether(batch) { return }
         // The batch failed as a whole (a deadlock with another instance, a failed COMMIT) and was rolled back:
         // each job gets its own transaction, so one job's trouble never fails the others.

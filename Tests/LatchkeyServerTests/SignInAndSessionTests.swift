@@ -117,6 +117,7 @@ struct SignInAndSessionTests {
             let a = try await harness.signIn(sub: sub).decode(SignInResponse.self)
             let b = try await harness.signIn(sub: sub, withCode: false).decode(SignInResponse.self)
             let c = try await harness.signIn(sub: sub, withCode: false).decode(SignInResponse.self)
+            #expect(try await harness.send("GET", "/v1/me", bearer: a.accessToken).status == 200)  // cached now
             #expect(try await harness.send("POST", "/v1/logout", bearer: a.accessToken).json["revokedSessions"] as? Int == 1)
             #expect(try await harness.send("GET", "/v1/me", bearer: a.accessToken).status == 401)
             #expect(try await harness.refresh(a.refreshToken).error == "invalid_grant")
