@@ -161,10 +161,15 @@ extension Request {
         Array(buffer: try await body.collect(upTo: limit))
     }
 
+    /// The token of `Authorization: Bearer <token>`. Byte-level on purpose: Foundation's trimming takes the
+    /// slow UTF-16 path and was a quarter of the cost of an authenticated request.
     var bearerToken: String? {
         guard let value = headers[.authorization] else { return nil }
-        let parts = value.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        return String(parts[1]).trimmingCharacters(in: .whitespaces)
+        let bytes = value.utf8
+        guard bytes.count > 7, bytes.prefix(6).map({ $0 | 0x20 }).elementsEqual("bearer".utf8), bytes.dropFirst(6).first == UInt8(ascii: " ") else { return nil }
+        let token = bytes.dropFirst(7).drop { $0 == UInt8(ascii: " ") }
+        let end = token.lastIndex { $0 != UInt8(ascii: " ") }.map { token.index(after: $0) } ?? token.startIndex
+        let trimmed = token[token.startIndex..<end]
+        return trimmed.isEmpty ? nil : String(decoding: trimmed, as: UTF8.self)
     }
 }
