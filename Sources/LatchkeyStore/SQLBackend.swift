@@ -100,7 +100,7 @@ final class PostgresBackend: SQLBackend {
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         runTask = Task { await client.run() }
-        batcher = WriteBatcher(beginStatement: "BEGIN", maximumBatch: maximumBatch) { body in
+        batcher = WriteBatcher(beginStatement: "BEGIN", maximumBatch: maximumBatch, parallelBatches: maximumBatch == 1 ? 1 : 4) { body in
             try await client.withConnection { connection in try await body(connection.sql()) }
         }
     }

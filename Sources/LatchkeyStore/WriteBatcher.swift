@@ -17,7 +17,7 @@ final class WriteBatcher: Sendable {
 
     private struct State {
         var queue: [Job] = []
-        var draining = false
+        var drainers = 0
     }
 
     /// Runs a batch on the write connection: the closure receives the database inside BEGIN…COMMIT.
@@ -31,10 +31,13 @@ final class WriteBatcher: Sendable {
     private let runner: Runner
     private let maximumBatch: Int
     private let beginStatement: String
+    /// Batches committed at the same time: 1 for SQLite (one writer), more for PostgreSQL (a pool of connections).
+    private let parallelBatches: Int
 
-    init(beginStatement: String, maximumBatch: Int = 512, runner: @escaping Runner) {
+    init(beginStatement: String, maximumBatch: Int = 512, parallelBatches: Int = 1, runner: @escaping Runner) {
         self.beginStatement = beginStatement
         self.maximumBatch = maximumBatch
+        self.parallelBatches = max(1, parallelBatches)
         self.runner = runner
     }
 
@@ -42,8 +45,8 @@ final class WriteBatcher: Sendable {
         let result = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
             let start = state.withLock { state in
                 state.queue.append(Job(work: { try await work($0) }, continuation: continuation))
-                if state.draining { return false }
-                state.draining = true
+                guard state.drainers < parallelBatches else { return false }
+                state.drainers += 1
                 return true
             }
             if start { Task { await self.drain() } }
@@ -54,9 +57,11 @@ final class WriteBatcher: Sendable {
     private func drain() async {
         while true {
             let batch: [Job] = state.withLock { state in
-                let batch = Array(state.queue.prefix(maximumBatch))
+                // With several drainers, share the queue out so every connection commits something.
+                let share = parallelBatches == 1 ? maximumBatch : min(maximumBatch, max(1, (state.queue.count + parallelBatches - 1) / parallelBatches))
+                let batch = Array(state.queue.prefix(share))
                 state.queue.removeFirst(batch.count)
-                if batch.isEmpty { state.draining = false }
+                if batch.isEmpty { state.drainers -= 1 }
                 return batch
             }
             if batch.isEmpty { return }

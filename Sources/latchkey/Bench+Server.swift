@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
@@ -59,8 +60,11 @@ struct ServerBench {
 
             if let url = ProcessInfo.processInfo.environment["LATCHKEY_BENCH_DATABASE_URL"] {
                 var postgresRates: [Double] = []
+                // A bench database keeps its signing keys between runs, so its encryption key must stay the same:
+                // derived from the URL (a bench-only key; never point the bench at a real database).
+                let stableKey = Data(SHA256.hash(data: Array(("latchkey bench " + url).utf8))).base64EncodedString()
                 for batch in ["512", "1"] {
-                    let postgres = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": url, "LATCHKEY_DATABASE_MAX_WRITE_BATCH": batch]) { $1 })
+                    let postgres = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": url, "LATCHKEY_DATABASE_MAX_WRITE_BATCH": batch, "LATCHKEY_ENCRYPTION_KEY": stableKey]) { $1 })
                     defer { postgres.stop() }
                     let (_, pgSessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 64), server: postgres, http: http)
                     postgresRates.append(try await rotations(server: postgres, http: http, tokens: pgSessions.map(\.refreshToken)))

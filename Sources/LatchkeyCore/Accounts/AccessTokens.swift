@@ -26,9 +26,17 @@ public final class AccessTokenKeys: Sendable {
         } catch {
             throw LatchkeyError(.invalidKey, "the active signing key cannot be opened: the encryption key changed")
         }
-        let published = records.filter { $0.state != .retired }
+        var published: [SigningKeyRecord] = []
         var keys: [VerificationKey] = []
-        for record in published { keys.append(try await VerificationKey.es256(keyID: record.keyID, publicKeyPEM: record.publicKeyPEM)) }
+        for record in records where record.state != .retired {
+            // An unreadable retiring key only means its tokens stop verifying early; it must not stop the server.
+            guard let key = try? await VerificationKey.es256(keyID: record.keyID, publicKeyPEM: record.publicKeyPEM) else {
+                if record.keyID == active.keyID { throw LatchkeyError(.invalidKey, "the active signing key \(record.keyID) has an unreadable public key") }
+                continue
+            }
+            keys.append(key)
+            published.append(record)
+        }
         let loaded = Snapshot(activeKeyID: active.keyID, activeKey: privateKey, verification: VerificationKeySet(keys), published: published)
         snapshot.withLock { $0 = loaded }
     }
