@@ -144,10 +144,12 @@ public struct IdentityTokenVerifier: Sendable {
         case .hashedOrVerbatim: matches = constantTimeEquals(hashed, claim) || constantTimeEquals(rawNonce, claim)
         }
         guard matches else {
-            throw LatchkeyError(
-                .nonceMismatch,
-                "the token's nonce matches neither SHA-256(hex) of the sent nonce nor the nonce itself; send the raw nonce the app generated, not its hash"
-            )
+            let expectation = switch policy.nonceMatching {
+            case .hashed: "is not SHA-256(hex) of the sent nonce"
+            case .verbatim: "is not the sent nonce"
+            case .hashedOrVerbatim: "matches neither SHA-256(hex) of the sent nonce nor the nonce itself"
+            }
+            throw LatchkeyError(.nonceMismatch, "the token's nonce \(expectation); send the raw nonce the app generated for this sign-in, not its hash")
         }
     }
 
