@@ -123,7 +123,7 @@ struct BenchFixture: Sendable {
     init() async throws {
         let privateKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let now = Int(Date().timeIntervalSince1970)
-        let nonceHash = SHA256.hash(data: Array(nonce.utf8)).map { String(format: "%02x", $0) }.joined()
+        let nonceHash = hashedNonce(nonce)
         let header = #"{"kid":"W6WcOKB","alg":"RS256"}"#
         let claims = """
             {"iss":"https://appleid.apple.com","aud":"\(Self.clientID)","exp":\(now + 86_400),"iat":\(now),\

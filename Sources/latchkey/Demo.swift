@@ -52,7 +52,7 @@ struct Demo: AsyncParsableCommand {
             let user = try await http.json("POST", running.baseURL + "/emulator/users", ["email": "jane@example.com", "hideMyEmail": true, "givenName": "Jane", "familyName": "Appleseed"])
             let sub = user["sub"]
             let nonce = PKCE.makeVerifier()
-            var apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hex(SHA256.hash(data: Array(nonce.utf8)))])
+            var apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hashedNonce(nonce)])
             say.detail("the app receives an identity token, a one-time authorization code and, this first time only, her name")
 
             say.step("The app sends them to Latchkey: POST /v1/auth/apple")
@@ -126,7 +126,6 @@ struct Demo: AsyncParsableCommand {
         await store.close()
     }
 
-    private func hex(_ digest: SHA256.Digest) -> String { digest.map { String(format: "%02x", $0) }.joined() }
 }
 
 /// A JSON object read leniently for narration: missing values read as empty strings.

@@ -202,6 +202,11 @@ struct IdentityTokenVerifierTests {
         _ = try await verifier.verify(key.sign(claims: appleClaims(extra: ["nonce": raw])), expecting: .init(rawNonce: raw))
     }
 
+    @Test("the hashed nonce is lowercase hex SHA-256 (FIPS 180-2 vector for \"abc\")")
+    func hashedNonceVector() {
+        #expect(hashedNonce("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
     @Test("a wrong nonce is refused")
     func nonceMismatch() async {
         let raw = "k3J9-random-nonce"

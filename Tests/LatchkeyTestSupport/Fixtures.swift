@@ -112,7 +112,7 @@ public func appleClaims(
     return claims
 }
 
-/// Lowercase hex SHA-256, the hashed-nonce convention of iOS apps.
+/// Lowercase hex SHA-256, the hashed-nonce convention of iOS apps; computed independently of Latchkey's own helper.
 public func sha256Hex(_ text: String) -> String {
     SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
 }

@@ -25,10 +25,7 @@ public struct RefreshTokens: Sendable {
 
     /// Lowercase hex SHA-256, the only form in which tokens are stored.
     public static func hash(_ token: String) -> String {
-        SHA256.hash(data: Array(token.utf8)).map { byte in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
-        }.joined()
+        lowercaseHex(SHA256.hash(data: Array(token.utf8)))
     }
 
     /// Whether `token` has the shape of a Latchkey refresh token (cheap check before any lookup).

@@ -136,7 +136,7 @@ public struct IdentityTokenVerifier: Sendable {
                 "a nonce was sent but the token carries none; the app must set the (hashed) nonce on the authorization request"
             )
         }
-        let hashed = lowercaseHex(SHA256.hash(data: Array(rawNonce.utf8)))
+        let hashed = hashedNonce(rawNonce)
         let matches: Bool
         switch policy.nonceMatching {
         case .hashed: matches = constantTimeEquals(hashed, claim)
@@ -170,7 +170,13 @@ public struct IdentityTokenVerifier: Sendable {
     }
 }
 
-/// Lowercase hex of a digest, as iOS apps hash their nonces.
+/// Lowercase hex SHA-256 of `raw`: what an iOS app puts in `ASAuthorizationAppleIDRequest.nonce`
+/// (and what the token's `nonce` claim then holds) while it sends `raw` to its server.
+public func hashedNonce(_ raw: String) -> String {
+    lowercaseHex(SHA256.hash(data: Array(raw.utf8)))
+}
+
+/// Lowercase hex of bytes.
 func lowercaseHex(_ digest: some Sequence<UInt8>) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var text: [UInt8] = []
