@@ -32,8 +32,7 @@ struct ClientSecretCommand: ParsableCommand {
         let seconds = try parseDuration(lifetime)
         guard seconds <= AppleClientSecretProvider.maximumLifetime else {
             let message = "a lifetime of \(Int(seconds)) s is longer than Apple allows: secrets whose exp is more than 15777000 s (about 182 days) ahead of Apple's clock are refused with invalid_client. Use --lifetime 180d or less."
-            if json { printer.emit(["error": "invalid_configuration", "error_description": message]) } else { FileHandle.standardError.write(Data((printer.red("error: ") + message + "\n").utf8)) }
-            throw ExitStatus.failure
+            throw printer.fail("invalid_configuration", message)
         }
         do {
             let keyPEM: String
@@ -49,8 +48,7 @@ struct ClientSecretCommand: ParsableCommand {
                 FileHandle.standardError.write(Data("client secret for \(clientID) (team \(teamID), key \(keyID)); expires \(describeInstant(expires, now: now))\n".utf8))
             }
         } catch let error as LatchkeyError {
-            if json { printer.emit(["error": error.errorCode, "error_description": error.reason]) } else { FileHandle.standardError.write(Data((printer.red("error: ") + error.reason + "\n").utf8)) }
-            throw ExitStatus.failure
+            throw printer.fail(error.errorCode, error.reason)
         }
     }
 }
@@ -71,8 +69,7 @@ struct PKCECommand: ParsableCommand {
         let verifier = self.verifier ?? PKCE.makeVerifier()
         guard PKCE.isValidVerifier(verifier) else {
             let message = "a verifier has 43–128 characters from A–Z a–z 0–9 - . _ ~ (RFC 7636 §4.1); this one has \(verifier.count)"
-            if json { printer.emit(["error": "invalid_request", "error_description": message]) } else { FileHandle.standardError.write(Data((printer.red("error: ") + message + "\n").utf8)) }
-            throw ExitStatus.failure
+            throw printer.fail("invalid_request", message)
         }
         let challenge = PKCE.challenge(for: verifier)
         if json {

@@ -17,6 +17,16 @@ struct Printer {
     func green(_ text: String) -> String { paint(text, "32") }
     func yellow(_ text: String) -> String { paint(text, "33") }
 
+    /// Reports a failure (a JSON error object, or a red line on standard error) and exits 1.
+    func fail(_ code: String, _ description: String) -> ExitCode {
+        if json {
+            emit(["error": code, "error_description": description])
+        } else {
+            FileHandle.standardError.write(Data((red("error: ") + description + "\n").utf8))
+        }
+        return ExitStatus.failure
+    }
+
     /// Prints one JSON object (sorted keys).
     func emit(_ object: [String: Any]) {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)

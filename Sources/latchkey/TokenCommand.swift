@@ -37,8 +37,7 @@ struct TokenCommand: AsyncParsableCommand {
                 header = decodedHeader
                 claims = decodedClaims
             } catch let error as LatchkeyError {
-                if json { printer.emit(["error": error.errorCode, "error_description": error.reason]) } else { FileHandle.standardError.write(Data((printer.red("error: ") + error.reason + "\n").utf8)) }
-                throw ExitStatus.failure
+                throw printer.fail(error.errorCode, error.reason)
             }
             let notes = Self.notes(header: header, claims: claims, signed: contents.signed)
             if json {
