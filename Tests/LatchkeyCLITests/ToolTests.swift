@@ -15,7 +15,7 @@ struct ToolTests {
         let secret = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let parts = secret.split(separator: ".")
         #expect(parts.count == 3)
-        let signature = try P256.Signing.ECDSASignature(rawRepresentation: base64URLDecode(String(parts[2])))
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: base64URLDecoded(parts[2]))
         #expect(try P256.Signing.PublicKey(pemRepresentation: Fixtures.p8PublicKey).isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8)))
         #expect(result.stderr.contains("expires"))
         let json = try CLI.run(["client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.servicesID, "--json"]).json
@@ -126,10 +126,4 @@ struct ToolTests {
             #expect(try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", keys, "--at", "yesterday"]).status == 64)
         }
     }
-}
-
-func base64URLDecode(_ text: String) -> Data {
-    var text = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-    while text.count % 4 != 0 { text += "=" }
-    return Data(base64Encoded: text) ?? Data()
 }

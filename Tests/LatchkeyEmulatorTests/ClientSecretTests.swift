@@ -25,9 +25,7 @@ struct EmulatorClientSecretTests {
     static func derSigned(_ claims: Claims = Claims()) -> String {
         let raw = secret(claims)
         let parts = raw.split(separator: ".")
-        var text = String(parts[2]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while text.count % 4 != 0 { text += "=" }
-        let signature = try! P256.Signing.ECDSASignature(rawRepresentation: Data(base64Encoded: text)!)
+        let signature = try! P256.Signing.ECDSASignature(rawRepresentation: base64URLDecoded(parts[2]))
         return "\(parts[0]).\(parts[1]).\(base64URL(Array(signature.derRepresentation)))"
     }
 

@@ -9,33 +9,21 @@ import Testing
 struct AppleClientSecretTests {
     let credentials = try! AppleSigningCredentials(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8)
 
-    func decodeSegment(_ segment: Substring) throws -> [String: Any] {
-        var text = segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while text.count % 4 != 0 { text += "=" }
-        return try JSONSerialization.jsonObject(with: Data(base64Encoded: text)!) as! [String: Any]
-    }
-
-    func signatureBytes(_ segment: Substring) -> Data {
-        var text = segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while text.count % 4 != 0 { text += "=" }
-        return Data(base64Encoded: text)!
-    }
-
     @Test("the secret is an ES256 JWT with Apple's claims and a raw r||s signature")
     func structure() throws {
         let secret = try AppleClientSecretProvider.makeSecret(credentials: credentials, clientID: Fixtures.bundleID, issuedAt: Fixtures.now, lifetime: 3600)
         let parts = secret.split(separator: ".")
         #expect(parts.count == 3)
-        let header = try decodeSegment(parts[0])
+        let header = jsonSegment(parts[0])
         #expect(header["alg"] as? String == "ES256")
         #expect(header["kid"] as? String == Fixtures.keyID)
-        let claims = try decodeSegment(parts[1])
+        let claims = jsonSegment(parts[1])
         #expect(claims["iss"] as? String == Fixtures.teamID)
         #expect(claims["sub"] as? String == Fixtures.bundleID)
         #expect(claims["aud"] as? String == "https://appleid.apple.com")
         #expect(claims["iat"] as? Int == Int(Fixtures.now.timeIntervalSince1970))
         #expect(claims["exp"] as? Int == Int(Fixtures.now.timeIntervalSince1970) + 3600)
-        let signature = signatureBytes(parts[2])
+        let signature = base64URLDecoded(parts[2])
         #expect(signature.count == 64)
         let publicKey = try P256.Signing.PublicKey(pemRepresentation: Fixtures.p8PublicKey)
         let ecdsa = try P256.Signing.ECDSASignature(rawRepresentation: signature)

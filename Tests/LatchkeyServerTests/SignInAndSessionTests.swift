@@ -74,8 +74,7 @@ struct SignInAndSessionTests {
             let claims = try await keys.verify(pair.accessToken, as: Claims.self)
             #expect(claims.sub.value == tokens.user.id)
             #expect(claims.client_id == Fixtures.bundleID)
-            let header = try JSONSerialization.jsonObject(with: Data(base64URLDecoded(String(pair.accessToken.split(separator: ".")[0])))) as? [String: Any]
-            #expect(header?["typ"] as? String == "at+jwt")
+            #expect(jsonSegment(pair.accessToken.split(separator: ".")[0])["typ"] as? String == "at+jwt")
             let discovery = try await harness.send("GET", "/.well-known/openid-configuration").json
             #expect(discovery["jwks_uri"] as? String == harness.server.configuration.issuer + "/.well-known/jwks.json")
         }
@@ -132,10 +131,4 @@ struct SignInAndSessionTests {
             #expect(try await harness.refresh(b.refreshToken).error == "invalid_grant")
         }
     }
-}
-
-func base64URLDecoded(_ text: String) -> Data {
-    var text = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-    while text.count % 4 != 0 { text += "=" }
-    return Data(base64Encoded: text) ?? Data()
 }

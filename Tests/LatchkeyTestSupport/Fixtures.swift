@@ -112,6 +112,18 @@ public func appleClaims(
     return claims
 }
 
+/// Decodes unpadded base64url with Foundation, independently of the decoder Latchkey uses.
+public func base64URLDecoded(_ text: some StringProtocol) -> Data {
+    var text = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    while text.count % 4 != 0 { text += "=" }
+    return Data(base64Encoded: text) ?? Data()
+}
+
+/// The JSON object in a base64url JWT segment (header or claims); empty when it is none.
+public func jsonSegment(_ segment: some StringProtocol) -> [String: Any] {
+    (try? JSONSerialization.jsonObject(with: base64URLDecoded(segment))) as? [String: Any] ?? [:]
+}
+
 /// Lowercase hex SHA-256, the hashed-nonce convention of iOS apps; computed independently of Latchkey's own helper.
 public func sha256Hex(_ text: String) -> String {
     SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
