@@ -1,5 +1,6 @@
 import Foundation
 public import Hummingbird
+import HTTPTypes
 import LatchkeyCore
 import LatchkeyModels
 import LatchkeyStore
@@ -78,6 +79,15 @@ struct ErrorMiddleware: RouterMiddleware {
             return APIError(status: error.status, code: error.status == .notFound ? "not_found" : "invalid_request", description: error.body ?? error.status.reasonPhrase)
         case is DecodingError:
             return .invalidRequest("the body is not the JSON this endpoint takes (see /openapi.json)")
+        case let error as AuthStoreError:
+            logger.error("the database failed", metadata: ["error": "\(error)"])
+            switch error {
+            case .unavailable:
+                return APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "the database is unavailable; try again shortly", headers: [.retryAfter: "5"])
+            case .duplicate, .notFound:
+                // A record changed under a request (a concurrent sign-in or deletion); the retry sees the new state.
+                return APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "the account changed while this request ran; try again", headers: [.retryAfter: "1"])
+            }
         default:
             logger.error("request failed", metadata: ["error.type": "\(String(describing: type(of: error)))"])
             return APIError(status: .internalServerError, code: "server_error", description: "the server could not complete the request")
@@ -115,21 +125,64 @@ struct ErrorMiddleware: RouterMiddleware {
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = LatchkeyRequestContext
     let limiter: RateLimiter
-    /// Behind a reverse proxy, the client is the first address of `X-Forwarded-For`.
-    let trustForwardedFor: Bool
+    /// Whose `X-Forwarded-For` entries are believed.
+    let trustedProxies: TrustedProxies
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let path = request.uri.path
         if request.method == .post, path.hasPrefix("/v1/auth/") || path == "/v1/token" {
-            var client = context.clientAddress ?? "unknown"
-            if trustForwardedFor, let forwarded = request.headers[.init("X-Forwarded-For")!]?.split(separator: ",").first {
-                client = forwarded.trimmingCharacters(in: .whitespaces)
-            }
+            let client = clientAddress(request, context) ?? "unknown"
             if let wait = limiter.check("ip:" + client) {
                 throw APIError(status: .tooManyRequests, code: "rate_limited", description: "too many requests from this address; retry in \(wait) s", headers: [.retryAfter: String(wait)])
             }
         }
         return try await next(request, context)
+    }
+
+    func clientAddress(_ request: Request, _ context: Context) -> String? {
+        guard trustedProxies != .none else { return context.clientAddress }
+        let forwarded = request.headers[values: .xForwardedFor].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        return trustedProxies.clientAddress(peer: context.clientAddress, forwardedFor: forwarded)
+    }
+}
+
+extension HTTPField.Name {
+    static let xForwardedFor = Self("X-Forwarded-For")!
+    static let xRequestID = Self("X-Request-Id")!
+}
+
+/// One info line per request — method, route template, status, duration, request id — and the id in `X-Request-Id`.
+/// Never the query string, a body or a header value: those carry codes and tokens.
+struct AccessLogMiddleware: RouterMiddleware {
+    typealias Context = LatchkeyRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let id = Self.requestID(request.headers[.xRequestID])
+        var context = context
+        context.logger[metadataKey: "request.id"] = .string(id)
+        let start = ContinuousClock.now
+        var response = try await next(request, context)
+        response.headers[.xRequestID] = id
+        let elapsed = ContinuousClock.now - start
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        context.logger.info(
+            "request",
+            metadata: [
+                "http.method": .string(request.method.rawValue), "http.route": .string(context.endpointPath ?? "unmatched"),
+                "http.status": .stringConvertible(Int(response.status.code)), "duration_ms": .string(String(format: "%.2f", milliseconds)),
+            ]
+        )
+        return response
+    }
+
+    /// A proxy's id when it is short and plain (so it cannot smuggle anything into logs), else a new one.
+    static func requestID(_ incoming: String?) -> String {
+        if let incoming, (1...64).contains(incoming.utf8.count),
+            incoming.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") || ($0 >= 0x30 && $0 <= 0x39) || (($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A) })
+        {
+            return incoming
+        }
+        return newIdentifier()
     }
 }
 

@@ -63,7 +63,7 @@ public struct LatchkeyServer: Sendable {
             let keys = JWKSCache(url: appleConfiguration.jwksURL, transport: transport, timeSource: timeSource, logger: logger)
             apple = AppleComponents(
                 client: client, keys: keys,
-                verifier: IdentityTokenVerifier(policy: { var policy = appleConfiguration.identityTokenPolicy; policy.nonceMatching = settings.nonceMatching; return policy }(), keys: keys, timeSource: timeSource),
+                verifier: IdentityTokenVerifier(policy: Self.signInPolicy(appleConfiguration.identityTokenPolicy, settings), keys: keys, timeSource: timeSource),
                 notifications: AppleNotificationVerifier(keys: keys, audiences: settings.clientIDs, timeSource: timeSource)
             )
         }
@@ -77,13 +77,22 @@ public struct LatchkeyServer: Sendable {
         )
     }
 
+    static func signInPolicy(_ base: IdentityTokenPolicy, _ settings: ServerConfiguration.Apple) -> IdentityTokenPolicy {
+        var policy = base
+        policy.nonceMatching = settings.nonceMatching
+        policy.requireNonce = settings.requireNonce
+        policy.configurationKey = "apple"
+        return policy
+    }
+
     /// The router with every route and middleware.
     public func makeRouter() -> Router<LatchkeyRequestContext> {
         let router = Router(context: LatchkeyRequestContext.self)
-        // Outermost first: CORS decorates every answer, including the error bodies made just inside it.
+        // Outermost first: the access log sees every answer; CORS decorates every answer, including the error bodies made just inside it.
+        router.add(middleware: AccessLogMiddleware())
         if !configuration.corsAllowedOrigins.isEmpty { router.add(middleware: CORSAllowListMiddleware(origins: Set(configuration.corsAllowedOrigins))) }
         router.add(middleware: ErrorMiddleware(metrics: metrics))
-        router.add(middleware: RateLimitMiddleware(limiter: ipLimiter, trustForwardedFor: configuration.trustForwardedFor))
+        router.add(middleware: RateLimitMiddleware(limiter: ipLimiter, trustedProxies: configuration.trustedProxies))
         addRoutes(to: router)
         return router
     }

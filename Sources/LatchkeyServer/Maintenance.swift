@@ -55,8 +55,19 @@ struct MaintenanceService: Service {
             try await KeyMaintenance.ensureActiveKey(store: server.store, box: server.box, now: server.timeSource.now)
             try await server.accessKeys.load(try await server.store.signingKeys(), box: server.box)
             if count % 120 == 0 { try await server.store.sweep(now: server.timeSource.now) }
+        } catch is CancellationError {
+            return  // shutting down
         } catch {
-            server.logger.warning("maintenance failed; will retry", metadata: ["error.type": "\(String(describing: type(of: error)))"])
+            server.logger.warning("maintenance failed; will retry", metadata: ["error": "\(Self.describe(error))"])
+        }
+    }
+
+    /// What failed, for the operator: store and Latchkey errors say it themselves; others by type only (their text may hold data).
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as AuthStoreError: error.description
+        case let error as LatchkeyError: "\(error.errorCode): \(error.reason)"
+        default: String(describing: type(of: error))
         }
     }
 }

@@ -42,18 +42,17 @@ extension LatchkeyServer {
         }
     }
 
+    /// Issuer metadata (RFC 8414 field names). No `token_endpoint`: `/v1/token` answers in the app-facing
+    /// camelCase shape, not RFC 6749 §5.1, so advertising it would mislead OAuth clients.
     struct Discovery: Encodable {
-        let issuer, jwks_uri, token_endpoint: String
-        let grant_types_supported, token_endpoint_auth_methods_supported, access_token_signing_alg_values_supported: [String]
+        let issuer, jwks_uri: String
+        let access_token_signing_alg_values_supported: [String]
     }
 
     /// What a backend needs to verify Latchkey's access tokens statelessly.
     var discovery: Discovery {
         let issuer = configuration.issuer
-        return Discovery(
-            issuer: issuer, jwks_uri: issuer + "/.well-known/jwks.json", token_endpoint: issuer + "/v1/token",
-            grant_types_supported: ["refresh_token"], token_endpoint_auth_methods_supported: ["none"], access_token_signing_alg_values_supported: ["ES256"]
-        )
+        return Discovery(issuer: issuer, jwks_uri: issuer + "/.well-known/jwks.json", access_token_signing_alg_values_supported: ["ES256"])
     }
 
     // MARK: - Sign-in
@@ -66,14 +65,25 @@ extension LatchkeyServer {
         guard !body.identityToken.isEmpty else { throw APIError.invalidRequest("identityToken is empty") }
         let identity: VerifiedIdentity
         do {
-            identity = try await apple.verifier.verify(body.identityToken, expecting: .init(rawNonce: body.rawNonce, authorizationCode: body.authorizationCode))
+            identity = try await apple.verifier.verify(body.identityToken, expecting: .signIn(rawNonce: body.rawNonce, authorizationCode: body.authorizationCode))
+            if let wait = subjectLimiter.check("sub:" + identity.subject) {
+                throw APIError(status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s", headers: [.retryAfter: String(wait)])
+            }
+            try await sessions.claimSignIn(body.identityToken, provider: "apple", identity: identity)
         } catch {
-            metrics.signIn(provider: "apple", outcome: error.errorCode)
+            metrics.signIn(provider: "apple", outcome: (error as? LatchkeyError)?.errorCode ?? (error as? APIError)?.code ?? "error")
             throw error
         }
-        if let wait = subjectLimiter.check("sub:" + identity.subject) {
-            throw APIError(status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s", headers: [.retryAfter: String(wait)])
+        do {
+            return try await completeAppleSignIn(request, body, identity, apple)
+        } catch {
+            // Nothing was started: the app may retry with the same token.
+            await sessions.releaseSignIn(body.identityToken, provider: "apple", identity: identity)
+            throw error
         }
+    }
+
+    private func completeAppleSignIn(_ request: Request, _ body: AppleSignInRequest, _ identity: VerifiedIdentity, _ apple: AppleComponents) async throws -> Response {
         var appleRefreshToken: String?
         if let code = body.authorizationCode, !code.isEmpty {
             if let redirectURI = body.redirectUri, !(configuration.apple?.redirectURIs.contains(redirectURI) ?? false) {
@@ -177,15 +187,17 @@ extension LatchkeyServer {
 
     /// Verifies an access token; a key this instance has not loaded yet (another instance rotated) triggers one reload.
     private func verifyAccessToken(_ token: String) async throws -> VerifiedAccessToken {
-        let first: LatchkeyError
         do {
             return try await verifiedTokens.verify(token, using: sessions.accessTokens)
-        } catch {
-            first = error
+        } catch where error.code == .unknownKeyID {
+            if keyReloads.allow() {
+                try await accessKeys.load(try await store.signingKeys(), box: box)
+                do {
+                    return try await verifiedTokens.verify(token, using: sessions.accessTokens)
+                } catch where error.code == .unknownKeyID {}
+            }
+            throw LatchkeyError(.invalidToken, error.reason)
         }
-        guard first.reason.contains("does not publish"), keyReloads.allow() else { throw first }
-        try await accessKeys.load(try await store.signingKeys(), box: box)
-        return try await verifiedTokens.verify(token, using: sessions.accessTokens)
     }
 
     func logout(_ request: Request) async throws -> Response {

@@ -2,6 +2,7 @@ public import Configuration
 import Foundation
 public import LatchkeyCore
 import LatchkeyStore
+import Logging
 
 extension ServerConfiguration {
     /// Reads the configuration. Keys (JSON file paths; environment variables are `LATCHKEY_` + the key in
@@ -24,7 +25,11 @@ extension ServerConfiguration {
     /// | `apple.baseUrl` | URL | `https://appleid.apple.com` |
     /// | `apple.redirectUris` | comma-separated, for web codes | none |
     /// | `apple.nonceMatching` | `hashed`, `verbatim`, `hashed_or_verbatim` | `hashed` |
-    /// | `http.trustForwardedFor` | bool | false |
+    /// | `apple.requireNonce` | bool: refuse identity tokens without a nonce | true |
+    /// | `http.trustedProxies` | a hop count, or comma-separated CIDRs of the proxies in front | none |
+    /// | `http.trustForwardedFor` | deprecated: `true` means `http.trustedProxies` = 1 | false |
+    /// | `log.level` | `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical` | `info` |
+    /// | `log.format` | `text` or `json` (one object a line) | `text` |
     /// | `apple.validationInterval`, `apple.unreachableGrace` | seconds | 86400, 259200 |
     /// | `rateLimit.perIp`, `rateLimit.perSubject` | requests per minute | 120, 30 |
     /// | `http.maxBodySize` | bytes | 16384 |
@@ -54,7 +59,22 @@ extension ServerConfiguration {
         rateLimit.perSubject = try Self.int(config, "rateLimit.perSubject") ?? rateLimit.perSubject
         maximumBodySize = try Self.int(config, "http.maxBodySize") ?? maximumBodySize
         corsAllowedOrigins = Self.list(config, "cors.allowedOrigins") ?? []
-        trustForwardedFor = config.bool(forKey: "http.trustForwardedFor") ?? (config.string(forKey: "http.trustForwardedFor") == "true")
+        if let proxies = Self.list(config, "http.trustedProxies") ?? config.int(forKey: "http.trustedProxies").map({ [String($0)] }) {
+            do { trustedProxies = try TrustedProxies(parsing: proxies) } catch { throw setting("http.trustedProxies", error.reason) }
+        } else if try Self.bool(config, "http.trustForwardedFor") == true {
+            trustedProxies = .hops(1)
+            deprecations.append("setting http.trustForwardedFor is deprecated and now means http.trustedProxies = 1 (one proxy in front); set http.trustedProxies instead")
+        }
+        if let level = config.string(forKey: "log.level") {
+            guard let parsed = Logger.Level(rawValue: level.lowercased()) else {
+                throw setting("log.level", "is \"\(level)\"; use trace, debug, info, notice, warning, error or critical")
+            }
+            logLevel = parsed
+        }
+        if let format = config.string(forKey: "log.format") {
+            guard let parsed = LogFormat(rawValue: format.lowercased()) else { throw setting("log.format", "is \"\(format)\"; use text or json") }
+            logFormat = parsed
+        }
 
         let teamID = config.string(forKey: "apple.teamId")
         let keyID = config.string(forKey: "apple.keyId")
@@ -72,7 +92,7 @@ extension ServerConfiguration {
             }
             apple = Apple(
                 teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs, baseURL: config.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com",
-                redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching
+                redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching, requireNonce: try Self.bool(config, "apple.requireNonce") ?? true
             )
         }
         try validate()
@@ -90,7 +110,17 @@ extension ServerConfiguration {
         return value
     }
 
-    private static func list(_ config: ConfigReader, _ key: ConfigKey) -> [String]? {
+    private static func bool(_ config: ConfigReader, _ key: ConfigKey) throws(LatchkeyError) -> Bool? {
+        guard let text = config.string(forKey: key) else { return config.bool(forKey: key) }
+        switch text.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        default: throw setting(key.description, "is \"\(text)\", not true or false")
+        }
+    }
+
+    /// A list setting as `serve` reads it: a JSON array of strings, or one comma-separated string.
+    public static func list(_ config: ConfigReader, _ key: ConfigKey) -> [String]? {
         if let array = config.stringArray(forKey: key) { return array.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
         return config.string(forKey: key).map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
     }

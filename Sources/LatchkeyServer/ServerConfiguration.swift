@@ -1,6 +1,7 @@
 public import Foundation
 public import LatchkeyCore
 public import LatchkeyStore
+public import Logging
 
 /// Everything `latchkey serve` needs, with a default for every field. See `docs/configuration.md`.
 public struct ServerConfiguration: Sendable {
@@ -26,8 +27,17 @@ public struct ServerConfiguration: Sendable {
     public var maximumBodySize = 16 * 1024
     /// Origins allowed by CORS; empty disables CORS headers.
     public var corsAllowedOrigins: [String] = []
-    /// Take the client address for rate limits from `X-Forwarded-For` (only behind a proxy that sets it).
-    public var trustForwardedFor = false
+    /// The reverse proxies in front of the server, whose `X-Forwarded-For` entries are believed.
+    public var trustedProxies: TrustedProxies = .none
+    /// The least severe log level written.
+    public var logLevel: Logger.Level = .info
+    /// How log lines are written.
+    public var logFormat: LogFormat = .text
+    /// Settings that still work but will go away, each with what to use instead; `serve` prints them at start-up.
+    public var deprecations: [String] = []
+
+    /// Log lines for people (`text`) or one JSON object per line for log shippers (`json`).
+    public enum LogFormat: String, Sendable, CaseIterable { case text, json }
 
     public struct Apple: Sendable {
         public var teamID: String
@@ -40,8 +50,13 @@ public struct ServerConfiguration: Sendable {
         public var redirectURIs: [String] = []
         /// How a sent nonce must match the token: `.hashed` (native apps) unless web sign-ins need `.verbatim`.
         public var nonceMatching: NonceMatching = .hashed
+        /// Refuse identity tokens without a `nonce` claim; web sign-ins that cannot carry one turn it off.
+        public var requireNonce = true
 
-        public init(teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com", redirectURIs: [String] = [], nonceMatching: NonceMatching = .hashed) {
+        public init(
+            teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com", redirectURIs: [String] = [],
+            nonceMatching: NonceMatching = .hashed, requireNonce: Bool = true
+        ) {
             self.teamID = teamID
             self.keyID = keyID
             self.privateKeyPEM = privateKeyPEM
@@ -49,6 +64,7 @@ public struct ServerConfiguration: Sendable {
             self.baseURL = baseURL
             self.redirectURIs = redirectURIs
             self.nonceMatching = nonceMatching
+            self.requireNonce = requireNonce
         }
     }
 

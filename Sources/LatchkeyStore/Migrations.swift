@@ -45,6 +45,14 @@ enum Migrations {
             "CREATE TABLE audit_events (id TEXT PRIMARY KEY, at BIGINT NOT NULL, user_id TEXT, kind TEXT NOT NULL, detail TEXT NOT NULL)",
             "CREATE INDEX audit_events_user ON audit_events(user_id, at)",
         ]),
+        (2, [
+            // One row per identity token that started a session, until the token expires.
+            """
+            CREATE TABLE used_sign_in_tokens (provider TEXT NOT NULL, subject TEXT NOT NULL, token_hash TEXT NOT NULL,
+              expires_at BIGINT NOT NULL, PRIMARY KEY (provider, subject, token_hash))
+            """,
+            "CREATE INDEX used_sign_in_tokens_expiry ON used_sign_in_tokens(expires_at)",
+        ]),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

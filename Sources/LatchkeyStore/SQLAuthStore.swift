@@ -46,13 +46,39 @@ public final class SQLAuthStore: AuthStore {
         do { return try await backend.batcher.submit(body) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
     }
 
-    /// Unique violations become `.duplicate`; everything else stays as the driver said.
-    private static func translate(_ error: any Error) -> any Error {
-        if let error = error as? PSQLError, error.serverInfo?[.sqlState] == "23505" { return AuthStoreError.duplicate }
-        if let error = error as? SQLiteError, error.reason == .constraintUniqueFailed || error.reason == .constraintPrimaryKeyFailed {
-            return AuthStoreError.duplicate
+    /// Unique violations become `.duplicate`, an unreachable or exhausted database `.unavailable`; anything else
+    /// (a bug in a statement, say) stays as the driver said.
+    static func translate(_ error: any Error) -> any Error {
+        switch error {
+        case let error as PSQLError:
+            guard error.code == .server, let state = error.serverInfo?[.sqlState] else {
+                // Connecting, TLS, a closed connection or pool, a cancelled query: nothing reached a working server.
+                return AuthStoreError.unavailable("PostgreSQL: \(error.code)")
+            }
+            if state == "23505" { return AuthStoreError.duplicate }
+            // 08 connection exception, 53 insufficient resources, 57P operator intervention (shutdown), 40 rollbacks.
+            if ["08", "53", "40"].contains(String(state.prefix(2))) || state.hasPrefix("57P") {
+                return AuthStoreError.unavailable("PostgreSQL SQLSTATE \(state)")
+            }
+            return error
+        case let error as SQLiteError:
+            switch error.reason {
+            case .constraintUniqueFailed, .constraintPrimaryKeyFailed:
+                return AuthStoreError.duplicate
+            case .busy, .busyTimeout, .busyInRecovery, .busyInSnapshot, .locked, .lockedBySharedCache, .full, .noMemory, .ioError,
+                .ioErrorFailedRead, .ioErrorIncompleteRead, .ioErrorFailedWrite, .ioErrorFailedSync, .ioErrorFailedDirSync,
+                .ioErrorFailedTruncate, .ioErrorFailedStat, .ioErrorFailedUnlock, .ioErrorFailedReadLock, .ioErrorFailedDelete,
+                .ioErrorNoMemory, .ioErrorFailedAccess, .ioErrorFailedLockCheck, .ioErrorFailedAdvisoryLock, .ioErrorFailedClose,
+                .ioErrorFailedSharedMemOpen, .ioErrorFailedSharedMemSize, .ioErrorFailedSharedMemMap, .ioErrorFailedMemoryMap,
+                .ioErrorCantFindTempdir, .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .readOnly, .readonlyCantLock,
+                .readonlyDirectory, .readonlyBackingMoved:
+                return AuthStoreError.unavailable("SQLite: \(error.reason)")
+            default:
+                return error
+            }
+        default:
+            return error
         }
-        return error
     }
 
     // MARK: Schema
@@ -392,6 +418,30 @@ public final class SQLAuthStore: AuthStore {
         try await read { db in try await db.raw("SELECT id FROM processed_notifications WHERE id = \(bind: id)").first() != nil }
     }
 
+    // MARK: Sign-in replay records
+
+    public func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool {
+        do {
+            try await write { db in
+                try await db.raw("""
+                    INSERT INTO used_sign_in_tokens (provider, subject, token_hash, expires_at)
+                    VALUES (\(bind: provider), \(bind: subject), \(bind: tokenHash), \(bind: expiresAt.millis))
+                    """).run()
+            }
+            return true
+        } catch AuthStoreError.duplicate {
+            return false
+        }
+    }
+
+    public func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws {
+        try await write { db in
+            try await db.raw("""
+                DELETE FROM used_sign_in_tokens WHERE provider = \(bind: provider) AND subject = \(bind: subject) AND token_hash = \(bind: tokenHash)
+                """).run()
+        }
+    }
+
     // MARK: Outbox
 
     public func enqueue(_ item: OutboxItem) async throws {
@@ -464,9 +514,12 @@ public final class SQLAuthStore: AuthStore {
             let dead = try await db.raw("SELECT COUNT(*) AS n FROM (\(unsafeRaw: deadSessions)) dead").first()?.decode(column: "n", as: Int.self) ?? 0
             try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (\(unsafeRaw: deadSessions))").run()
             try await db.raw("DELETE FROM sessions WHERE id IN (\(unsafeRaw: deadSessions))").run()
+            let usedSignIns = try await db.raw("SELECT COUNT(*) AS n FROM used_sign_in_tokens WHERE expires_at <= \(bind: now.millis)").first()?
+                .decode(column: "n", as: Int.self) ?? 0
+            try await db.raw("DELETE FROM used_sign_in_tokens WHERE expires_at <= \(bind: now.millis)").run()
             // Finished revocations need no token any more.
             try await db.raw("UPDATE outbox SET sealed_payload = '' WHERE completed_at IS NOT NULL AND sealed_payload <> ''").run()
-            return expired + dead
+            return expired + dead + usedSignIns
         }
     }
 

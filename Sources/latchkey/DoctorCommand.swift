@@ -41,16 +41,20 @@ struct DoctorCommand: AsyncParsableCommand {
         var findings: [Finding] = []
         func add(_ status: Finding.Status, _ check: String, _ message: String, fix: String? = nil) { findings.append(Finding(status: status, check: check, message: message, fix: fix)) }
 
-        var providers: [any ConfigProvider] = [EnvironmentVariablesProvider().prefixKeys(with: ["latchkey"])]
-        if let config {
-            do {
-                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(config)))
-                add(.ok, "config", "\(config) is valid JSON")
-            } catch {
-                add(.error, "config", "\(config) cannot be read as JSON", fix: "check the path and the JSON syntax")
-            }
+        // The very reader `serve` uses, so both see the same values.
+        let reader: ConfigReader
+        do {
+            reader = try await Runtime.configReader(file: config)
+            if let config { add(.ok, "config", "\(config) is valid JSON") }
+        } catch {
+            add(.error, "config", "\(error)", fix: "check the path and the JSON syntax")
+            reader = try await Runtime.configReader(file: nil)
         }
-        let reader = ConfigReader(providers: providers)
+        do {
+            _ = try ServerConfiguration(reading: reader)
+        } catch {
+            add(.error, "config", "latchkey serve refuses this configuration: \(error.reason)", fix: "change the setting it names")
+        }
         let mode = reader.string(forKey: "mode") ?? "development"
 
         // Apple credentials, each on its own so every problem shows.
@@ -58,7 +62,7 @@ struct DoctorCommand: AsyncParsableCommand {
         let keyID = reader.string(forKey: "apple.keyId")
         let keyFile = reader.string(forKey: "apple.privateKeyFile")
         let inlineKey = reader.string(forKey: "apple.privateKey", isSecret: true)
-        let clientIDs = (reader.string(forKey: "apple.clientIds") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let clientIDs = ServerConfiguration.list(reader, "apple.clientIds") ?? []
         let baseURL = reader.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com"
         var keyPEM: String?
 
@@ -112,7 +116,7 @@ struct DoctorCommand: AsyncParsableCommand {
                 add(.warning, "apple.clientIds", "only one client id", fix: "native tokens carry the bundle id, web tokens the Services ID: add the Services ID if you also sign in on the web (else ignore this)")
             }
         }
-        for uri in (reader.string(forKey: "apple.redirectUris") ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !uri.isEmpty {
+        for uri in ServerConfiguration.list(reader, "apple.redirectUris") ?? [] {
             if let problem = redirectURIProblem(uri) {
                 add(.error, "apple.redirectUris", "\(uri): \(problem)", fix: "Apple accepts only HTTPS redirect URIs on a domain name (no IP address, no localhost, no fragment); use a real domain, e.g. through a tunnel, for local web sign-in tests")
             } else {

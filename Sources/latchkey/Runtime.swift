@@ -13,6 +13,11 @@ import SystemPackage
 enum Runtime {
     /// Reads configuration: command-line overrides, then `LATCHKEY_*` environment variables, then the file, then defaults.
     static func configuration(file: String?, overrides: [String: String]) async throws -> ServerConfiguration {
+        try ServerConfiguration(reading: try await configReader(file: file, overrides: overrides))
+    }
+
+    /// The sources every command reads settings from, in priority order; `serve` and `doctor` share it.
+    static func configReader(file: String?, overrides: [String: String] = [:]) async throws -> ConfigReader {
         var providers: [any ConfigProvider] = [
             InMemoryProvider(values: Dictionary(uniqueKeysWithValues: overrides.map { (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false)) })),
             EnvironmentVariablesProvider().prefixKeys(with: ["latchkey"]),
@@ -25,7 +30,7 @@ enum Runtime {
                 throw CLIError("configuration file \(file) is not valid JSON")
             }
         }
-        return try ServerConfiguration(reading: ConfigReader(providers: providers))
+        return ConfigReader(providers: providers)
     }
 
     /// The configured key, or in development a key kept in `directory` (created on first use, mode 0600).
@@ -34,10 +39,14 @@ enum Runtime {
         guard configuration.mode == .development else { throw CLIError("setting encryptionKey is required in production") }
         let path = (directory as NSString).appendingPathComponent("dev-encryption.key")
         if let existing = try? String(contentsOfFile: path, encoding: .utf8) { return existing.trimmingCharacters(in: .whitespacesAndNewlines) }
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let key = SecretBox.generateKey()
-        try key.write(toFile: path, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try key.write(toFile: path, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        } catch {
+            throw CLIError("could not keep the development encryption key in \(directory): \(describe(error))")
+        }
         return key
     }
 
@@ -51,14 +60,28 @@ enum Runtime {
     }
 
     static func openStore(_ configuration: ServerConfiguration, logger: Logger) async throws -> SQLAuthStore {
-        let store = try await SQLAuthStore.open(configuration.database, maximumWriteBatch: configuration.databaseMaximumWriteBatch, logger: logger)
+        let store: SQLAuthStore
+        do {
+            store = try await SQLAuthStore.open(configuration.database, maximumWriteBatch: configuration.databaseMaximumWriteBatch, logger: logger)
+        } catch {
+            throw CLIError("could not open the database at \(configuration.database): \(Self.describe(error))")
+        }
         do {
             try await store.migrate()
         } catch {
             await store.close()
-            throw CLIError("could not open or migrate the database at \(configuration.database): \(error)")
+            throw CLIError("could not open or migrate the database at \(configuration.database): \(Self.describe(error))")
         }
         return store
+    }
+
+    /// An error in one line, without Foundation's wrapping.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as LatchkeyError: error.reason
+        case let error as CocoaError: "\(error.localizedDescription) (\(error.filePath ?? "no path"))"
+        default: "\(error)"
+        }
     }
 
     /// An emulator configuration for a development team, with the server's notification URL.

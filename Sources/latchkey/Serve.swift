@@ -5,6 +5,7 @@ import LatchkeyEmulator
 import LatchkeyServer
 import LatchkeyStore
 import Logging
+import NIOCore
 import ServiceLifecycle
 import UnixSignals
 
@@ -34,19 +35,27 @@ struct Serve: AsyncParsableCommand {
         var overrides: [String: String] = [:]
         if let port { overrides["port"] = String(port) }
         if let host { overrides["host"] = host }
-        var logger = Logger(label: "latchkey")
-        logger.logLevel = .info
+        // Usage errors (64, with usage text) are about the command line; everything after is a run failure (1, one line).
+        if let config, !FileManager.default.fileExists(atPath: config) { throw ValidationError("configuration file \(config) does not exist") }
+        var configuration: ServerConfiguration
         do {
-            var configuration = try await Runtime.configuration(file: config, overrides: overrides)
+            configuration = try await Runtime.configuration(file: config, overrides: overrides)
+        } catch {
+            throw Self.failure(error)
+        }
+        if dev, configuration.mode != .development { throw ValidationError("--dev runs only in development mode (mode is \(configuration.mode.rawValue))") }
+        LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
+        let logger = Logger(label: "latchkey")
+        for deprecation in configuration.deprecations { logger.warning("\(deprecation)") }
+        do {
             var services: [any Service] = []
             if dev {
-                guard configuration.mode == .development else { throw CLIError("--dev runs only in development mode") }
                 let clientIDs = clientID.isEmpty ? ["com.example.app"] : clientID
                 let team = try TestTeam.createOrLoad(in: (Runtime.dataDirectory(configuration) as NSString).appendingPathComponent("dev-team"))
                 let emulatorConfiguration = try Runtime.emulatorConfiguration(
                     team: team, clientIDs: clientIDs, notificationURL: "http://127.0.0.1:\(configuration.port)/v1/apple/notifications"
                 )
-                var emulatorLogger = logger
+                var emulatorLogger = Logger(label: "latchkey.emulator")
                 emulatorLogger.logLevel = .warning
                 let emulator = try Emulator(configuration: emulatorConfiguration, logger: emulatorLogger)
                 services += [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
@@ -58,7 +67,13 @@ struct Serve: AsyncParsableCommand {
             }
             let key = try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))
             let store = try await Runtime.openStore(configuration, logger: logger)
-            let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: key, logger: logger)
+            let server: LatchkeyServer
+            do {
+                server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: key, logger: logger)
+            } catch {
+                await store.close()
+                throw error
+            }
             if configuration.apple == nil {
                 logger.warning("Sign in with Apple is not configured; POST /v1/auth/apple answers 503 (use --dev or set apple.* settings)")
             }
@@ -68,12 +83,39 @@ struct Serve: AsyncParsableCommand {
                 flushStandardOutput()
             }
             let group = ServiceGroup(services: [application] + server.services + services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-            try await group.run()
+            do {
+                try await group.run()
+            } catch {
+                await store.close()
+                throw Self.listenFailure(error, configuration: settings) ?? error
+            }
             await store.close()
-        } catch let error as LatchkeyError {
-            throw ValidationError(error.reason)
-        } catch let error as CLIError {
-            throw ValidationError(error.description)
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    /// Prints one line naming what stopped the server, and exits 1.
+    static func failure(_ error: any Error) -> ExitCode {
+        let reason = switch error {
+        case let error as LatchkeyError: error.reason
+        case let error as CLIError: error.description
+        case let error as AuthStoreError: error.description
+        default: "\(error)"
+        }
+        FileHandle.standardError.write(Data("latchkey serve: \(reason.replacingOccurrences(of: "\n", with: " "))\n".utf8))
+        return ExitStatus.failure
+    }
+
+    /// The port already taken, or an address that cannot be bound, said plainly.
+    static func listenFailure(_ error: any Error, configuration: ServerConfiguration) -> CLIError? {
+        guard let error = error as? IOError else { return nil }
+        let address = "\(configuration.host):\(configuration.port)"
+        switch error.errnoCode {
+        case EADDRINUSE: return CLIError("cannot listen on \(address): the port is already in use (set --port or port)")
+        case EADDRNOTAVAIL: return CLIError("cannot listen on \(address): this machine has no such address (set --host or host)")
+        case EACCES: return CLIError("cannot listen on \(address): permission denied (ports below 1024 need privileges)")
+        default: return CLIError("cannot listen on \(address): \(error)")
         }
     }
 }

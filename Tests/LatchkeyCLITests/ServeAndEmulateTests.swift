@@ -11,21 +11,87 @@ struct ServeAndEmulateTests {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let result = try CLI.run(["serve", "--port", "0"], environment: ["LATCHKEY_MODE": "production"], directory: directory)
-        #expect(result.status == 64)
+        #expect(result.status == 1)
+        #expect(!result.stderr.contains("Usage:"))
         #expect(result.stderr.contains("production mode needs Apple credentials"), "\(result.stderr)")
         let noKey = try CLI.run(["serve", "--port", "0"], environment: [
             "LATCHKEY_MODE": "production", "LATCHKEY_APPLE_TEAM_ID": Fixtures.teamID, "LATCHKEY_APPLE_KEY_ID": Fixtures.keyID,
             "LATCHKEY_APPLE_PRIVATE_KEY_FILE": Fixtures.path("AuthKey_TESTKEY123.p8"), "LATCHKEY_APPLE_CLIENT_IDS": Fixtures.bundleID,
         ], directory: directory)
-        #expect(noKey.status == 64)
+        #expect(noKey.status == 1)
         #expect(noKey.stderr.contains("encryption key"), "\(noKey.stderr)")
     }
 
     @Test("serve names a bad environment setting")
     func badSetting() throws {
         let result = try CLI.run(["serve"], environment: ["LATCHKEY_ACCESS_TOKEN_LIFETIME": "forever"], directory: CLI.directory())
-        #expect(result.status == 64)
+        #expect(result.status == 1)
         #expect(result.stderr.contains("accessToken.lifetime"), "\(result.stderr)")
+    }
+
+    @Test("serve exits 64 with usage only for usage errors")
+    func usageErrors() throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for arguments in [["serve", "--no-such-flag"], ["serve", "--port", "eighty"], ["serve", "--config", directory + "/missing.json"]] {
+            let result = try CLI.run(arguments, directory: directory)
+            #expect(result.status == 64, "\(arguments)")
+            #expect(result.stderr.contains("Usage:") || result.stderr.contains("does not exist"), "\(result.stderr)")
+        }
+    }
+
+    @Test("serve exits 1 with one line naming the problem: a port in use, a database it cannot open, an unreadable key file")
+    func runFailures() throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = try ListeningSocket()
+        let portInUse = try CLI.run(["serve", "--port", String(socket.port)], directory: directory)
+        #expect(portInUse.status == 1)
+        #expect(portInUse.stderr.hasSuffix("latchkey serve: cannot listen on 127.0.0.1:\(socket.port): the port is already in use (set --port or port)\n"), "\(portInUse.stderr)")
+
+        try FileManager.default.createDirectory(atPath: directory + "/a-directory.sqlite", withIntermediateDirectories: true)
+        let database = try CLI.run(["serve", "--port", "0"], environment: ["LATCHKEY_DATABASE_URL": directory + "/a-directory.sqlite"], directory: directory)
+        #expect(database.status == 1)
+        #expect(database.stderr.contains("could not open the database at sqlite:\(directory)/a-directory.sqlite"), "\(database.stderr)")
+        #expect(oneLine(database.stderr))
+
+        let key = try CLI.run(["serve", "--port", "0"], environment: [
+            "LATCHKEY_APPLE_TEAM_ID": Fixtures.teamID, "LATCHKEY_APPLE_KEY_ID": Fixtures.keyID, "LATCHKEY_APPLE_CLIENT_IDS": Fixtures.bundleID,
+            "LATCHKEY_APPLE_PRIVATE_KEY_FILE": directory + "/AuthKey_missing.p8",
+        ], directory: directory)
+        #expect(key.status == 1)
+        #expect(key.stderr == "latchkey serve: setting apple.privateKeyFile points at \(directory)/AuthKey_missing.p8, which cannot be read\n")
+    }
+
+    private func oneLine(_ text: String) -> Bool { text.split(separator: "\n").filter { $0.hasPrefix("latchkey serve:") }.count == 1 && !text.contains("Usage:") }
+
+    @Test("doctor and serve read the same files the same way")
+    func doctorAgreesWithServe() throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = try ListeningSocket()
+        // A JSON array of client ids: both read it.
+        try CLI.write([
+            "port": socket.port, "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID,
+            "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"), "apple.clientIds": [Fixtures.bundleID, Fixtures.servicesID],
+        ], to: directory + "/array.json")
+        let doctor = try CLI.run(["doctor", "--json", "--config", directory + "/array.json"], directory: directory)
+        let findings = doctor.json["findings"] as? [[String: Any]] ?? []
+        let clientIDs = findings.filter { $0["check"] as? String == "apple.clientIds" && $0["status"] as? String == "ok" }
+        #expect(clientIDs.count == 2, "\(doctor.stdout)")
+        #expect(!findings.contains { $0["check"] as? String == "config" && $0["status"] as? String == "error" }, "\(doctor.stdout)")
+        // serve gets past configuration and stops only at the port it was told to use.
+        let serve = try CLI.run(["serve", "--config", directory + "/array.json"], directory: directory)
+        #expect(serve.stderr.contains("the port is already in use"), "\(serve.stderr)")
+
+        // A value serve refuses is an error for doctor too, naming the same setting.
+        try CLI.write(["port": "eighty"], to: directory + "/bad.json")
+        let refused = try CLI.run(["serve", "--config", directory + "/bad.json"], directory: directory)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("setting port"))
+        let diagnosed = try CLI.run(["doctor", "--json", "--config", directory + "/bad.json"], directory: directory)
+        #expect(diagnosed.status == 1)
+        #expect(diagnosed.stdout.contains("latchkey serve refuses this configuration: setting port"), "\(diagnosed.stdout)")
     }
 
     @Test("migrate creates the schema and reports its version")
@@ -34,7 +100,7 @@ struct ServeAndEmulateTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let result = try CLI.run(["migrate"], environment: ["LATCHKEY_DATABASE_URL": directory + "/db.sqlite"], directory: directory)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("schema version 1"))
+        #expect(result.stdout.contains("schema version 2"))
     }
 
     @Test("emulate needs a team, and checks its options")
@@ -73,4 +139,26 @@ struct ServeAndEmulateTests {
             }
         }
     }
+}
+
+/// A TCP socket listening on a free loopback port, closed on deinit: a port that is certainly in use.
+final class ListeningSocket {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.descriptor = descriptor
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(descriptor, 1) == 0 else { throw HarnessError("cannot listen on loopback") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
 }

@@ -68,20 +68,50 @@ struct JWKSCacheTests {
         #expect(transport.count == 2)
     }
 
-    @Test("tokens with random kids cannot cause a fetch storm")
-    func cooldown() async throws {
+    @Test("a key rotated in right after a fetch is picked up by the first token that names it")
+    func rotationRightAfterFetch() async throws {
+        let server = KeyServer()
+        let transport = server.transport()
+        let clock = MutableClock()
+        let cache = JWKSCache(url: Self.url, transport: transport, timeSource: clock.source)
+        try await cache.refresh()
+        server.document.withLock { $0 = jwks(Fixtures.appleKey, Fixtures.appleKey.withKeyID("ROTATED001")) }
+        clock.advance(1)  // well within the stale-refresh cooldown
+        #expect(try await cache.key(forKeyID: "ROTATED001").keyID == "ROTATED001")
+        #expect(transport.count == 2)
+    }
+
+    @Test("500 tokens with random kids cause a bounded number of fetches")
+    func randomKeyIDFlood() async throws {
         let transport = KeyServer().transport()
         let clock = MutableClock()
         let cache = JWKSCache(url: Self.url, transport: transport, timeSource: clock.source)
         try await cache.refresh()
-        clock.advance(61)
-        for index in 0..<50 {
+        for index in 0..<500 {
             await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "random-\(index)") }
         }
-        #expect(transport.count == 2)
-        clock.advance(61)
+        // The first fetch, then the burst; the clock stood still, so the bucket never refilled.
+        let burst = JWKSCache.Configuration().unknownKeyRefetchBurst
+        #expect(transport.count == 1 + burst)
+        // One more per refill interval: a genuine rotation during a flood waits at most that long.
+        clock.advance(TimeInterval(JWKSCache.Configuration().unknownKeyRefetchInterval.components.seconds))
         await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "random-again") }
-        #expect(transport.count == 3)
+        await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "random-and-again") }
+        #expect(transport.count == 2 + burst)
+    }
+
+    @Test("a kid a fresh key set did not hold is refused without fetching until its negative entry expires")
+    func negativeCache() async throws {
+        let transport = KeyServer().transport()
+        let clock = MutableClock()
+        let cache = JWKSCache(url: Self.url, transport: transport, timeSource: clock.source)
+        for _ in 0..<10 {
+            await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "missing") }
+        }
+        #expect(transport.count == 1)
+        clock.advance(TimeInterval(JWKSCache.Configuration().unknownKeyNegativeTTL.components.seconds + 1))
+        await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "missing") }
+        #expect(transport.count == 2)
     }
 
     @Test("stale keys keep serving when the provider is unreachable")

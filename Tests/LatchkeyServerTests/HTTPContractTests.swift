@@ -57,12 +57,17 @@ struct HTTPContractTests {
             #expect(answer.error == "nonce_mismatch")
             let forged = try await harness.post("/v1/auth/apple", json: ["identityToken": Fixtures.appleKey.sign(claims: appleClaims())])
             #expect(forged.status == 401)
-            // A reused authorization code is Apple's invalid_grant, passed on with what to check.
-            let signIn = try await harness.emulator.nativeSignIn(sub: sub)
-            _ = try await harness.post("/v1/auth/apple", json: ["identityToken": signIn.identityToken, "authorizationCode": signIn.code])
-            let reused = try await harness.post("/v1/auth/apple", json: ["identityToken": signIn.identityToken, "authorizationCode": signIn.code])
-            #expect(reused.status == 400)
-            #expect(reused.error == "invalid_grant")
+            // A replayed sign-in is refused before its code reaches Apple; another token cannot carry the code either (c_hash).
+            let signIn = try await harness.emulator.nativeSignIn(sub: sub, nonce: sha256Hex("nonce-1"))
+            let body: [String: any Sendable] = ["identityToken": signIn.identityToken, "rawNonce": "nonce-1", "authorizationCode": signIn.code]
+            #expect(try await harness.post("/v1/auth/apple", json: body).status == 200)
+            let replayed = try await harness.post("/v1/auth/apple", json: body)
+            #expect(replayed.status == 401)
+            #expect(replayed.error == "token_already_used")
+            let other = try await harness.emulator.nativeSignIn(sub: sub, nonce: sha256Hex("nonce-2"))
+            let foreignCode = try await harness.post("/v1/auth/apple", json: ["identityToken": other.identityToken, "rawNonce": "nonce-2", "authorizationCode": signIn.code])
+            #expect(foreignCode.status == 401)
+            #expect(foreignCode.error == "code_hash_mismatch")
         }
     }
 

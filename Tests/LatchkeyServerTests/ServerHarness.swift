@@ -20,6 +20,8 @@ struct ServerHarness: Sendable {
     let store: SQLAuthStore
     let baseURL: String
     let clock: MutableClock
+    /// The key the server seals secrets with; a second instance on the same store needs it too.
+    let encryptionKey: String
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
     private let path: String
@@ -28,9 +30,10 @@ struct ServerHarness: Sendable {
     static func with(
         configure: (inout ServerConfiguration) -> Void = { _ in },
         emulator emulatorConfiguration: EmulatorConfiguration = EmulatorHarness.configuration(),
+        logger: Logger? = nil,
         _ body: (ServerHarness) async throws -> Void
     ) async throws {
-        let harness = try await start(configure: configure, emulator: emulatorConfiguration)
+        let harness = try await start(configure: configure, emulator: emulatorConfiguration, logger: logger)
         do {
             try await body(harness)
         } catch {
@@ -40,7 +43,7 @@ struct ServerHarness: Sendable {
         await harness.stop()
     }
 
-    static func start(configure: (inout ServerConfiguration) -> Void, emulator emulatorConfiguration: EmulatorConfiguration) async throws -> ServerHarness {
+    static func start(configure: (inout ServerConfiguration) -> Void, emulator emulatorConfiguration: EmulatorConfiguration, logger: Logger? = nil) async throws -> ServerHarness {
         let emulator = try await EmulatorHarness.start(emulatorConfiguration)
         var configuration = ServerConfiguration()
         configuration.port = 0
@@ -49,13 +52,17 @@ struct ServerHarness: Sendable {
         configuration.rateLimit.perSubject = 10_000
         configure(&configuration)
         let path = NSTemporaryDirectory() + "latchkey-server-\(UUID().uuidString).sqlite"
-        let store = try await SQLAuthStore.open(.sqlite(path: path))
+        let logger = logger ?? {
+            var quiet = Logger(label: "latchkey.test")
+            quiet.logLevel = .critical
+            return quiet
+        }()
+        let store = try await SQLAuthStore.open(.sqlite(path: path), logger: logger)
         try await store.migrate()
         let clock = MutableClock(Date())
-        var logger = Logger(label: "latchkey.test")
-        logger.logLevel = .critical
+        let encryptionKey = SecretBox.generateKey()
         let server = try await LatchkeyServer.make(
-            configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(),
+            configuration: configuration, store: store, encryptionKey: encryptionKey,
             transport: AsyncHTTPClientTransport(), timeSource: clock.source, logger: logger
         )
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -67,8 +74,13 @@ struct ServerHarness: Sendable {
         let baseURL = "http://127.0.0.1:\(port)"
         await emulator.emulator.setNotificationURL(baseURL + "/v1/apple/notifications", for: Fixtures.bundleID)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
-        return ServerHarness(emulator: emulator, server: server, store: store, baseURL: baseURL, clock: clock, group: group, task: task, path: path, http: http)
+        return ServerHarness(
+            emulator: emulator, server: server, store: store, baseURL: baseURL, clock: clock, encryptionKey: encryptionKey, group: group, task: task, path: path, http: http
+        )
     }
+
+    /// The SQLite file behind ``store``.
+    var databasePath: String { path }
 
     func stop() async {
         try? await http.shutdown()

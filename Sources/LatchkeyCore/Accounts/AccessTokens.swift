@@ -66,7 +66,7 @@ public final class AccessTokenKeys: Sendable {
 extension AccessTokenKeys: VerificationKeyResolver {
     public func key(forKeyID keyID: String) async throws(LatchkeyError) -> VerificationKey {
         guard let verification = current?.verification else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
-        guard let key = verification[keyID] else { throw LatchkeyError(.invalidToken, "the token was signed with a key this server does not publish") }
+        guard let key = verification[keyID] else { throw LatchkeyError(.unknownKeyID, "the token was signed with a key this server does not publish") }
         return key
     }
 }
@@ -123,13 +123,14 @@ public struct AccessTokenService: Sendable {
         return (try JWSSigner.es256(claims, keyID: snapshot.activeKeyID, key: snapshot.activeKey, type: "at+jwt"), Int(lifetime))
     }
 
-    /// Verifies a bearer token; every failure is `invalid_token` with the reason.
+    /// Verifies a bearer token; every failure is `invalid_token` with the reason, except `unknown_key_id` for a
+    /// key that is not loaded (another instance may have rotated keys: reload them and verify again).
     public func verify(_ token: String) async throws(LatchkeyError) -> VerifiedAccessToken {
         let jws: CompactJWS
         do {
             jws = try await envelope.verify(token)
         } catch {
-            throw error.code == .invalidToken ? error : LatchkeyError(.invalidToken, error.reason)
+            throw error.code == .invalidToken || error.code == .unknownKeyID ? error : LatchkeyError(.invalidToken, error.reason)
         }
         let typ = jws.header.typ?.lowercased()
         guard typ == "at+jwt" || typ == "application/at+jwt" else {

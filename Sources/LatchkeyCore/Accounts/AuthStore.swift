@@ -53,6 +53,13 @@ public protocol AuthStore: Sendable {
     func recordNotification(id: String, type: String, at: Date) async throws -> Bool
     func hasProcessedNotification(id: String) async throws -> Bool
 
+    // Sign-in replay records: each identity token starts at most one session
+    /// Records that the identity token with `tokenHash` signed `subject` in; false when it already did.
+    /// Kept until `expiresAt` (when the token itself can no longer be accepted), then swept.
+    func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool
+    /// Forgets a record, so a sign-in that failed before starting its session can be retried with the same token.
+    func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws
+
     // Outbox
     func enqueue(_ item: OutboxItem) async throws
     func dueOutboxItems(now: Date, limit: Int) async throws -> [OutboxItem]
@@ -63,7 +70,8 @@ public protocol AuthStore: Sendable {
     func audit(_ event: AuditEvent) async throws
     func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent]
 
-    /// Deletes expired refresh tokens, sessions dead for 30 days and sealed payloads of finished outbox items; returns how many rows went.
+    /// Deletes expired refresh tokens and sign-in records, sessions dead for 30 days and sealed payloads of
+    /// finished outbox items; returns how many rows went.
     @discardableResult func sweep(now: Date) async throws -> Int
 }
 
@@ -75,7 +83,18 @@ extension AuthStore {
 }
 
 /// Store errors that callers act on.
-public enum AuthStoreError: Error, Sendable, Equatable {
+public enum AuthStoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case duplicate
     case notFound
+    /// The database cannot answer now (unreachable, closed, locked, out of space or resources); retrying later
+    /// may work. The reason says what failed, for the operator's log; it holds no data values.
+    case unavailable(String)
+
+    public var description: String {
+        switch self {
+        case .duplicate: "the record already exists"
+        case .notFound: "the record no longer exists"
+        case .unavailable(let reason): "the database is unavailable: \(reason)"
+        }
+    }
 }

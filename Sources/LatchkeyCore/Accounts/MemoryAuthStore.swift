@@ -9,6 +9,7 @@ public actor MemoryAuthStore: AuthStore {
     private var tokens: [String: RefreshTokenRecord] = [:]
     private var keys: [String: SigningKeyRecord] = [:]
     private var notifications: Set<String> = []
+    private var signInTokens: [String: Date] = [:]
     private var outbox: [String: OutboxItem] = [:]
     private var events: [AuditEvent] = []
 
@@ -124,6 +125,17 @@ public actor MemoryAuthStore: AuthStore {
     public func recordNotification(id: String, type: String, at: Date) -> Bool { notifications.insert(id).inserted }
     public func hasProcessedNotification(id: String) -> Bool { notifications.contains(id) }
 
+    public func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) -> Bool {
+        let key = [provider, subject, tokenHash].joined(separator: "\u{0}")
+        guard signInTokens[key] == nil else { return false }
+        signInTokens[key] = expiresAt
+        return true
+    }
+
+    public func deleteSignInToken(provider: String, subject: String, tokenHash: String) {
+        signInTokens[[provider, subject, tokenHash].joined(separator: "\u{0}")] = nil
+    }
+
     public func enqueue(_ item: OutboxItem) { outbox[item.id] = item }
     public func dueOutboxItems(now: Date, limit: Int) -> [OutboxItem] {
         Array(outbox.values.filter { $0.completedAt == nil && $0.nextAttemptAt <= now }.sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit))
@@ -137,7 +149,8 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func sweep(now: Date) -> Int {
-        let before = tokens.count + families.count
+        let before = tokens.count + families.count + signInTokens.count
+        signInTokens = signInTokens.filter { $0.value > now }
         tokens = tokens.filter { $0.value.idleExpiresAt > now || ($0.value.rotatedAt.map { now.timeIntervalSince($0) < 86_400 } ?? false) }
         let dead = families.values.filter { family in
             (family.revokedAt.map { now.timeIntervalSince($0) > 30 * 86_400 } ?? false) || now.timeIntervalSince(family.absoluteExpiresAt) > 30 * 86_400
@@ -145,6 +158,6 @@ public actor MemoryAuthStore: AuthStore {
         for id in dead { families[id] = nil }
         tokens = tokens.filter { !dead.contains($0.value.familyID) }
         for (id, item) in outbox where item.completedAt != nil && !item.sealedPayload.isEmpty { outbox[id]?.sealedPayload = "" }
-        return before - tokens.count - families.count
+        return before - tokens.count - families.count - signInTokens.count
     }
 }

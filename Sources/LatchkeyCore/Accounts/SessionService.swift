@@ -158,6 +158,28 @@ public struct SessionService: Sendable {
         return SignInOutcome(tokens: tokens, user: user, identities: try await store.identities(userID: user.id), isNewUser: isNewUser)
     }
 
+    /// Claims a verified identity token for one sign-in: the first claim succeeds, any later one (from this
+    /// or any other instance sharing the store) throws `token_already_used` until the token has expired.
+    /// Call ``releaseSignIn(_:provider:identity:)`` when the sign-in then fails before its session starts.
+    public func claimSignIn(_ token: String, provider: String, identity: VerifiedIdentity) async throws {
+        // Kept past `exp` by more than any verifier's leeway, so the token cannot be accepted again after its record is swept.
+        let keepUntil = identity.expiresAt.addingTimeInterval(Self.signInRecordMargin)
+        guard try await store.recordSignInToken(provider: provider, subject: identity.subject, tokenHash: sha256Hex(token), expiresAt: keepUntil) else {
+            throw LatchkeyError(
+                .tokenAlreadyUsed,
+                "this identity token already started a session; sign-ins are single use — sign in again to get a fresh token"
+            )
+        }
+    }
+
+    /// Undoes ``claimSignIn(_:provider:identity:)`` after a failure, so the app may retry with the same token.
+    public func releaseSignIn(_ token: String, provider: String, identity: VerifiedIdentity) async {
+        try? await store.deleteSignInToken(provider: provider, subject: identity.subject, tokenHash: sha256Hex(token))
+    }
+
+    /// How long past its `exp` a used identity token is remembered.
+    static let signInRecordMargin: TimeInterval = 600
+
     /// Starts a new session family for a user.
     public func startSession(userID: String, identityID: String?, clientID: String, userAgent: String?) async throws -> IssuedTokens {
         let now = timeSource.now

@@ -22,6 +22,11 @@ public struct IdentityTokenPolicy: Sendable {
     public var audienceHint: String?
     /// Largest token accepted, in bytes.
     public var maximumTokenSize: Int
+    /// Sign-ins must carry a nonce: a token without a `nonce` claim is refused with `nonce_required`.
+    /// Web sign-ins that cannot carry one turn this off explicitly.
+    public var requireNonce: Bool
+    /// Where this provider is configured (such as `apple`), so error reasons can name the setting to change.
+    public var configurationKey: String?
 
     public init(
         providerName: String,
@@ -31,7 +36,9 @@ public struct IdentityTokenPolicy: Sendable {
         leeway: TimeInterval = 60,
         nonceMatching: NonceMatching = .hashedOrVerbatim,
         audienceHint: String? = nil,
-        maximumTokenSize: Int = CompactJWS.defaultMaximumSize
+        maximumTokenSize: Int = CompactJWS.defaultMaximumSize,
+        requireNonce: Bool = false,
+        configurationKey: String? = nil
     ) {
         self.providerName = providerName
         self.issuers = issuers
@@ -41,6 +48,8 @@ public struct IdentityTokenPolicy: Sendable {
         self.nonceMatching = nonceMatching
         self.audienceHint = audienceHint
         self.maximumTokenSize = maximumTokenSize
+        self.requireNonce = requireNonce
+        self.configurationKey = configurationKey
     }
 
     /// Apple's issuers are `https://appleid.apple.com` and `https://account.apple.com`.
@@ -98,10 +107,20 @@ public struct IdentityTokenExpectations: Sendable {
     public var authorizationCode: String?
     /// The access token delivered with the token; checked against `at_hash`.
     public var accessToken: String?
+    /// The token is being exchanged for a session, so it must prove the app holds its nonce: a token that
+    /// carries a nonce is refused without ``rawNonce`` (a stolen token alone is not a sign-in), and with
+    /// ``IdentityTokenPolicy/requireNonce`` a token without a nonce is refused too.
+    public var isSignIn: Bool
 
-    public init(rawNonce: String? = nil, authorizationCode: String? = nil, accessToken: String? = nil) {
+    public init(rawNonce: String? = nil, authorizationCode: String? = nil, accessToken: String? = nil, isSignIn: Bool = false) {
         self.rawNonce = rawNonce
         self.authorizationCode = authorizationCode
         self.accessToken = accessToken
+        self.isSignIn = isSignIn
+    }
+
+    /// What a sign-in endpoint expects: nonce proof, and the code or access token checked when sent.
+    public static func signIn(rawNonce: String?, authorizationCode: String? = nil, accessToken: String? = nil) -> IdentityTokenExpectations {
+        IdentityTokenExpectations(rawNonce: rawNonce, authorizationCode: authorizationCode, accessToken: accessToken, isSignIn: true)
     }
 }

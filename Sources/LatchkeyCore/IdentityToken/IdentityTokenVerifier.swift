@@ -52,7 +52,7 @@ public struct IdentityTokenVerifier: Sendable {
         try checkIssuer(issuer, tenantID: claims.tid)
         let matchedAudience = try checkAudience(audience)
         try checkTimes(exp: exp, iat: iat, nbf: claims.nbf, now: now)
-        try checkNonce(claims, rawNonce: expectations.rawNonce)
+        try checkNonce(claims, expectations: expectations)
         if let code = expectations.authorizationCode {
             try checkHalfHash(claims.cHash, of: code, algorithm: algorithm, claim: "c_hash", error: .codeHashMismatch)
         }
@@ -127,13 +127,29 @@ public struct IdentityTokenVerifier: Sendable {
         }
     }
 
-    private func checkNonce(_ claims: IDTokenClaims, rawNonce: String?) throws(LatchkeyError) {
-        guard let rawNonce else { return }
+    private func checkNonce(_ claims: IDTokenClaims, expectations: IdentityTokenExpectations) throws(LatchkeyError) {
         guard let claim = claims.nonce else {
-            if claims.nonceSupported == false { return }  // Apple: the device could not carry a nonce
+            if expectations.isSignIn, policy.requireNonce {
+                let setting = policy.configurationKey.map { "\($0).requireNonce" } ?? "requireNonce"
+                let device = claims.nonceSupported == false ? " (the token says the device could not carry one: nonce_supported is false)" : ""
+                throw LatchkeyError(
+                    .nonceRequired,
+                    "the token carries no nonce\(device), and \(setting) is on; set the SHA-256 of a fresh random nonce on the "
+                        + "authorization request and send the raw nonce with the token, or turn \(setting) off for web sign-ins that cannot carry one"
+                )
+            }
+            guard expectations.rawNonce != nil, claims.nonceSupported != false else { return }  // Apple: the device could not carry a nonce
             throw LatchkeyError(
                 .nonceMissing,
                 "a nonce was sent but the token carries none; the app must set the (hashed) nonce on the authorization request"
+            )
+        }
+        guard let rawNonce = expectations.rawNonce else {
+            guard expectations.isSignIn else { return }
+            throw LatchkeyError(
+                .nonceRequired,
+                "the token carries a nonce but no rawNonce was sent; send the raw nonce the app generated for this sign-in "
+                    + "(the token alone does not prove the sign-in is the app's own)"
             )
         }
         let hashed = hashedNonce(rawNonce)
@@ -173,7 +189,12 @@ public struct IdentityTokenVerifier: Sendable {
 /// Lowercase hex SHA-256 of `raw`: what an iOS app puts in `ASAuthorizationAppleIDRequest.nonce`
 /// (and what the token's `nonce` claim then holds) while it sends `raw` to its server.
 public func hashedNonce(_ raw: String) -> String {
-    lowercaseHex(SHA256.hash(data: Array(raw.utf8)))
+    sha256Hex(raw)
+}
+
+/// Lowercase hex SHA-256 of the UTF-8 bytes of `text`.
+func sha256Hex(_ text: String) -> String {
+    lowercaseHex(SHA256.hash(data: Array(text.utf8)))
 }
 
 /// Lowercase hex of bytes.

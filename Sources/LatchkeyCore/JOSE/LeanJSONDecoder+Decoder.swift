@@ -88,6 +88,8 @@ struct LeanDecoder: Decoder {
             return try open(integerType) as! T
         }
         if T.self == Float.self { return Float(try double(node, path: path)) as! T }
+        // jwt-kit's claims (`ExpirationClaim` and the like) hold `Date`s written as seconds since 1970 (RFC 7519 NumericDate).
+        if T.self == Date.self { return Date(timeIntervalSince1970: try double(node, path: path)) as! T }
         return try T(from: LeanDecoder(bytes: bytes, value: node, codingPath: path))
     }
 }

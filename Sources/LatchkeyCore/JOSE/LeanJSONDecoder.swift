@@ -7,7 +7,8 @@ public import JWTKit
 /// that matter for tokens: an object naming a member twice is an error (RFC 7519 §4 lets a verifier
 /// refuse such claim sets, and `JSONDecoder` silently keeps one of them), and it builds no dictionary
 /// of every member, which is most of the cost of verifying an ID token. Input must be RFC 8259 JSON;
-/// anything else is rejected. Nesting is limited to ``maximumDepth``.
+/// anything else is rejected. Nesting is limited to ``maximumDepth``. `Date`s are read as seconds since 1970,
+/// as jwt-kit's own decoder reads them (`exp`, `iat`, `nbf`).
 public struct LeanJSONDecoder: JWTJSONDecoder {
     /// Deepest nesting accepted; claim sets are one or two levels deep.
     public static let maximumDepth = 16
@@ -133,6 +134,7 @@ struct JSONParser {
         index += 1
         var members: [JSONMember] = []
         members.reserveCapacity(16)
+        var seen: Set<[UInt8]> = []
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -143,10 +145,7 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail() }
             let (range, escaped) = try parseString()
             let unescaped = escaped ? Array(try unescape(range).utf8) : nil
-            let source = bytes
-            let isDuplicate = { (name: UnsafeBufferPointer<UInt8>) in members.contains { $0.keyEquals(name, in: source) } }
-            let duplicate = unescaped.map { $0.withUnsafeBufferPointer(isDuplicate) } ?? source[range].withUnsafeBufferPointer(isDuplicate)
-            if duplicate {
+            if isDuplicate(range, unescaped, among: members, seen: &seen) {
                 throw LeanJSONError.duplicateKey(String(decoding: unescaped ?? Array(bytes[range]), as: UTF8.self))
             }
             skipWhitespace()
@@ -163,6 +162,22 @@ struct JSONParser {
             index += 1
             return .object(members)
         }
+    }
+
+    /// Objects up to this size are checked for duplicate names by comparing with each earlier member, which is
+    /// cheaper than hashing; larger ones switch to a set, so the check stays linear in the object's size.
+    static let linearDuplicateScanLimit = 16
+
+    private func isDuplicate(_ range: Range<Int>, _ unescaped: [UInt8]?, among members: [JSONMember], seen: inout Set<[UInt8]>) -> Bool {
+        if members.count < Self.linearDuplicateScanLimit {
+            let source = bytes
+            let matches = { (name: UnsafeBufferPointer<UInt8>) in members.contains { $0.keyEquals(name, in: source) } }
+            return unescaped.map { $0.withUnsafeBufferPointer(matches) } ?? source[range].withUnsafeBufferPointer(matches)
+        }
+        if seen.isEmpty {
+            for member in members { seen.insert(member.unescapedKey ?? Array(bytes[member.keyRange])) }
+        }
+        return !seen.insert(unescaped ?? Array(bytes[range])).inserted
     }
 
     private mutating func parseArray(depth: Int) throws -> JSONNode {

@@ -28,6 +28,11 @@ public struct LatchkeyError: Error, Sendable, Equatable, CustomStringConvertible
         public static let issuedInFuture = Code(rawValue: "issued_in_future")
         public static let nonceMissing = Code(rawValue: "nonce_missing")
         public static let nonceMismatch = Code(rawValue: "nonce_mismatch")
+        /// A sign-in that cannot prove it holds the nonce: the token carries one and no raw nonce was sent,
+        /// or the token carries none while the provider's `requireNonce` setting is on.
+        public static let nonceRequired = Code(rawValue: "nonce_required")
+        /// An identity token that already started a session (sign-ins are single use).
+        public static let tokenAlreadyUsed = Code(rawValue: "token_already_used")
         public static let codeHashMismatch = Code(rawValue: "code_hash_mismatch")
         public static let accessTokenHashMismatch = Code(rawValue: "access_token_hash_mismatch")
         // Keys and configuration

@@ -13,8 +13,8 @@ public struct AppleSigningCredentials: Sendable {
 
     /// Checks every field and parses the key, naming the field that is wrong.
     public init(teamID: String, keyID: String, privateKeyPEM: String) throws(LatchkeyError) {
-        try Self.checkIdentifier(teamID, field: "team id", example: "the Team ID shown under Membership, e.g. A1B2C3D4E5")
-        try Self.checkIdentifier(keyID, field: "key id", example: "the Key ID shown next to the Sign in with Apple key, e.g. ABC123DEFG")
+        try Self.checkTeamID(teamID)
+        try Self.checkKeyID(keyID)
         self.teamID = teamID
         self.keyID = keyID
         self.privateKey = try Self.parseKey(privateKeyPEM)
@@ -22,6 +22,16 @@ public struct AppleSigningCredentials: Sendable {
 
     /// The public half, as Apple's servers hold it.
     public var publicKeyPEM: String { privateKey.publicKey.pemRepresentation }
+
+    /// Checks a Team ID: 10 upper-case letters and digits.
+    public static func checkTeamID(_ teamID: String) throws(LatchkeyError) {
+        try checkIdentifier(teamID, field: "team id", example: "the Team ID shown under Membership, e.g. A1B2C3D4E5")
+    }
+
+    /// Checks a Key ID: 10 upper-case letters and digits.
+    public static func checkKeyID(_ keyID: String) throws(LatchkeyError) {
+        try checkIdentifier(keyID, field: "key id", example: "the Key ID shown next to the Sign in with Apple key, e.g. ABC123DEFG")
+    }
 
     static func checkIdentifier(_ value: String, field: String, example: String) throws(LatchkeyError) {
         let valid = value.utf8.count == 10 && value.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }

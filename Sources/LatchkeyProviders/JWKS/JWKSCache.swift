@@ -7,9 +7,13 @@ import Synchronization
 ///
 /// - Keys are kept for the response's `Cache-Control: max-age`, clamped to
 ///   ``Configuration/minimumMaxAge``…``Configuration/maximumMaxAge``.
-/// - A token naming an unknown `kid` triggers one refetch; concurrent callers share it (single flight),
-///   and no new fetch starts within ``Configuration/refetchCooldown`` of the last one, so tokens with
-///   random `kid`s cannot make Latchkey hammer the provider.
+/// - A token naming an unknown `kid` triggers a refetch at once, so a key the provider has just rotated in
+///   is picked up by the first token signed with it; concurrent callers share the fetch (single flight).
+///   Such refetches draw on a small token bucket (``Configuration/unknownKeyRefetchBurst``, refilled one per
+///   ``Configuration/unknownKeyRefetchInterval``), and a `kid` still unknown after a fetch is refused without
+///   fetching for ``Configuration/unknownKeyNegativeTTL``, so tokens with random `kid`s cannot make Latchkey
+///   hammer the provider.
+/// - Stale keys are refreshed at most once per ``Configuration/refetchCooldown``.
 /// - When the provider cannot be reached, the keys already known keep serving.
 ///
 /// ```swift
@@ -22,8 +26,14 @@ public final class JWKSCache: VerificationKeyResolver {
         public var defaultMaxAge: Duration = .seconds(3600)
         public var minimumMaxAge: Duration = .seconds(300)
         public var maximumMaxAge: Duration = .seconds(86_400)
-        /// No new fetch starts within this time of the previous attempt, whatever tokens arrive.
+        /// Stale keys are not refreshed again within this time of the previous attempt.
         public var refetchCooldown: Duration = .seconds(60)
+        /// Fetches for unknown `kid`s that may happen back to back.
+        public var unknownKeyRefetchBurst = 3
+        /// After the burst, one more fetch for an unknown `kid` per this interval.
+        public var unknownKeyRefetchInterval: Duration = .seconds(2)
+        /// How long a `kid` that a fresh key set did not hold is refused without fetching again.
+        public var unknownKeyNegativeTTL: Duration = .seconds(5)
         public var requestTimeout: Duration = .seconds(10)
 
         public init() {}
@@ -36,6 +46,13 @@ public final class JWKSCache: VerificationKeyResolver {
         var lastError: LatchkeyError?
         var inflight: Task<VerificationKeySet, any Error>?
         var fetches = 0
+        /// Unknown-kid refetches available now, and when the bucket was last refilled.
+        var refetchTokens: Double
+        var refilledAt: Date = .distantPast
+        /// Key ids a fetch did not hold, until when they are refused without fetching.
+        var knownUnknown: [String: Date] = [:]
+
+        init(burst: Int) { refetchTokens = Double(burst) }
     }
 
     /// Where keys are fetched from; `nil` for a cache that only ever serves preloaded keys.
@@ -44,7 +61,7 @@ public final class JWKSCache: VerificationKeyResolver {
     private let transport: (any HTTPTransport)?
     private let timeSource: TimeSource
     private let logger: Logger?
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     public init(
         url: String,
@@ -58,6 +75,7 @@ public final class JWKSCache: VerificationKeyResolver {
         self.configuration = configuration
         self.timeSource = timeSource
         self.logger = logger
+        self.state = Mutex(State(burst: configuration.unknownKeyRefetchBurst))
     }
 
     /// A cache that never fetches and serves `keys` forever, for offline use.
@@ -67,6 +85,7 @@ public final class JWKSCache: VerificationKeyResolver {
         self.configuration = .init()
         self.timeSource = .system
         self.logger = nil
+        self.state = Mutex(State(burst: 0))
         state.withLock {
             $0.keys = keys
             $0.expiresAt = .distantFuture
@@ -101,14 +120,46 @@ public final class JWKSCache: VerificationKeyResolver {
             guard let keys = try? await refresh(respectingCooldown: true) else { return cached }
             return keys[keyID] ?? cached
         }
-        let keys: VerificationKeySet
-        do {
-            keys = try await refresh(respectingCooldown: true)
-        } catch where error.code == .keysUnavailable && !cachedKeys.isEmpty {
-            throw unknownKeyID(keyID, known: cachedKeys.keyIDs)
+        guard let keys = try await refetch(forUnknownKeyID: keyID, now: now) else { throw unknownKeyID(keyID, known: cachedKeys.keyIDs) }
+        guard let key = keys[keyID] else {
+            let until = timeSource.now.addingTimeInterval(configuration.unknownKeyNegativeTTL.seconds)
+            state.withLock { state in
+                if state.knownUnknown.count >= 1024 { state.knownUnknown = state.knownUnknown.filter { $0.value > now } }
+                if state.knownUnknown.count < 1024 { state.knownUnknown[keyID] = until }
+            }
+            throw unknownKeyID(keyID, known: keys.keyIDs)
         }
-        guard let key = keys[keyID] else { throw unknownKeyID(keyID, known: keys.keyIDs) }
         return key
+    }
+
+    /// Fetches for a `kid` the cache does not hold, unless it was just found missing or the refetch budget
+    /// is spent (nil then). Joins a fetch already under way without spending budget.
+    private func refetch(forUnknownKeyID keyID: String, now: Date) async throws(LatchkeyError) -> VerificationKeySet? {
+        let allowed: Bool = state.withLock { state in
+            if state.inflight != nil { return true }
+            if let until = state.knownUnknown[keyID], now < until { return false }
+            let interval = configuration.unknownKeyRefetchInterval.seconds
+            let burst = Double(configuration.unknownKeyRefetchBurst)
+            if state.refilledAt == .distantPast || interval <= 0 {
+                state.refetchTokens = burst
+            } else {
+                state.refetchTokens = min(burst, state.refetchTokens + max(0, now.timeIntervalSince(state.refilledAt)) / interval)
+            }
+            state.refilledAt = now
+            guard state.refetchTokens >= 1 else { return false }
+            state.refetchTokens -= 1
+            return true
+        }
+        guard allowed else {
+            let (keys, error) = state.withLock { ($0.keys, $0.lastError) }
+            if keys.isEmpty, let error { throw error }
+            return nil
+        }
+        do {
+            return try await refresh()
+        } catch where error.code == .keysUnavailable && !cachedKeys.isEmpty {
+            return nil
+        }
     }
 
     /// Fetches the key set now (joining a fetch already under way), unless `respectingCooldown`
