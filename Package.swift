@@ -181,7 +181,11 @@ let package = Package(
             dependencies: ["LatchkeyStore", "LatchkeyEmulator", "LatchkeyTestSupport"],
             swiftSettings: testSwiftSettings
         ),
-        .testTarget(name: "LatchkeyCoreTests", dependencies: ["LatchkeyCore", "LatchkeyTestSupport"], swiftSettings: testSwiftSettings),
+        .testTarget(
+            name: "LatchkeyCoreTests",
+            dependencies: ["LatchkeyCore", "LatchkeyTestSupport", .product(name: "JWTKit", package: "jwt-kit")],
+            swiftSettings: testSwiftSettings
+        ),
         .testTarget(
             name: "LatchkeyProvidersTests",
             dependencies: [

@@ -86,6 +86,8 @@ public struct EmulatorConfiguration: Sendable {
     public var notificationInitialBackoff: Duration = .milliseconds(500)
     /// Lets redirect URIs use plain HTTP on a domain name (never an IP address or localhost).
     public var allowHTTPRedirectURIs = false
+    /// How many requests `GET /emulator/requests` keeps: the newest ones, the oldest dropped first (0 keeps none).
+    public var requestLogCapacity = 10_000
 
     public init() {}
 

@@ -9,13 +9,24 @@ actor EmulatorState {
     private var clockOffset: TimeInterval = 0
 
     private var users: [UUID: UserRecord] = [:]
+    /// Every subject of every user (each team's and the Google one), so a lookup costs the same with any number of users.
+    private var usersBySubject: [String: (userID: UUID, teamID: String)] = [:]
+    /// Users by lowercased e-mail, oldest first (nothing stops two users from sharing an address).
+    private var usersByEmail: [String: [UUID]] = [:]
     private var consents: [String: ConsentRecord] = [:]
     private var codes: [String: CodeRecord] = [:]
     private var grants: [String: GrantRecord] = [:]
     private var accessTokens: [String: AccessTokenRecord] = [:]
     private var transfers: [String: TransferRecord] = [:]
+    /// Refresh tokens, access tokens and transfer subjects of a user and team (keyed as consents), so revoking
+    /// and signing look at that user's records only.
+    private var grantsByAuthorization: [String: [String]] = [:]
+    private var accessTokensByAuthorization: [String: [String]] = [:]
+    private var transfersByAuthorization: [String: [String]] = [:]
     private var faults: [FaultSpec] = []
+    /// The request log: a ring of at most `configuration.requestLogCapacity` entries, the oldest at `logStart`.
     private var log: [RequestRecord] = []
+    private var logStart = 0
     private var deliveries: [String: NotificationRecord] = [:]
     private let outbox: AsyncStream<PendingNotification>.Continuation
     let pendingNotifications: AsyncStream<PendingNotification>
@@ -46,32 +57,66 @@ actor EmulatorState {
 
     // MARK: - Users
 
+    /// A user not yet added, with every subject it will answer to. Hashing the subjects is most of the cost
+    /// of a user, so many can be made off the actor and added at once.
+    struct NewUser: Sendable {
+        let record: UserRecord
+        let subjects: [(sub: String, teamID: String)]
+
+        init(email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?, teamIDs: [String]) {
+            let id = UUID()
+            record = UserRecord(
+                id: id,
+                email: email ?? "user-\(Identifiers.randomAlphanumeric(6))@example.com",
+                hideMyEmail: hideMyEmail,
+                realUserStatus: realUserStatus,
+                givenName: givenName,
+                familyName: familyName
+            )
+            subjects = EmulatorState.subjects(userID: id, teamIDs: teamIDs)
+        }
+    }
+
     func createUser(email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?) -> UserRecord {
-        let id = UUID()
-        let user = UserRecord(
-            id: id,
-            email: email ?? "user-\(Identifiers.randomAlphanumeric(6))@example.com",
-            hideMyEmail: hideMyEmail,
-            realUserStatus: realUserStatus,
-            givenName: givenName,
-            familyName: familyName
+        let user = NewUser(
+            email: email, hideMyEmail: hideMyEmail, realUserStatus: realUserStatus, givenName: givenName, familyName: familyName,
+            teamIDs: configuration.teams.map(\.teamID)
         )
-        users[id] = user
-        return user
+        add([user])
+        return user.record
+    }
+
+    /// Adds users made with ``NewUser`` (under this emulator's teams).
+    func add(_ newUsers: [NewUser]) {
+        for user in newUsers {
+            users[user.record.id] = user.record
+            for (sub, teamID) in user.subjects { usersBySubject[sub] = (user.record.id, teamID) }
+            usersByEmail[user.record.email.lowercased(), default: []].append(user.record.id)
+        }
+    }
+
+    /// Every subject of a user: one per team, and the Google one (under the pseudo-team `google`).
+    static func subjects(userID: UUID, teamIDs: [String]) -> [(sub: String, teamID: String)] {
+        teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) } + [(Identifiers.googleSubject(userID: userID), "google")]
+    }
+
+    private func removeUser(_ id: UUID) {
+        guard let user = users.removeValue(forKey: id) else { return }
+        for (sub, _) in Self.subjects(userID: id, teamIDs: configuration.teams.map(\.teamID)) where usersBySubject[sub]?.userID == id {
+            usersBySubject[sub] = nil
+        }
+        let email = user.email.lowercased()
+        usersByEmail[email]?.removeAll { $0 == id }
+        if usersByEmail[email]?.isEmpty == true { usersByEmail[email] = nil }
     }
 
     /// The user whose subject (under any team) is `sub`, with that team.
     func user(bySubject sub: String) -> (UserRecord, teamID: String)? {
-        for user in users.values {
-            for team in configuration.teams where Identifiers.appleSubject(userID: user.id, teamID: team.teamID) == sub {
-                return (user, team.teamID)
-            }
-            if Identifiers.googleSubject(userID: user.id) == sub { return (user, "google") }
-        }
-        return nil
+        guard let (userID, teamID) = usersBySubject[sub], let user = users[userID] else { return nil }
+        return (user, teamID)
     }
 
-    func user(byEmail email: String) -> UserRecord? { users.values.first { $0.email.lowercased() == email.lowercased() } }
+    func user(byEmail email: String) -> UserRecord? { usersByEmail[email.lowercased()]?.first.flatMap { users[$0] } }
 
     func subject(of user: UserRecord, teamID: String) -> String { Identifiers.appleSubject(userID: user.id, teamID: teamID) }
 
@@ -151,9 +196,9 @@ actor EmulatorState {
         claims["nonce_supported"] = .bool(true)
         if let nonce { claims["nonce"] = .string(nonce) }
         if native { claims["real_user_status"] = .int(user.realUserStatus) }
-        if let transfer = transfers.values.first(where: { $0.userID == user.id && $0.toTeam == app.teamID && now < $0.createdAt.addingTimeInterval(configuration.transferWindow) }) {
-            claims["transfer_sub"] = .string(transfer.transferSubject)
-        }
+        let transfer = transfersByAuthorization[Self.consentKey(user.id, app.teamID)]?.lazy.compactMap { self.transfers[$0] }
+            .first { now < $0.createdAt.addingTimeInterval(self.configuration.transferWindow) }
+        if let transfer { claims["transfer_sub"] = .string(transfer.transferSubject) }
         return claims
     }
 
@@ -214,7 +259,7 @@ actor EmulatorState {
             throw AppleOAuthError(code: "invalid_grant", detail: "the user revoked consent")
         }
         let refreshToken = Identifiers.refreshToken()
-        grants[refreshToken] = GrantRecord(refreshToken: refreshToken, provider: .apple, userID: user.id, clientID: clientID, teamID: app.teamID, createdAt: now)
+        addGrant(GrantRecord(refreshToken: refreshToken, provider: .apple, userID: user.id, clientID: clientID, teamID: app.teamID, createdAt: now))
         let accessToken = issueAccessToken(clientID: clientID, teamID: app.teamID, userID: user.id, refreshToken: refreshToken)
         let claims = appleIDTokenClaims(user: user, app: app, nonce: record.nonce, native: record.native, code: nil, accessToken: accessToken)
         return [
@@ -243,12 +288,18 @@ actor EmulatorState {
         ]
     }
 
+    private func addGrant(_ grant: GrantRecord) {
+        grants[grant.refreshToken] = grant
+        grantsByAuthorization[Self.consentKey(grant.userID, grant.teamID), default: []].append(grant.refreshToken)
+    }
+
     private func issueAccessToken(clientID: String, teamID: String, userID: UUID, refreshToken: String?) -> String {
         let token = Identifiers.accessToken()
         accessTokens[token] = AccessTokenRecord(
             token: token, clientID: clientID, teamID: teamID, userID: userID, refreshToken: refreshToken,
             expiresAt: now.addingTimeInterval(configuration.accessTokenLifetime)
         )
+        accessTokensByAuthorization[Self.consentKey(userID, teamID), default: []].append(token)
         return token
     }
 
@@ -275,9 +326,10 @@ actor EmulatorState {
     /// Ends a user's authorization of a team's apps: grants and access tokens die, and the next sign-in
     /// is a first one again (name and e-mail are shared anew).
     private func revokeAuthorization(userID: UUID, teamID: String) {
-        consents[Self.consentKey(userID, teamID)] = nil
-        for (token, grant) in grants where grant.userID == userID && grant.teamID == teamID { grants[token]?.revoked = true }
-        for (token, access) in accessTokens where access.userID == userID && access.teamID == teamID { accessTokens[token]?.revoked = true }
+        let key = Self.consentKey(userID, teamID)
+        consents[key] = nil
+        for token in grantsByAuthorization[key] ?? [] { grants[token]?.revoked = true }
+        for token in accessTokensByAuthorization[key] ?? [] { accessTokens[token]?.revoked = true }
     }
 
     // MARK: - /auth/usermigrationinfo
@@ -307,6 +359,7 @@ actor EmulatorState {
         }
         let transferSubject = Identifiers.transferSubject()
         transfers[transferSubject] = TransferRecord(transferSubject: transferSubject, userID: user.id, fromTeam: teamID, toTeam: target, createdAt: now)
+        transfersByAuthorization[Self.consentKey(user.id, target), default: []].append(transferSubject)
         return ["transfer_sub": .string(transferSubject)]
     }
 
@@ -322,10 +375,13 @@ actor EmulatorState {
     /// The user deletes their Apple Account: every token dies, every team that knew them is told.
     func deleteUser(subject: String) throws(AppleOAuthError) {
         guard let (user, _) = user(bySubject: subject) else { throw AppleOAuthError(code: "invalid_request", detail: "no such user") }
-        let teams = configuration.teams.map(\.teamID).filter { teamID in consents[Self.consentKey(user.id, teamID)] != nil || grants.values.contains { $0.userID == user.id && $0.teamID == teamID } }
+        let teams = configuration.teams.map(\.teamID).filter { teamID in
+            let key = Self.consentKey(user.id, teamID)
+            return consents[key] != nil || grantsByAuthorization[key]?.isEmpty == false
+        }
         for team in configuration.teams { revokeAuthorization(userID: user.id, teamID: team.teamID) }
         notify(type: configuration.accountDeletionEventType, user: user, teams: teams)
-        users[user.id] = nil
+        removeUser(user.id)
     }
 
     func setEmailForwarding(subject: String, enabled: Bool) throws(AppleOAuthError) {
@@ -386,9 +442,23 @@ actor EmulatorState {
         return fault
     }
 
-    func record(_ entry: RequestRecord) { log.append(entry) }
-    var requestLog: [RequestRecord] { log }
-    func clearRequestLog() { log.removeAll() }
+    func record(_ entry: RequestRecord) {
+        let capacity = configuration.requestLogCapacity
+        if log.count < capacity {
+            log.append(entry)
+        } else if capacity > 0 {
+            log[logStart] = entry
+            logStart = (logStart + 1) % capacity
+        }
+    }
+
+    /// The request log, oldest first.
+    var requestLog: [RequestRecord] { Array(log[logStart...] + log[..<logStart]) }
+
+    func clearRequestLog() {
+        log.removeAll()
+        logStart = 0
+    }
 
     // MARK: - Google
 
@@ -430,7 +500,7 @@ actor EmulatorState {
             codes[code] = record
             guard let user = users[record.userID] else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Account deleted.") }
             let refreshToken = "1//0" + Identifiers.randomAlphanumeric(40, alphabet: Identifiers.base64URLAlphabet)
-            grants[refreshToken] = GrantRecord(refreshToken: refreshToken, provider: .google, userID: user.id, clientID: clientID, teamID: "google", createdAt: now)
+            addGrant(GrantRecord(refreshToken: refreshToken, provider: .google, userID: user.id, clientID: clientID, teamID: "google", createdAt: now))
             let accessToken = "ya29." + Identifiers.randomAlphanumeric(60, alphabet: Identifiers.base64URLAlphabet)
             return [
                 "access_token": .string(accessToken), "expires_in": .int(3599), "token_type": .string("Bearer"),

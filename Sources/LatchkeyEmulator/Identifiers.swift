@@ -5,7 +5,7 @@ import Foundation
 enum Identifiers {
     static func randomHex(_ bytes: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        return hex((0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
     static func randomAlphanumeric(_ count: Int, alphabet: String = "abcdefghijklmnopqrstuvwxyz0123456789") -> String {
@@ -14,13 +14,33 @@ enum Identifiers {
     }
 
     static func hexDigest(_ parts: String...) -> String {
-        SHA256.hash(data: Array(parts.joined(separator: "|").utf8)).map { String(format: "%02x", $0) }.joined()
+        hex(SHA256.hash(data: Array(parts.joined(separator: "|").utf8)))
+    }
+
+    /// Lowercase hex. Subjects are hashed for every user created, so this builds no string per byte.
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        let alphabet = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            text.append(alphabet[Int(byte >> 4)])
+            text.append(alphabet[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Each digit of a lowercase hex string modulo 10.
+    private static func decimalDigits(_ hex: String) -> String {
+        String(decoding: hex.utf8.map { char in
+            let value = char >= UInt8(ascii: "a") ? char - UInt8(ascii: "a") + 10 : char - UInt8(ascii: "0")
+            return UInt8(ascii: "0") + value % 10
+        }, as: UTF8.self)
     }
 
     /// A team-scoped subject, `000123.<32 hex>.0456`: stable for a user and team, different across teams.
     static func appleSubject(userID: UUID, teamID: String) -> String {
         let digest = hexDigest(userID.uuidString, teamID)
-        let digits = digest.unicodeScalars.compactMap { Int(String($0), radix: 16) }.map { String($0 % 10) }.joined()
+        let digits = decimalDigits(digest)
         return "\(digits.prefix(6)).\(digest.prefix(32)).\(digits.suffix(4))"
     }
 
@@ -31,8 +51,7 @@ enum Identifiers {
 
     /// A Google subject: 21 digits.
     static func googleSubject(userID: UUID) -> String {
-        let digits = hexDigest("google", userID.uuidString).unicodeScalars.compactMap { Int(String($0), radix: 16) }.map { String($0 % 10) }.joined()
-        return "1" + digits.prefix(20)
+        "1" + decimalDigits(hexDigest("google", userID.uuidString)).prefix(20)
     }
 
     /// `c68eafb759bcc49d9b9620ee0e3de91ba.0.mxzs.gN4k953WIuRVUIqZ4LJl9A`

@@ -16,6 +16,36 @@ extension Emulator {
             return HTTPAnswer.json(await describe(user), status: .created)
         }
 
+        // Many users at once for load tests: {count, hideMyEmail?, realUserStatus?} → {users: [{sub, googleSub}]}.
+        control.post("/users/batch") { request, context in
+            struct Body: Decodable {
+                var count: Int
+                var hideMyEmail: Bool?
+                var realUserStatus: Int?
+            }
+            struct Created: Encodable {
+                var sub: String?
+                var googleSub: String
+            }
+            let body = try await decode(Body.self, request, context)
+            guard (1...maximumUserBatch).contains(body.count) else { return controlError("count is 1 to \(maximumUserBatch)") }
+            if let status = body.realUserStatus, !(0...2).contains(status) { return controlError("realUserStatus is 0, 1 or 2") }
+            let teamIDs = configuration.teams.map(\.teamID)
+            let newUsers = (0..<body.count).map { _ in
+                EmulatorState.NewUser(
+                    email: nil, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2, givenName: nil, familyName: nil, teamIDs: teamIDs
+                )
+            }
+            // Added in slices so that requests to other endpoints are served in between.
+            for start in stride(from: 0, to: newUsers.count, by: 1000) {
+                await state.add(Array(newUsers[start..<min(start + 1000, newUsers.count)]))
+            }
+            let created = newUsers.map { user in
+                Created(sub: user.subjects.first { $0.teamID == teamIDs.first }?.sub, googleSub: user.subjects.last!.sub)
+            }
+            return HTTPAnswer.json(["users": created], status: .created)
+        }
+
         control.post("/authorizations") { request, context in
             let body = try await decode(AuthorizationRequest.self, request, context)
             guard let (user, _) = await state.user(bySubject: body.sub) else { return controlError("no user with sub \(body.sub)", status: .notFound) }
@@ -124,3 +154,6 @@ extension Emulator {
 func controlError(_ message: String, status: HTTPResponse.Status = .badRequest) -> Response {
     HTTPAnswer.json(["error": status == .notFound ? "not_found" : "invalid_request", "error_description": message], status: status)
 }
+
+/// The most users `POST /emulator/users/batch` makes in one request.
+let maximumUserBatch = 100_000

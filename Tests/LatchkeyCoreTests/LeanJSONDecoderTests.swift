@@ -1,5 +1,7 @@
 import Foundation
+import JWTKit
 import LatchkeyCore
+import LatchkeyTestSupport
 import Testing
 
 @Suite("Lean JSON decoder")
@@ -72,5 +74,51 @@ struct LeanJSONDecoderTests {
     func depth() {
         let json = #"{"unknown":"# + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}"
         #expect(throws: LeanJSONError.tooDeep) { _ = try LeanJSONDecoder().decode(Sample.self, from: Array(json.utf8)) }
+    }
+}
+
+@Suite("Lean JSON decoder inside jwt-kit")
+struct LeanJSONDecoderInJWTKitTests {
+    struct Payload: JWTPayload {
+        var sub: SubjectClaim
+        var exp: ExpirationClaim
+        func verify(using algorithm: some JWTAlgorithm) async throws { try exp.verifyNotExpired() }
+    }
+
+    /// jwt-kit with Latchkey's decoder as its `JWTJSONDecoder`, and an HMAC key.
+    private func keys() async -> JWTKeyCollection {
+        let keys = JWTKeyCollection(defaultJWTParser: DefaultJWTParser(jsonDecoder: LeanJSONDecoder()))
+        await keys.add(hmac: HMACKey(from: "a test secret that is at least thirty-two bytes long"), digestAlgorithm: .sha256)
+        return keys
+    }
+
+    @Test("exp is read as seconds since 1970, so an expired token is refused and a live one accepted")
+    func expirationDates() async throws {
+        let keys = await keys()
+        let expiry = Date(timeIntervalSince1970: 1_900_000_000)
+        let live = try await keys.sign(Payload(sub: "user", exp: .init(value: Date().addingTimeInterval(600))))
+        #expect(try await keys.verify(live, as: Payload.self).sub.value == "user")
+        let expired = try await keys.sign(Payload(sub: "user", exp: .init(value: Date().addingTimeInterval(-600))))
+        await #expect(throws: JWTError.self) { _ = try await keys.verify(expired, as: Payload.self) }
+        // The exact instant, as jwt-kit's own decoder reads it.
+        let fixed = try await keys.sign(Payload(sub: "user", exp: .init(value: expiry)))
+        let parts = fixed.split(separator: ".")
+        let claims = base64URLDecoded(parts[1])
+        #expect(try LeanJSONDecoder().decode(Payload.self, from: claims).exp.value == expiry)
+        #expect(try JSONDecoder.defaultForJWT.decode(Payload.self, from: claims).exp.value == expiry)
+    }
+
+    @Test("duplicate members are found in large objects too, wherever they stand")
+    func duplicatesInLargeObjects() throws {
+        let members = (0..<500).map { #""m\#($0)":\#($0)"# }
+        let distinct = "{" + members.joined(separator: ",") + "}"
+        #expect(try LeanJSONDecoder().decode([String: Int].self, from: Array(distinct.utf8)).count == 500)
+        for position in [1, 15, 16, 17, 499] {
+            let duplicated = "{" + (members + [#""m\#(position)":0"#]).joined(separator: ",") + "}"
+            #expect(throws: LeanJSONError.duplicateKey("m\(position)")) { _ = try LeanJSONDecoder().decode([String: Int].self, from: Array(duplicated.utf8)) }
+        }
+        // An escaped spelling of the same name is the same name.
+        let escaped = "{" + (members + [#""\u006d42":0"#]).joined(separator: ",") + "}"
+        #expect(throws: LeanJSONError.duplicateKey("m42")) { _ = try LeanJSONDecoder().decode([String: Int].self, from: Array(escaped.utf8)) }
     }
 }
