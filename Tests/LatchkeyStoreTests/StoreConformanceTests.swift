@@ -252,6 +252,24 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("a sign-in token is recorded once per provider and subject, can be released, and is swept after it expires", arguments: kinds)
+    func signInTokens(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let hash = "\(run)-identity-token-hash"
+            let expiry = Self.now.addingTimeInterval(600)
+            #expect(try await store.recordSignInToken(provider: "apple", subject: "sub-1", tokenHash: hash, expiresAt: expiry))
+            #expect(try await store.recordSignInToken(provider: "apple", subject: "sub-1", tokenHash: hash, expiresAt: expiry) == false)
+            #expect(try await store.recordSignInToken(provider: "google", subject: "sub-1", tokenHash: hash, expiresAt: expiry))
+            try await store.deleteSignInToken(provider: "google", subject: "sub-1", tokenHash: hash)
+            #expect(try await store.recordSignInToken(provider: "google", subject: "sub-1", tokenHash: hash, expiresAt: expiry))
+            // Before expiry the sweep keeps it; after, it goes and the hash could be recorded again.
+            _ = try await store.sweep(now: Self.now)
+            #expect(try await store.recordSignInToken(provider: "apple", subject: "sub-1", tokenHash: hash, expiresAt: expiry) == false)
+            #expect(try await store.sweep(now: expiry.addingTimeInterval(1)) >= 2)
+            #expect(try await store.recordSignInToken(provider: "apple", subject: "sub-1", tokenHash: hash, expiresAt: expiry))
+        }
+    }
+
     @Test("sweep removes expired tokens and long-dead sessions", arguments: kinds)
     func sweep(kind: Kind) async throws {
         try await withStore(kind) { store in
