@@ -220,7 +220,7 @@ public struct SessionService: Sendable {
             return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, sessionID: family.id)
         case .reuseDetected(let family):
             try await audit(family.userID, "refresh_token_reuse", "session=\(family.id); the session was revoked")
-            logger?.notice("refresh token reuse detected; session revoked", metadata: ["session": "\(family.id)"])
+            logger?.debug("refresh token reuse detected; session revoked", metadata: ["session": "\(family.id)"])
             throw LatchkeyError(.invalidGrant, "this refresh token was already used; the session has been revoked as a precaution — sign in again")
         case .revoked(let family):
             throw revokedError(family)
@@ -265,6 +265,8 @@ public struct SessionService: Sendable {
                     // Only the token that was validated is marked; a grant replaced meanwhile keeps its own state.
                     _ = try? await store.markProviderGrantValidated(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now)
                 case .unreachable(let reason):
+                    // Once per identity per backoff: the operator may have to fix credentials or reach Apple.
+                    logger?.warning("Apple could not validate an authorization; sessions keep working within the grace period", metadata: ["reason": "\(reason)"])
                     validations.recordFailure(identityID, reason: reason, at: timeSource.now)
                 case .revoked:
                     break
@@ -282,7 +284,7 @@ public struct SessionService: Sendable {
             try await audit(userID, "apple_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
             throw LatchkeyError(.invalidGrant, "the Apple authorization was revoked (Apple refused the stored refresh token); all sessions of this Apple ID were ended — sign in again")
         case .unreachable(let reason):
-            logger?.warning("Apple could not validate the authorization", metadata: ["reason": "\(reason)"])
+            logger?.debug("Apple could not validate the authorization", metadata: ["reason": "\(reason)"])
             if now.timeIntervalSince(grant.lastValidatedAt) > policy.providerUnreachableGrace {
                 throw LatchkeyError(
                     .temporarilyUnavailable,
