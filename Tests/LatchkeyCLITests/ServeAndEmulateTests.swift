@@ -65,6 +65,29 @@ struct ServeAndEmulateTests {
 
     private func oneLine(_ text: String) -> Bool { text.split(separator: "\n").filter { $0.hasPrefix("latchkey serve:") }.count == 1 && !text.contains("Usage:") }
 
+    @Test("log.format json writes one JSON object per line; log.level filters; deprecated settings are announced")
+    func logSettings() throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = try ListeningSocket()
+        let json = try CLI.run(["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_FORMAT": "json", "LATCHKEY_HTTP_TRUST_FORWARDED_FOR": "true"], directory: directory)
+        let lines = json.stderr.split(separator: "\n").map(String.init)
+        let logLines = lines.dropLast()  // the last line is the one-line failure
+        #expect(logLines.count >= 2, "\(json.stderr)")
+        for line in logLines {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+            #expect(object["level"] is String && object["label"] is String && object["message"] is String && object["time"] is String)
+        }
+        #expect(logLines.contains { $0.contains("http.trustForwardedFor is deprecated") })
+        #expect(lines.last?.hasPrefix("latchkey serve: cannot listen") == true)
+
+        let quiet = try CLI.run(["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_LEVEL": "error"], directory: directory)
+        #expect(quiet.stderr.split(separator: "\n").count == 1, "\(quiet.stderr)")
+        let bad = try CLI.run(["serve"], environment: ["LATCHKEY_LOG_LEVEL": "loud"], directory: directory)
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("setting log.level is \"loud\""))
+    }
+
     @Test("doctor and serve read the same files the same way")
     func doctorAgreesWithServe() throws {
         let directory = CLI.directory()
