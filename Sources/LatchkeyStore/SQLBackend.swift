@@ -79,6 +79,52 @@ final class SQLiteBackend: SQLBackend {
     }
 }
 
+/// A result delivered to whoever waits for it, exactly once, whichever comes first.
+private final class ResumeOnce<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var result: Result<T, any Error>?
+        var done = false
+    }
+    private let state = Mutex(State())
+
+    func wait(_ continuation: CheckedContinuation<T, any Error>) {
+        let ready: Result<T, any Error>? = state.withLock { state in
+            if let result = state.result {
+                state.result = nil
+                return result
+            }
+            state.continuation = continuation
+            return nil
+        }
+        if let ready { continuation.resume(with: ready) }
+    }
+
+    func resume(_ result: Result<T, any Error>) {
+        let waiting: CheckedContinuation<T, any Error>? = state.withLock { state in
+            guard !state.done else { return nil }
+            state.done = true
+            guard let continuation = state.continuation else {
+                state.result = result
+                return nil
+            }
+            state.continuation = nil
+            return continuation
+        }
+        waiting?.resume(with: result)
+    }
+}
+
+/// Whether a request for a pooled connection got one in time (started) or was given up (abandoned); only one happens.
+private final class LeaseState: Sendable {
+    private static let waiting = 0, started = 1, abandoned = 2
+    private let state = Atomic(LeaseState.waiting)
+
+    func start() -> Bool { state.compareExchange(expected: Self.waiting, desired: Self.started, ordering: .acquiringAndReleasing).exchanged }
+    func abandon() -> Bool { state.compareExchange(expected: Self.waiting, desired: Self.abandoned, ordering: .acquiringAndReleasing).exchanged }
+    var wasAbandoned: Bool { state.load(ordering: .acquiring) == Self.abandoned }
+}
+
 /// PostgreSQL through a PostgresNIO client pool; the client runs as a service until shutdown.
 final class PostgresBackend: SQLBackend {
     let isPostgres = true
@@ -97,16 +143,51 @@ final class PostgresBackend: SQLBackend {
             tls: wantsTLS ? .require(.makeClientConfiguration()) : .disable
         )
         configuration.options.maximumConnections = 16
+        configuration.options.connectTimeout = Self.leaseTimeout
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         runTask = Task { await client.run() }
         batcher = WriteBatcher(beginStatement: "BEGIN", maximumBatch: maximumBatch, parallelBatches: maximumBatch == 1 ? 1 : 4) { body in
-            try await client.withConnection { connection in try await body(connection.sql()) }
+            try await Self.withConnection(client, body)
         }
     }
 
+    /// How long a request waits for a connection before the database counts as unavailable.
+    static let leaseTimeout: Duration = .seconds(5)
+
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in try await body(connection.sql()) }
+        try await Self.withConnection(client, body)
+    }
+
+    /// Runs `body` on a pooled connection. The pool queues requests for as long as the server is unreachable,
+    /// so waiting for the connection is bounded by ``leaseTimeout``; `body` itself, once started, is not cut short,
+    /// and once the wait was given up it never starts.
+    private static func withConnection<T: Sendable>(_ client: PostgresClient, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        let lease = LeaseState()
+        let outcome = ResumeOnce<T>()
+        let work = Task {
+            do {
+                outcome.resume(.success(try await client.withConnection { connection in
+                    guard lease.start() else { throw CancellationError() }
+                    return try await body(connection.sql())
+                }))
+            } catch {
+                outcome.resume(.failure(error))
+            }
+        }
+        let timer = Task {
+            try await Task.sleep(for: leaseTimeout)
+            guard lease.abandon() else { return }
+            // Not waiting for the pool to notice the cancellation: the caller hears at once.
+            work.cancel()
+            outcome.resume(.failure(AuthStoreError.unavailable("PostgreSQL: no connection within \(leaseTimeout) (the server cannot be reached, or every connection is busy)")))
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { outcome.wait($0) }
+        } onCancel: {
+            work.cancel()
+        }
     }
 
     func shutdown() async {

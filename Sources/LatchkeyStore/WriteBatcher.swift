@@ -1,3 +1,4 @@
+import LatchkeyCore
 import Logging
 import SQLKit
 import Synchronization
@@ -21,7 +22,7 @@ final class WriteBatcher: Sendable {
     }
 
     /// Runs a batch on the write connection: the closure receives the database inside BEGIN…COMMIT.
-    typealias Runner = @Sendable (_ body: @Sendable (any SQLDatabase) async throws -> Void) async throws -> Void
+    typealias Runner = @Sendable (_ body: @escaping @Sendable (any SQLDatabase) async throws -> Void) async throws -> Void
 
     private let state = Mutex(State())
     private let writes = Mutex(0)
@@ -105,12 +106,18 @@ final class WriteBatcher: Sendable {
                 }
             }
         } catch {
-            if batch.count > 1 { return false }
-            batch[0].continuation.resume(throwing: error)
+            // An unreachable or locked database fails every job alike; retrying them one by one would only wait longer.
+            if batch.count > 1, !Self.isOutage(error) { return false }
+            for job in batch { job.continuation.resume(throwing: error) }
             return true
         }
         let results = outcomes.withLock { $0 }
         for (job, outcome) in zip(batch, results) { job.continuation.resume(with: outcome) }
         return true
+    }
+
+    private static func isOutage(_ error: any Error) -> Bool {
+        if case AuthStoreError.unavailable = SQLAuthStore.translate(error) { return true }
+        return false
     }
 }
