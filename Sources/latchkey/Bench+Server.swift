@@ -86,15 +86,18 @@ struct ServerBench {
     }
 
     /// Users and native sign-ins made at the emulator before the clock starts.
-    private func mintSignIns(emulator: RunningEmulator, http: HTTPClient, count: Int) async throws -> [(token: String, code: String)] {
-        try await withThrowingTaskGroup(of: (String, String).self) { group in
-            var minted: [(String, String)] = []
+    private func mintSignIns(emulator: RunningEmulator, http: HTTPClient, count: Int) async throws -> [MintedSignIn] {
+        try await withThrowingTaskGroup(of: MintedSignIn.self) { group in
+            var minted: [MintedSignIn] = []
             for index in 0..<count {
                 if index >= 16 { minted.append(try await group.next()!) }
                 group.addTask {
                     let user = try await json(http, emulator.baseURL + "/emulator/users", ["email": "bench-\(UUID().uuidString)@example.com"])
-                    let signIn = try await json(http, emulator.baseURL + "/emulator/authorizations", ["sub": user["sub"] as! String, "clientId": "com.example.app"])
-                    return (signIn["identityToken"] as! String, signIn["authorizationCode"] as! String)
+                    let nonce = UUID().uuidString
+                    let signIn = try await json(
+                        http, emulator.baseURL + "/emulator/authorizations", ["sub": user["sub"] as! String, "clientId": "com.example.app", "nonce": hashedNonce(nonce)]
+                    )
+                    return MintedSignIn(token: signIn["identityToken"] as! String, code: signIn["authorizationCode"] as! String, rawNonce: nonce)
                 }
             }
             for try await item in group { minted.append(item) }
@@ -103,14 +106,21 @@ struct ServerBench {
     }
 
     /// `POST /v1/auth/apple` for each minted sign-in, `concurrency` at a time; returns the rate and the sessions.
-    private func signIn(_ minted: [(token: String, code: String)], server: ChildServer, http: HTTPClient) async throws -> (Double, [Session]) {
+    /// What an app sends to `POST /v1/auth/apple` after a native sign-in.
+    struct MintedSignIn: Sendable {
+        let token: String
+        let code: String
+        let rawNonce: String
+    }
+
+    private func signIn(_ minted: [MintedSignIn], server: ChildServer, http: HTTPClient) async throws -> (Double, [Session]) {
         let start = ContinuousClock.now
         let sessions = try await withThrowingTaskGroup(of: Session.self) { group in
             var sessions: [Session] = []
             for (index, item) in minted.enumerated() {
                 if index >= concurrency { sessions.append(try await group.next()!) }
                 group.addTask {
-                    let answer = try await json(http, server.url + "/v1/auth/apple", ["identityToken": item.token, "authorizationCode": item.code])
+                    let answer = try await json(http, server.url + "/v1/auth/apple", ["identityToken": item.token, "authorizationCode": item.code, "rawNonce": item.rawNonce])
                     guard let access = answer["accessToken"] as? String, let refresh = answer["refreshToken"] as? String else { throw CLIError("sign-in failed: \(answer)") }
                     return Session(accessToken: access, refreshToken: refresh)
                 }

@@ -52,7 +52,7 @@ struct Demo: AsyncParsableCommand {
             let user = try await http.json("POST", running.baseURL + "/emulator/users", ["email": "jane@example.com", "hideMyEmail": true, "givenName": "Jane", "familyName": "Appleseed"])
             let sub = user["sub"]
             let nonce = PKCE.makeVerifier()
-            var apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hashedNonce(nonce)])
+            let apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hashedNonce(nonce)])
             say.detail("the app receives an identity token, a one-time authorization code and, this first time only, her name")
 
             say.step("The app sends them to Latchkey: POST /v1/auth/apple")
@@ -80,9 +80,21 @@ struct Demo: AsyncParsableCommand {
             let dead = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": rotated["refreshToken"]], expectError: true)
             say.detail("and the legitimate successor died with it: \(dead["error"])")
 
+            say.step("Someone who stole her identity token tries to sign in with it")
+            let stolen = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"]], expectError: true)
+            say.detail("without the app's raw nonce: \(stolen["error"])")
+            let replayed = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "rawNonce": nonce], expectError: true)
+            say.detail("even with it: \(replayed["error"]) — each identity token starts one session")
+
+            /// A fresh native sign-in at the emulator, sent to Latchkey as an app would.
+            func signInAgain() async throws -> Reply {
+                let nonce = PKCE.makeVerifier()
+                let apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hashedNonce(nonce)])
+                return try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"], "rawNonce": nonce])
+            }
+
             say.step("Jane signs in again; Apple shares no name this time, Latchkey keeps the first one")
-            apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID])
-            signIn = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"]])
+            signIn = try await signInAgain()
             let again = signIn.child("user")
             say.detail("same user: \(again["id"]) · name \(again["givenName"]) · isNewUser \(signIn.flag("isNewUser"))")
 
@@ -99,16 +111,15 @@ struct Demo: AsyncParsableCommand {
             say.detail("the session is gone: \(revoked["error"]) — \(revoked["error_description"])")
 
             say.step("Jane signs in once more, then deletes her account in the app: DELETE /v1/me")
-            apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID])
-            signIn = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"]])
+            signIn = try await signInAgain()
             let deletion = try await http.json("DELETE", latchkey + "/v1/me", bearer: signIn["accessToken"])
             let log = try await http.array("GET", running.baseURL + "/emulator/requests")
             let revokes = log.filter { $0["endpoint"] as? String == "/auth/revoke" }.map { "\($0["status"] ?? "?")" }
             say.detail("Apple tokens revoked: \(deletion["appleTokensRevoked"]) · \"Apple\" received POST /auth/revoke → \(revokes.joined(separator: ", ")), as the App Store requires")
 
             say.step("And when something is wrong, Latchkey says what")
-            apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": try await http.json("POST", running.baseURL + "/emulator/users", [:])["sub"], "clientId": clientID, "nonce": "hashed-nonce-from-the-app"])
-            let wrong = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "rawNonce": "some-other-nonce"], expectError: true)
+            let other = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": try await http.json("POST", running.baseURL + "/emulator/users", [:])["sub"], "clientId": clientID, "nonce": "hashed-nonce-from-the-app"])
+            let wrong = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": other["identityToken"], "rawNonce": "some-other-nonce"], expectError: true)
             say.detail("\(wrong["error"]): \(wrong["error_description"])")
             say.step("Done. Next: `latchkey serve --dev` to run both for your app, `latchkey bench` for figures.")
         } catch {

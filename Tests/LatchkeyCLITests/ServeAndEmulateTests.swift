@@ -117,6 +117,17 @@ struct ServeAndEmulateTests {
         #expect(diagnosed.stdout.contains("latchkey serve refuses this configuration: setting port"), "\(diagnosed.stdout)")
     }
 
+    @Test("the demo, the README's main command, plays the whole lifecycle offline")
+    func demo() throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try CLI.run(["demo"], directory: directory)
+        #expect(result.status == 0, "\(result.stderr)")
+        for step in ["nonce_required", "token_already_used", "isNewUser false", "POST /auth/revoke → 200", "nonce_mismatch", "Done."] {
+            #expect(result.stdout.contains(step), "\(step) is missing from the demo's output")
+        }
+    }
+
     @Test("migrate creates the schema and reports its version")
     func migrate() throws {
         let directory = CLI.directory()
