@@ -1,84 +1,540 @@
 import Foundation
 
-/// The OpenAPI 3.1 description of ``LatchkeyServer/routes``.
+/// The OpenAPI 3.1 description of ``LatchkeyServer/routes``: every operation with the statuses, headers and
+/// bodies the server really answers, strict schemas, and an example for every schema, request and response.
+///
+/// The wire types in LatchkeyModels are the source of truth for the bodies. `OpenAPIContractTests` holds this
+/// document to them (every example decodes into its type and re-encodes unchanged; every schema lists exactly
+/// the type's members) and to the running server (every answer's status, media type and body are documented);
+/// `tests/contract/run.sh` runs schemathesis against `latchkey serve --dev` with it.
 enum OpenAPIDocument {
-    private static var error: [String: Any] { ["$ref": "#/components/schemas/Error"] }
-
-    private static func response(_ description: String, schema: [String: Any]? = nil) -> [String: Any] {
-        var response: [String: Any] = ["description": description]
-        if let schema { response["content"] = ["application/json": ["schema": schema]] }
-        return response
+    static func json(serverURL: String) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array((try? encoder.encode(document(serverURL: serverURL))) ?? Data("{}".utf8))
     }
 
-    private static func errors(_ codes: [Int]) -> [String: Any] {
-        Dictionary(uniqueKeysWithValues: codes.map { (String($0), response("Error", schema: error) as Any) })
-    }
-
-    private static var bearer: [[String: [String]]] { [["bearer": []]] }
-
-    /// Per route: summary, whether it needs a bearer token, request body schema, success status and schema, error statuses.
-    private static var operations: [String: (summary: String, bearer: Bool, body: [String: Any]?, status: Int, schema: [String: Any]?, errors: [Int])] { [
-        "POST /v1/auth/apple": ("Exchange a Sign in with Apple result for a Latchkey session", false, ["$ref": "#/components/schemas/AppleSignIn"], 200, ["$ref": "#/components/schemas/SignIn"], [400, 401, 413, 429, 502, 503]),
-        "POST /v1/token": ("Rotate a refresh token (grant_type=refresh_token; form or JSON)", false, ["$ref": "#/components/schemas/RefreshRequest"], 200, ["$ref": "#/components/schemas/TokenPair"], [400, 413, 429, 503]),
-        "POST /v1/logout": ("End this session, or every session with {\"all\": true}", true, ["type": "object", "properties": ["all": ["type": "boolean"]]], 200, ["type": "object"], [400, 401]),
-        "GET /v1/me": ("The signed-in user and their identities", true, nil, 200, ["$ref": "#/components/schemas/User"], [401]),
-        "DELETE /v1/me": ("Delete the account: revoke Apple's token, then delete everything", true, nil, 200, ["type": "object"], [401]),
-        "GET /v1/me/sessions": ("The user's active sessions", true, nil, 200, ["type": "object"], [401]),
-        "DELETE /v1/me/sessions/{id}": ("End one of the user's sessions", true, nil, 204, nil, [401, 404]),
-        "POST /v1/apple/notifications": ("Apple's server-to-server notifications ({\"payload\": JWT})", false, ["type": "object", "properties": ["payload": ["type": "string"]], "required": ["payload"]], 200, ["type": "object"], [400, 401, 503]),
-        "GET /.well-known/jwks.json": ("Public keys that verify Latchkey access tokens", false, nil, 200, ["type": "object"], []),
-        "GET /.well-known/openid-configuration": ("Issuer metadata", false, nil, 200, ["type": "object"], []),
-        "GET /healthz": ("Liveness", false, nil, 200, ["type": "object"], []),
-        "GET /readyz": ("Readiness: the database answers", false, nil, 200, ["type": "object"], [503]),
-        "GET /metrics": ("Prometheus metrics", false, nil, 200, nil, []),
-        "GET /openapi.json": ("This document", false, nil, 200, ["type": "object"], []),
-    ] }
-
-    static func document(serverURL: String) -> [String: Any] {
-        var paths: [String: [String: Any]] = [:]
+    static func document(serverURL: String) -> JSON {
+        var paths: [String: JSON] = [:]
         for (method, path) in LatchkeyServer.routes {
             guard let operation = operations["\(method) \(path)"] else { continue }
-            var entry: [String: Any] = [
-                "summary": operation.summary,
-                "responses": [String(operation.status): response("Success", schema: operation.schema)].merging(errors(operation.errors)) { first, _ in first },
-            ]
-            if operation.bearer { entry["security"] = bearer }
-            if let body = operation.body { entry["requestBody"] = ["required": true, "content": ["application/json": ["schema": body]]] }
-            if path.contains("{id}") { entry["parameters"] = [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]] }
-            paths[path, default: [:]][method.lowercased()] = entry
+            paths[path] = (paths[path] ?? [:]).merging([method.lowercased(): operation])
         }
-        let string: [String: Any] = ["type": "string"]
-        let integer: [String: Any] = ["type": "integer"]
-        let tokenPair: [String: Any] = [
-            "type": "object", "required": ["accessToken", "tokenType", "expiresIn", "refreshToken"],
-            "properties": ["accessToken": string, "tokenType": string, "expiresIn": integer, "refreshToken": string],
-        ]
         return [
             "openapi": "3.1.0",
-            "info": ["title": "Latchkey", "version": "0.1.0", "description": "Sign in with Apple for apps with their own backend."],
-            "servers": [["url": serverURL]],
-            "paths": paths,
-            "components": [
-                "securitySchemes": ["bearer": ["type": "http", "scheme": "bearer", "bearerFormat": "JWT (at+jwt, ES256)"]],
-                "schemas": [
-                    "Error": ["type": "object", "required": ["error"], "properties": ["error": string, "error_description": string]],
-                    "TokenPair": tokenPair,
-                    "RefreshRequest": ["type": "object", "required": ["grant_type", "refresh_token"], "properties": ["grant_type": ["const": "refresh_token"], "refresh_token": string]],
-                    "AppleSignIn": [
-                        "type": "object", "required": ["identityToken"],
-                        "properties": [
-                            "identityToken": string, "authorizationCode": string, "rawNonce": string,
-                            "fullName": ["type": "object", "properties": ["givenName": string, "familyName": string]],
-                        ],
-                    ],
-                    "User": ["type": "object", "properties": ["id": string, "email": string, "givenName": string, "familyName": string, "identities": ["type": "array"]]],
-                    "SignIn": ["allOf": [tokenPair, ["type": "object", "properties": ["user": ["$ref": "#/components/schemas/User"], "isNewUser": ["type": "boolean"]]]]],
-                ],
+            "info": [
+                "title": "Latchkey", "version": "0.1.0",
+                "description": """
+                    Sign in with Apple for apps with their own backend. Every error answers \
+                    {"error": "<snake_case code>", "error_description": "<for people>"} (RFC 6749 §5.2 shape); \
+                    unknown paths and methods answer 404 `not_found`.
+                    """,
             ],
+            "servers": [["url": .string(serverURL)]],
+            "paths": .object(paths),
+            "components": ["securitySchemes": ["bearer": ["type": "http", "scheme": "bearer", "bearerFormat": "JWT (typ at+jwt, ES256)"]], "schemas": .object(schemas)],
         ]
     }
 
-    static func json(serverURL: String) -> [UInt8] {
-        Array((try? JSONSerialization.data(withJSONObject: document(serverURL: serverURL), options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data())
+    // MARK: - Operations
+
+    /// Per route (`METHOD path`, as in ``LatchkeyServer/routes``), its operation object.
+    static var operations: [String: JSON] {
+        [
+            "POST /v1/auth/apple": signInWithApple,
+            "POST /v1/token": refreshToken,
+            "POST /v1/logout": logout,
+            "GET /v1/me": me,
+            "DELETE /v1/me": deleteMe,
+            "GET /v1/me/sessions": listSessions,
+            "DELETE /v1/me/sessions/{id}": endSession,
+            "POST /v1/apple/notifications": appleNotification,
+            "GET /.well-known/jwks.json": jwks,
+            "GET /.well-known/openid-configuration": discovery,
+            "GET /healthz": health,
+            "GET /readyz": ready,
+            "GET /metrics": metrics,
+            "GET /openapi.json": openAPI,
+        ]
+    }
+
+    private static var signInWithApple: JSON {
+        let body = jsonContent(ref("AppleSignInRequest"), examples: [
+            "native": ["summary": "An iOS sign-in (the name is shared on the first sign-in only)", "value": Examples.appleSignInNative],
+            "web": ["summary": "A web sign-in: the code was obtained with this redirect URI", "value": Examples.appleSignInWeb],
+        ])
+        return operation(
+            id: "signInWithApple", summary: "Exchange a Sign in with Apple result for a Latchkey session",
+            description: """
+                Verifies Apple's identity token (signature, issuer, audience, expiry, nonce; each token starts one session only), \
+                redeems the authorization code at Apple when one is sent, and starts a session. `rawNonce` is the unhashed nonce \
+                whose SHA-256 (lowercase hex) the app put in the request; it may be left out only where `apple.requireNonce` is off \
+                and the token carries no nonce.
+                """,
+            body: ["required": true, "content": body],
+            responses: [
+                "200": ["description": "Signed in", "content": jsonContent(ref("SignInResponse"), example: Examples.signIn), "links": [
+                    "RefreshSession": refreshLink("$response.body#/refreshToken", "Rotate the new session's refresh token"),
+                ]],
+                "400": error("The body is not this JSON, `identityToken` is empty, `redirectUri` is not configured, or the code belongs to another Apple ID", codes: ["invalid_request", "invalid_grant"], example: Examples.invalidBody),
+                "401": error("Apple's identity token was refused; the code says which check failed", codes: identityTokenRefusals, example: ["error": "nonce_mismatch", "error_description": "the token's nonce is not the SHA-256 of rawNonce"]),
+                "413": tooLarge,
+                "429": rateLimited,
+                "502": error("Apple refused this server's own request (its client credentials or configuration): the operator's problem", codes: appleFailures, example: Examples.invalidClient),
+                "503": unavailable("Sign in with Apple is not configured, Apple or its keys cannot be reached, or the database is unavailable"),
+            ]
+        )
+    }
+
+    private static var refreshToken: JSON {
+        let content: JSON = [
+            "application/x-www-form-urlencoded": ["schema": ref("TokenRequestForm"), "example": Examples.refreshForm],
+            "application/json": ["schema": ref("TokenRequest"), "examples": [
+                "snake_case": ["summary": "RFC 6749 member names", "value": Examples.refreshForm],
+                "camelCase": ["summary": "The app-facing member names", "value": Examples.refreshCamel],
+            ]],
+        ]
+        return operation(
+            id: "refreshToken", summary: "Rotate a refresh token (app-facing, camelCase; not an RFC 6749 §5.1 token endpoint)",
+            description: """
+                The app-facing refresh endpoint. It takes RFC 6749 §6's `grant_type=refresh_token` request as a form, or as JSON \
+                with snake_case or camelCase members, but answers Latchkey's camelCase token pair (`accessToken`, `tokenType`, \
+                `expiresIn`, `refreshToken`), not RFC 6749 §5.1's `access_token`/`token_type`/`expires_in`/`refresh_token`. \
+                That is why the discovery document does not advertise it as `token_endpoint`. Each refresh token works once: \
+                the answer carries its successor, and presenting a used one again (outside a short grace window) ends the session.
+                """,
+            body: ["required": true, "content": content],
+            responses: [
+                "200": ["description": "The new token pair", "content": jsonContent(ref("TokenPairResponse"), example: Examples.tokenPair), "links": [
+                    "RotateAgain": refreshLink("$response.body#/refreshToken", "Rotate the successor"),
+                ]],
+                "400": error("A missing or malformed field, another grant type, or a refresh token that is unknown, used, expired or revoked", codes: ["invalid_request", "unsupported_grant_type", "invalid_grant"], example: Examples.invalidGrant),
+                "413": tooLarge,
+                "429": rateLimited,
+                "503": unavailable("Apple has not confirmed the session's authorization for too long, or the database is unavailable"),
+            ]
+        )
+    }
+
+    private static var logout: JSON {
+        operation(
+            id: "logout", summary: "End this session, or every session of the user with {\"all\": true}", bearer: true,
+            body: ["required": false, "content": jsonContent(ref("LogoutRequest"), example: Examples.logoutRequest)],
+            responses: [
+                "200": ["description": "How many sessions ended", "content": jsonContent(ref("LogoutResponse"), example: Examples.logoutResponse)],
+                "400": error("The body is neither empty nor this JSON", codes: ["invalid_request"], example: Examples.invalidBody),
+                "401": unauthorized,
+                "413": tooLarge,
+                "503": unavailable("The database is unavailable"),
+            ]
+        )
+    }
+
+    private static var me: JSON {
+        operation(id: "getMe", summary: "The signed-in user and their identities", bearer: true, responses: [
+            "200": ["description": "The user", "content": jsonContent(ref("UserResponse"), example: Examples.user)],
+            "401": unauthorized,
+            "503": unavailable("The database is unavailable"),
+        ])
+    }
+
+    private static var deleteMe: JSON {
+        operation(
+            id: "deleteMe", summary: "Delete the account: revoke Apple's tokens, then delete everything",
+            description: "A revocation Apple does not take now is retried in the background; the account is deleted regardless.", bearer: true,
+            responses: [
+                "200": ["description": "The account is deleted", "content": jsonContent(ref("AccountDeletion"), example: Examples.accountDeletion)],
+                "401": unauthorized,
+                "503": unavailable("The database is unavailable"),
+            ]
+        )
+    }
+
+    private static var listSessions: JSON {
+        operation(id: "listSessions", summary: "The user's active sessions", bearer: true, responses: [
+            "200": ["description": "The active sessions; `current` marks the caller's", "content": jsonContent(ref("SessionList"), example: Examples.sessionList), "links": [
+                "EndSession": ["operationId": "endSession", "parameters": ["path.id": "$response.body#/sessions/0/id"], "description": "End the first listed session"],
+            ]],
+            "401": unauthorized,
+            "503": unavailable("The database is unavailable"),
+        ])
+    }
+
+    private static var endSession: JSON {
+        let id: JSON = [
+            "name": "id", "in": "path", "required": true, "description": "A session id from GET /v1/me/sessions",
+            "schema": ["type": "string", "minLength": 1], "example": .string(Examples.sessionID),
+        ]
+        return operation(
+            id: "endSession", summary: "End one of the user's sessions", bearer: true, parameters: [id],
+            responses: [
+                "204": ["description": "The session is ended (also when it already was)"],
+                "401": unauthorized,
+                "404": error("The user has no session with this id", codes: ["not_found"], example: ["error": "not_found", "error_description": "no session 3f0c7d1e-5b2a-4c8e-9f61-2d7a4b9e0c15 for this user"]),
+                "503": unavailable("The database is unavailable"),
+            ]
+        )
+    }
+
+    private static var appleNotification: JSON {
+        operation(
+            id: "appleNotification", summary: "Apple's server-to-server notifications",
+            description: "Apple posts {\"payload\": \"<JWT signed by Apple>\"} here; consent revocations and account deletions end the user's sessions. Each event is applied once.",
+            body: ["required": true, "content": jsonContent(ref("AppleNotificationRequest"), example: Examples.notificationRequest)],
+            responses: [
+                "200": ["description": "The notification was verified", "content": jsonContent(ref("AppleNotificationResponse"), example: Examples.notificationResponse)],
+                "400": error("The body is not {\"payload\": \"<JWT>\"}", codes: ["invalid_request"], example: ["error": "invalid_request", "error_description": "the body is not {\"payload\": \"<JWT>\"}"]),
+                "401": error("The payload is not a valid notification signed by Apple for this app", codes: identityTokenRefusals, example: ["error": "invalid_signature", "error_description": "the signature does not verify with Apple's key"]),
+                "413": tooLarge,
+                "503": unavailable("Sign in with Apple is not configured, Apple's keys cannot be fetched, or the database is unavailable"),
+            ]
+        )
+    }
+
+    private static var jwks: JSON {
+        operation(id: "getJWKS", summary: "The public keys that verify Latchkey's access tokens", responses: [
+            "200": ["description": "A JSON Web Key Set (RFC 7517)", "content": jsonContent(ref("JWKS"), example: Examples.jwks)],
+        ])
+    }
+
+    private static var discovery: JSON {
+        operation(
+            id: "getDiscovery", summary: "Issuer metadata (RFC 8414 member names)",
+            description: "What a backend needs to verify access tokens without a database. There is no `token_endpoint`: `/v1/token` answers the app-facing camelCase shape, not RFC 6749 §5.1.",
+            responses: ["200": ["description": "The issuer metadata", "content": jsonContent(ref("Discovery"), example: Examples.discovery)]]
+        )
+    }
+
+    private static var health: JSON {
+        operation(id: "getHealth", summary: "Liveness", responses: [
+            "200": ["description": "The process serves requests", "content": jsonContent(ref("Health"), example: ["status": "ok"])],
+        ])
+    }
+
+    private static var ready: JSON {
+        operation(id: "getReadiness", summary: "Readiness: the database answers", responses: [
+            "200": ["description": "Ready", "content": jsonContent(ref("Ready"), example: ["status": "ready"])],
+            "503": error("The database cannot be reached", codes: ["temporarily_unavailable"], example: ["error": "temporarily_unavailable", "error_description": "the database cannot be reached"]),
+        ])
+    }
+
+    private static var metrics: JSON {
+        operation(id: "getMetrics", summary: "Prometheus metrics", responses: [
+            "200": ["description": "The Prometheus text exposition format", "content": ["text/plain": ["schema": ["type": "string"], "example": .string(Examples.metrics)]]],
+        ])
+    }
+
+    private static var openAPI: JSON {
+        operation(id: "getOpenAPI", summary: "This document", responses: [
+            "200": ["description": "The OpenAPI 3.1 description of this server", "content": jsonContent(ref("OpenAPI"), example: Examples.openAPI)],
+        ])
+    }
+
+    // MARK: - Building blocks
+
+    private static func operation(
+        id: String, summary: String, description: String? = nil, bearer: Bool = false, parameters: [JSON] = [], body: JSON? = nil, responses: [String: JSON]
+    ) -> JSON {
+        var operation: [String: JSON] = ["operationId": .string(id), "summary": .string(summary), "responses": .object(responses)]
+        if let description { operation["description"] = .string(description) }
+        if bearer { operation["security"] = [["bearer": []]] }
+        if !parameters.isEmpty { operation["parameters"] = .array(parameters) }
+        if let body { operation["requestBody"] = body }
+        return .object(operation)
+    }
+
+    private static func jsonContent(_ schema: JSON, example: JSON) -> JSON {
+        ["application/json": ["schema": schema, "example": example]]
+    }
+
+    private static func jsonContent(_ schema: JSON, examples: JSON) -> JSON {
+        ["application/json": ["schema": schema, "examples": examples]]
+    }
+
+    private static func refreshLink(_ expression: String, _ description: String) -> JSON {
+        ["operationId": "refreshToken", "requestBody": ["grant_type": "refresh_token", "refresh_token": .string(expression)], "description": .string(description)]
+    }
+
+    static func ref(_ name: String) -> JSON { ["$ref": .string("#/components/schemas/\(name)")] }
+
+    /// The error body with the codes this response may carry.
+    private static func error(_ description: String, codes: [String], example: JSON, headers: [String: JSON] = [:]) -> JSON {
+        var schema = errorSchema
+        schema["properties"]?["error"] = ["type": "string", "enum": .array(codes.map { .string($0) })]
+        var response: [String: JSON] = ["description": .string(description), "content": jsonContent(schema, example: example)]
+        if !headers.isEmpty { response["headers"] = .object(headers) }
+        return .object(response)
+    }
+
+    /// `error` is a stable snake_case code; `error_description` is for people and never contains a token or code.
+    static let errorSchema: JSON = [
+        "type": "object", "required": ["error", "error_description"], "additionalProperties": false,
+        "properties": ["error": ["type": "string", "pattern": "^[a-z][a-z_]*$"], "error_description": ["type": "string"]],
+    ]
+
+    private static let retryAfter: JSON = ["description": "Seconds to wait before retrying", "schema": ["type": "integer", "minimum": 1]]
+
+    private static var tooLarge: JSON {
+        error("The body is larger than the server takes (http.maxBodySize, 16 KiB by default)", codes: ["invalid_request"], example: ["error": "invalid_request", "error_description": "the request body is too large"])
+    }
+
+    private static var rateLimited: JSON {
+        error(
+            "Too many requests from this address, for this account or with this refresh token", codes: ["rate_limited"],
+            example: ["error": "rate_limited", "error_description": "too many requests from this address; retry in 42 s"],
+            headers: ["Retry-After": retryAfter.merging(["required": true])]
+        )
+    }
+
+    private static var unauthorized: JSON {
+        error(
+            "No access token, or one that is invalid, expired or whose session has ended", codes: ["invalid_token"], example: Examples.invalidToken,
+            headers: ["WWW-Authenticate": ["required": true, "description": "The RFC 6750 challenge", "schema": ["type": "string", "pattern": "^Bearer"]]]
+        )
+    }
+
+    private static func unavailable(_ description: String) -> JSON {
+        error(description, codes: ["temporarily_unavailable"], example: ["error": "temporarily_unavailable", "error_description": "the database is unavailable; try again shortly"], headers: ["Retry-After": retryAfter])
+    }
+
+    /// The codes of a refused Apple identity token or notification JWT.
+    static let identityTokenRefusals = [
+        "malformed_token", "token_too_large", "unsupported_algorithm", "unsupported_critical_header", "unknown_key_id", "invalid_signature",
+        "missing_claim", "duplicate_claim", "invalid_claim", "unexpected_issuer", "unexpected_audience", "token_expired", "token_not_yet_valid",
+        "issued_in_future", "nonce_missing", "nonce_mismatch", "nonce_required", "token_already_used", "code_hash_mismatch", "access_token_hash_mismatch",
+    ]
+
+    /// The codes of Apple refusing this server's own request, and of its own misconfiguration.
+    static let appleFailures = ["invalid_client", "invalid_request", "unsupported_grant_type", "invalid_scope", "unauthorized_client", "invalid_provider_response", "invalid_configuration", "invalid_key"]
+
+    // MARK: - Schemas
+
+    private static let string: JSON = ["type": "string"]
+    private static let nonEmptyString: JSON = ["type": "string", "minLength": 1]
+    private static let optionalString: JSON = ["type": ["string", "null"]]
+    private static let dateTime: JSON = ["type": "string", "format": "date-time"]
+    private static let identifier: JSON = ["type": "string", "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"]
+    private static let jwt: JSON = ["type": "string", "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"]
+    private static let count: JSON = ["type": "integer", "minimum": 0]
+
+    /// An object schema. Answers are `closed` (exactly these members); requests stay open because the server ignores unknown members.
+    private static func object(_ description: String, _ properties: [String: JSON], required: [String], closed: Bool, examples: [JSON]) -> JSON {
+        var schema: [String: JSON] = ["type": "object", "description": .string(description), "properties": .object(properties), "required": .array(required.map { .string($0) })]
+        if closed { schema["additionalProperties"] = false }
+        if !examples.isEmpty { schema["examples"] = .array(examples) }
+        return .object(schema)
+    }
+
+    private static var tokenPairProperties: [String: JSON] {
+        [
+            "accessToken": jwt.merging(["description": "A JWT (typ at+jwt, ES256) for `Authorization: Bearer`; verify it with /.well-known/jwks.json"]),
+            "tokenType": ["type": "string", "enum": ["Bearer"]],
+            "expiresIn": ["type": "integer", "minimum": 1, "description": "The access token's lifetime in seconds"],
+            "refreshToken": ["type": "string", "pattern": "^lkr_[A-Za-z0-9_-]{43}$", "description": "Single use: POST it to /v1/token for the next pair"],
+        ]
+    }
+
+    /// `snake ?? camel`, as the server reads the JSON refresh request: the camelCase member counts only when the snake_case one is absent or null.
+    private static func eitherCase(_ snake: String, _ camel: String, _ value: JSON) -> JSON {
+        ["anyOf": [["required": [.string(snake)], "properties": [snake: value]], ["required": [.string(camel)], "properties": [snake: ["type": "null"], camel: value]]]]
+    }
+
+    static var schemas: [String: JSON] {
+        [
+            "Error": errorSchema.merging(["description": "Every error answer (RFC 6749 §5.2 shape)", "examples": [Examples.invalidGrant]]),
+            "AppleSignInRequest": object(
+                "What the app got from ASAuthorizationAppleIDCredential", [
+                    "identityToken": nonEmptyString.merging(["description": "Apple's identity token (a JWT)"]),
+                    "authorizationCode": optionalString.merging(["description": "Apple's authorization code; redeemed so the account can be revoked at deletion"]),
+                    "rawNonce": nonEmptyString.merging(["description": "The unhashed nonce; the token's nonce claim is its lowercase hex SHA-256"]),
+                    "fullName": ["anyOf": [ref("FullName"), ["type": "null"]], "description": "The name iOS shares on the first sign-in only"],
+                    "redirectUri": optionalString.merging(["description": "Web sign-ins only: the redirect URI the code was obtained with; one of apple.redirectUris"]),
+                ], required: ["identityToken", "rawNonce"], closed: false, examples: [Examples.appleSignInNative, Examples.appleSignInWeb]
+            ),
+            "FullName": object("The user's name as Apple shares it", ["givenName": optionalString, "familyName": optionalString], required: [], closed: false, examples: [Examples.fullName]),
+            "TokenRequestForm": object(
+                "RFC 6749 §6 refresh request", [
+                    "grant_type": ["type": "string", "enum": ["refresh_token"]],
+                    "refresh_token": nonEmptyString,
+                ], required: ["grant_type", "refresh_token"], closed: false, examples: [Examples.refreshForm]
+            ),
+            "TokenRequest": [
+                "type": "object",
+                "description": "The refresh request as JSON, with snake_case or camelCase members; a camelCase member is read only when its snake_case twin is absent or null",
+                "properties": ["grant_type": optionalString, "refresh_token": optionalString, "grantType": optionalString, "refreshToken": optionalString],
+                "allOf": [eitherCase("grant_type", "grantType", ["type": "string", "enum": ["refresh_token"]]), eitherCase("refresh_token", "refreshToken", nonEmptyString)],
+                "examples": [Examples.refreshForm, Examples.refreshCamel],
+            ],
+            "TokenPairResponse": object("A new token pair", tokenPairProperties, required: ["accessToken", "tokenType", "expiresIn", "refreshToken"], closed: true, examples: [Examples.tokenPair]),
+            "SignInResponse": object(
+                "A new session, its user, and whether the user was created by this sign-in",
+                tokenPairProperties.merging(["user": ref("UserResponse"), "isNewUser": ["type": "boolean"]]) { first, _ in first },
+                required: ["accessToken", "tokenType", "expiresIn", "refreshToken", "user", "isNewUser"], closed: true, examples: [Examples.signIn]
+            ),
+            "UserResponse": object(
+                "A user", [
+                    "id": identifier, "email": string, "emailVerified": ["type": "boolean"], "givenName": string, "familyName": string, "createdAt": dateTime,
+                    "identities": ["type": "array", "items": ref("IdentityResponse")],
+                ], required: ["id", "createdAt", "identities"], closed: true, examples: [Examples.user]
+            ),
+            "IdentityResponse": object(
+                "A provider account linked to the user", [
+                    "provider": ["type": "string", "enum": ["apple"]], "subject": nonEmptyString, "email": string, "isPrivateEmail": ["type": "boolean"],
+                    "realUserStatus": ["type": "integer", "enum": [0, 1, 2], "description": "Apple's real_user_status: 0 unsupported, 1 unknown, 2 likely real"],
+                    "emailForwardingEnabled": ["type": "boolean"], "firstSeenAt": dateTime,
+                ], required: ["provider", "subject", "firstSeenAt"], closed: true, examples: [Examples.identity]
+            ),
+            "SessionResponse": object(
+                "A session (one signed-in device)", [
+                    "id": identifier, "clientId": string, "createdAt": dateTime, "lastUsedAt": dateTime, "expiresAt": dateTime, "userAgent": string,
+                    "current": ["type": "boolean", "description": "Whether this is the caller's session"],
+                ], required: ["id", "clientId", "createdAt", "lastUsedAt", "expiresAt", "current"], closed: true, examples: [Examples.session]
+            ),
+            "SessionList": object("The user's active sessions", ["sessions": ["type": "array", "items": ref("SessionResponse")]], required: ["sessions"], closed: true, examples: [Examples.sessionList]),
+            "LogoutRequest": object("An optional body; no body ends only this session", ["all": ["type": ["boolean", "null"], "description": "End every session of the user"]], required: [], closed: false, examples: [Examples.logoutRequest]),
+            "LogoutResponse": object("How many sessions ended", ["revokedSessions": count], required: ["revokedSessions"], closed: true, examples: [Examples.logoutResponse]),
+            "AccountDeletion": object(
+                "The account is deleted", [
+                    "deleted": ["type": "integer", "enum": [1]],
+                    "appleTokensRevoked": count.merging(["description": "Apple tokens revoked now"]),
+                    "appleRevocationsPending": count.merging(["description": "Revocations Apple did not take now, retried in the background"]),
+                ], required: ["deleted", "appleTokensRevoked", "appleRevocationsPending"], closed: true, examples: [Examples.accountDeletion]
+            ),
+            "AppleNotificationRequest": object("Apple's notification envelope", ["payload": string.merging(["description": "A JWT signed by Apple"])], required: ["payload"], closed: false, examples: [Examples.notificationRequest]),
+            "AppleNotificationResponse": object(
+                "What the notification did", ["status": ["type": "string", "enum": ["processed", "duplicate", "unknownSubject"]]], required: ["status"], closed: true, examples: [Examples.notificationResponse]
+            ),
+            "JWKS": object(
+                "A JSON Web Key Set", [
+                    "keys": ["type": "array", "items": object(
+                        "A P-256 public key", [
+                            "kty": ["type": "string", "enum": ["EC"]], "crv": ["type": "string", "enum": ["P-256"]], "kid": nonEmptyString,
+                            "use": ["type": "string", "enum": ["sig"]], "alg": ["type": "string", "enum": ["ES256"]],
+                            "x": ["type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"], "y": ["type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"],
+                        ], required: ["kty", "crv", "kid", "use", "alg", "x", "y"], closed: true, examples: []
+                    )],
+                ], required: ["keys"], closed: true, examples: [Examples.jwks]
+            ),
+            "Discovery": object(
+                "Issuer metadata (RFC 8414 member names); no token_endpoint", [
+                    "issuer": nonEmptyString, "jwks_uri": nonEmptyString,
+                    "access_token_signing_alg_values_supported": ["type": "array", "items": ["type": "string", "enum": ["ES256"]]],
+                ], required: ["issuer", "jwks_uri", "access_token_signing_alg_values_supported"], closed: true, examples: [Examples.discovery]
+            ),
+            "Health": object("Liveness", ["status": ["type": "string", "enum": ["ok"]]], required: ["status"], closed: true, examples: [["status": "ok"]]),
+            "Ready": object("Readiness", ["status": ["type": "string", "enum": ["ready"]]], required: ["status"], closed: true, examples: [["status": "ready"]]),
+            "OpenAPI": object("An OpenAPI 3.1 document", ["openapi": ["type": "string", "enum": ["3.1.0"]], "info": ["type": "object"], "paths": ["type": "object"]], required: ["openapi", "info", "paths"], closed: false, examples: [Examples.openAPI]),
+        ]
+    }
+
+    // MARK: - Examples
+
+    /// One value per example; each appears in its schema and in the requests and answers that carry it.
+    enum Examples {
+        static let sessionID = "3f0c7d1e-5b2a-4c8e-9f61-2d7a4b9e0c15"
+        static let accessToken = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImtNN2NMS2xZa2IwVTUtejIiLCJ0eXAiOiJhdCtqd3QifQ.eyJzdWIiOiI5YjJlNGM2YS0xZDNmLTRhOGItOWM1ZS03ZjIxMGE0YjZjOGQifQ.c2lnbmF0dXJl"
+        static let refreshToken = "lkr_99I-hp5c0uEQ-EPB6beKr1wYaQE9NrOhtWIEtj3iufs"
+        static let identityToken = "eyJhbGciOiJSUzI1NiIsImtpZCI6IllxN2tKMFpQIn0.eyJpc3MiOiJodHRwczovL2FwcGxlaWQuYXBwbGUuY29tIn0.c2lnbmF0dXJl"
+
+        static let fullName: JSON = ["givenName": "Jane", "familyName": "Appleseed"]
+        static let appleSignInNative: JSON = [
+            "identityToken": .string(identityToken), "authorizationCode": "c2f49cd1c47cfedae056352a51db51b07.0.whbf.74tf8YRQ4mhuN7c7cpx_W6",
+            "rawNonce": "6d1a0f5e-3c2b-4e9a-8f7d-1b2c3d4e5f60", "fullName": fullName,
+        ]
+        static let appleSignInWeb: JSON = [
+            "identityToken": .string(identityToken), "authorizationCode": "c8d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a.0.whbf.Q2x0ZW1wbGVjb2Rl",
+            "rawNonce": "web-nonce-4f8a2c", "redirectUri": "https://app.example.com/callback",
+        ]
+        static let refreshForm: JSON = ["grant_type": "refresh_token", "refresh_token": .string(refreshToken)]
+        static let refreshCamel: JSON = ["grantType": "refresh_token", "refreshToken": .string(refreshToken)]
+        static let tokenPair: JSON = ["accessToken": .string(accessToken), "tokenType": "Bearer", "expiresIn": 600, "refreshToken": "lkr_Zm9vYmFyYmF6cXV4LW5leHQtdG9rZW4tcm90YXRlZC1"]
+        static let identity: JSON = [
+            "provider": "apple", "subject": "001234.9f8e7d6c5b4a39281706f5e4d3c2b1a0.1234", "email": "jane@privaterelay.appleid.com",
+            "isPrivateEmail": true, "realUserStatus": 2, "emailForwardingEnabled": true, "firstSeenAt": "2026-01-15T09:30:00Z",
+        ]
+        static let user: JSON = [
+            "id": "9b2e4c6a-1d3f-4a8b-9c5e-7f210a4b6c8d", "email": "jane@privaterelay.appleid.com", "emailVerified": true,
+            "givenName": "Jane", "familyName": "Appleseed", "createdAt": "2026-01-15T09:30:00Z", "identities": [identity],
+        ]
+        static let signIn: JSON = [
+            "accessToken": .string(accessToken), "tokenType": "Bearer", "expiresIn": 600, "refreshToken": .string(refreshToken),
+            "user": user, "isNewUser": true,
+        ]
+        static let session: JSON = [
+            "id": .string(sessionID), "clientId": "com.example.app", "createdAt": "2026-01-15T09:30:00Z", "lastUsedAt": "2026-01-20T18:02:11Z",
+            "expiresAt": "2026-07-14T09:30:00Z", "userAgent": "ExampleApp/1.4 CFNetwork/1490.0.4 Darwin/23.2.0", "current": true,
+        ]
+        static let sessionList: JSON = ["sessions": [session]]
+        static let logoutRequest: JSON = ["all": true]
+        static let logoutResponse: JSON = ["revokedSessions": 2]
+        static let accountDeletion: JSON = ["deleted": 1, "appleTokensRevoked": 1, "appleRevocationsPending": 0]
+        static let notificationRequest: JSON = ["payload": "eyJraWQiOiJZdXlYb1kiLCJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJodHRwczovL2FwcGxlaWQuYXBwbGUuY29tIn0.c2lnbmF0dXJl"]
+        static let notificationResponse: JSON = ["status": "processed"]
+        static let jwks: JSON = ["keys": [[
+            "kty": "EC", "crv": "P-256", "kid": "kM7cLKlYkb0U5-z2", "use": "sig", "alg": "ES256",
+            "x": "QK6fri8OMIIhGiDnepzuCaiOx5U3VJbRfsHqG4abPGc", "y": "Wo6jaqx5iz4EsRvj47eqxfzjqdWtuTxSBCE9KgKHuH4",
+        ]]]
+        static let discovery: JSON = [
+            "issuer": "https://auth.example.com", "jwks_uri": "https://auth.example.com/.well-known/jwks.json", "access_token_signing_alg_values_supported": ["ES256"],
+        ]
+        static let openAPI: JSON = ["openapi": "3.1.0", "info": ["title": "Latchkey", "version": "0.1.0"], "paths": [:]]
+        static let metrics = """
+            # TYPE latchkey_http_requests_total counter
+            latchkey_http_requests_total{route="/healthz",status="200"} 1
+
+            """
+        static let invalidBody: JSON = ["error": "invalid_request", "error_description": "the body is not the JSON this endpoint takes (see /openapi.json)"]
+        static let invalidGrant: JSON = ["error": "invalid_grant", "error_description": "the refresh token is unknown or expired; sign in again"]
+        static let invalidToken: JSON = ["error": "invalid_token", "error_description": "the access token expired; refresh it"]
+        static let invalidClient: JSON = ["error": "invalid_client", "error_description": "Apple did not accept this server's client credentials; the operator should run `latchkey doctor --live`"]
+    }
+}
+
+extension OpenAPIDocument {
+    /// A JSON value. Literals of it type-check quickly (unlike `[String: Any]`), and it is `Sendable`.
+    enum JSON: Sendable, Encodable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral,
+        ExpressibleByDictionaryLiteral
+    {
+        case string(String)
+        case integer(Int)
+        case bool(Bool)
+        case array([JSON])
+        case object([String: JSON])
+
+        init(stringLiteral value: String) { self = .string(value) }
+        init(integerLiteral value: Int) { self = .integer(value) }
+        init(booleanLiteral value: Bool) { self = .bool(value) }
+        init(arrayLiteral elements: JSON...) { self = .array(elements) }
+        /// A key given twice is a mistake in the document, caught by its tests.
+        init(dictionaryLiteral elements: (String, JSON)...) { self = .object(Dictionary(uniqueKeysWithValues: elements)) }
+
+        /// An object with `other`'s members added; `other` must not repeat a member.
+        func merging(_ other: JSON) -> JSON {
+            guard case .object(let members) = self, case .object(let more) = other else { preconditionFailure("merging needs two objects") }
+            return .object(members.merging(more) { _, _ in preconditionFailure("a member is given twice") })
+        }
+
+        subscript(key: String) -> JSON? {
+            get {
+                guard case .object(let members) = self else { return nil }
+                return members[key]
+            }
+            set {
+                guard case .object(var members) = self else { return }
+                members[key] = newValue
+                self = .object(members)
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .string(let value): try container.encode(value)
+            case .integer(let value): try container.encode(value)
+            case .bool(let value): try container.encode(value)
+            case .array(let value): try container.encode(value)
+            case .object(let value): try container.encode(value)
+            }
+        }
     }
 }

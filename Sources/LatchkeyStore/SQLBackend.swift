@@ -51,10 +51,18 @@ final class SQLiteBackend: SQLBackend {
         self.writer = writer
         self.readers = readers
         let database = writer.sql()
-        batcher = WriteBatcher(beginStatement: "BEGIN IMMEDIATE", maximumBatch: maximumBatch) { body in try await body(database) }
+        let closed = closed
+        batcher = WriteBatcher(beginStatement: "BEGIN IMMEDIATE", maximumBatch: maximumBatch) { body in
+            guard !closed.isSet else { throw Self.closedError }
+            try await body(database)
+        }
     }
 
+    /// What a request meets while the server shuts down and after.
+    private static let closedError = AuthStoreError.unavailable("SQLite: the store is closed (the server is shutting down)")
+
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        guard !closed.isSet else { throw Self.closedError }
         let index = nextReader.withLock { next in
             defer { next = (next + 1) % readers.count }
             return next
@@ -63,20 +71,28 @@ final class SQLiteBackend: SQLBackend {
     }
 
     func shutdown() async {
-        guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
+        guard closed.set() else { return }
         for reader in readers { try? await reader.close() }
         try? await writer.close()
     }
 
-    private let closed = Mutex(false)
+    private let closed = ClosedFlag()
 
     deinit {
         // A store dropped without close() (an error path) must not trap: close in the background.
-        if !closed.withLock({ $0 }) {
+        if !closed.isSet {
             for reader in readers { _ = reader.close() }
             _ = writer.close()
         }
     }
+}
+
+/// Set once, when a backend closes.
+private final class ClosedFlag: Sendable {
+    private let value = Atomic(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    /// Sets the flag; true for the caller that set it first.
+    func set() -> Bool { value.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged }
 }
 
 /// A result delivered to whoever waits for it, exactly once, whichever comes first.

@@ -119,6 +119,18 @@ struct SignInHardeningTests {
         }
     }
 
+    @Test("once the store is closed (shutting down), requests get 503 temporarily_unavailable, not 500")
+    func storeClosed() async throws {
+        try await ServerHarness.with { harness in
+            let (_, tokens) = try await harness.signedIn()
+            await harness.store.close()
+            for answer in [try await harness.send("GET", "/v1/me", bearer: tokens.accessToken), try await harness.refresh(tokens.refreshToken)] {
+                #expect(answer.status == 503, "\(answer.text)")
+                #expect(answer.error == "temporarily_unavailable")
+            }
+        }
+    }
+
     @Test("discovery advertises no token_endpoint until one answers RFC 6749 §5.1")
     func discoveryHasNoTokenEndpoint() async throws {
         try await ServerHarness.with { harness in

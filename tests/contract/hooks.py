@@ -1,0 +1,116 @@
+"""Schemathesis hooks for Latchkey's contract run (loaded by run.sh through SCHEMATHESIS_HOOKS).
+
+Real sessions come from the dev server's Apple emulator, never from a fixed token:
+- bearer operations get the access token of a fresh sign-in (a new emulator user, a fresh nonce, an identity
+  token used once); schemathesis signs in again whenever an answer is 401, e.g. after logout or DELETE /v1/me;
+- every other positive generated call to POST /v1/auth/apple, POST /v1/token and DELETE /v1/me/sessions/{id} carries a
+  real identity token, refresh token or session id instead of a generated one, so the success answers are
+  checked against the document too, not only the refusals.
+"""
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+import threading
+import urllib.error
+import urllib.request
+
+import schemathesis
+
+SERVER = os.environ["LATCHKEY_CONTRACT_SERVER"]
+EMULATOR = os.environ["LATCHKEY_CONTRACT_EMULATOR"]
+CLIENT_ID = "com.example.app"
+
+_lock = threading.Lock()
+_calls: dict[str, int] = {}
+# The emulator user behind each access token this module handed out.
+_subjects: dict[str, str] = {}
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def apple_sign_in(sub: str | None = None) -> tuple[str, dict]:
+    """A user at the emulator (new unless `sub` is given) and a native sign-in's body for POST /v1/auth/apple."""
+    if sub is None:
+        status, user = _post(f"{EMULATOR}/emulator/users", {})
+        assert status == 201, f"POST /emulator/users answered {status}: {user}"
+        sub = user["sub"]
+    raw_nonce = secrets.token_urlsafe(24)
+    nonce = hashlib.sha256(raw_nonce.encode()).hexdigest()
+    status, authorization = _post(f"{EMULATOR}/emulator/authorizations", {"sub": sub, "clientId": CLIENT_ID, "nonce": nonce})
+    assert status == 201, f"POST /emulator/authorizations answered {status}: {authorization}"
+    body = {"identityToken": authorization["identityToken"], "rawNonce": raw_nonce, "authorizationCode": authorization["authorizationCode"]}
+    return sub, body
+
+
+def new_session(sub: str | None = None) -> dict:
+    """Signs in (a new user unless `sub` is given); returns the sign-in answer."""
+    sub, body = apple_sign_in(sub)
+    status, answer = _post(f"{SERVER}/v1/auth/apple", body)
+    assert status == 200, f"POST /v1/auth/apple answered {status}: {answer}"
+    with _lock:
+        _subjects[answer["accessToken"]] = sub
+    return answer
+
+
+def claim(token: str, name: str):
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))[name]
+
+
+def _positive(case) -> bool:
+    """Whether schemathesis meant the case to fit the document (negative cases stay as generated)."""
+    meta = case.meta
+    return meta is None or meta.generation.mode.is_positive
+
+
+def _every_other(label: str) -> bool:
+    with _lock:
+        _calls[label] = _calls.get(label, 0) + 1
+        return _calls[label] % 2 == 0
+
+
+@schemathesis.auth(refresh_interval=120).apply_to(path_regex="^/v1/(me|logout)")
+class LatchkeySession:
+    def get(self, case, context):
+        return new_session()["accessToken"]
+
+    def set(self, case, data, context):
+        case.headers = case.headers or {}
+        case.headers["Authorization"] = f"Bearer {data}"
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    operation = f"{case.operation.method.upper()} {case.operation.path}"
+    if not _positive(case):
+        return
+    if operation == "POST /v1/auth/apple":
+        if isinstance(case.body, dict) and _every_other(operation):
+            _, body = apple_sign_in()
+            # A generated redirectUri is not one of the server's apple.redirectUris (400 invalid_request, as documented).
+            case.body = {key: value for key, value in {**case.body, **body}.items() if key != "redirectUri"}
+    elif operation == "POST /v1/token":
+        if isinstance(case.body, dict) and _every_other(operation):
+            refresh_token = new_session()["refreshToken"]
+            if "refresh_token" in case.body or "refreshToken" not in case.body:
+                case.body = {**case.body, "grant_type": "refresh_token", "refresh_token": refresh_token}
+            else:
+                case.body = {**case.body, "grantType": "refresh_token", "refreshToken": refresh_token}
+    elif operation == "DELETE /v1/me/sessions/{id}":
+        authorization = (case.headers or {}).get("Authorization", "")
+        with _lock:
+            sub = _subjects.get(authorization.removeprefix("Bearer "))
+        if sub is not None and _every_other(operation):
+            # Another session of the same user: ending it leaves the caller's own session alive.
+            other = new_session(sub)
+            case.path_parameters = {**(case.path_parameters or {}), "id": claim(other["accessToken"], "sid")}
