@@ -163,15 +163,17 @@ struct AccessLogMiddleware: RouterMiddleware {
         let start = ContinuousClock.now
         var response = try await next(request, context)
         response.headers[.xRequestID] = id
-        let elapsed = ContinuousClock.now - start
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        context.logger.info(
-            "request",
-            metadata: [
-                "http.method": .string(request.method.rawValue), "http.route": .string(context.endpointPath ?? "unmatched"),
-                "http.status": .stringConvertible(Int(response.status.code)), "duration_ms": .string(String(format: "%.2f", milliseconds)),
-            ]
-        )
+        if context.logger.logLevel <= .info {
+            let elapsed = ContinuousClock.now - start
+            let microseconds = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+            context.logger.info(
+                "request",
+                metadata: [
+                    "http.method": .string(request.method.rawValue), "http.route": .string(context.endpointPath ?? "unmatched"),
+                    "http.status": .stringConvertible(Int(response.status.code)), "duration_ms": .stringConvertible(Double(microseconds / 10) / 100),
+                ]
+            )
+        }
         return response
     }
 
