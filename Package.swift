@@ -55,7 +55,6 @@ let package = Package(
                 "LatchkeyModels",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -80,7 +79,6 @@ let package = Package(
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -104,7 +102,6 @@ let package = Package(
         .target(
             name: "LatchkeyEmulator",
             dependencies: [
-                "LatchkeyModels",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
@@ -155,10 +152,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LatchkeyEmulatorTests",
-            dependencies: [
-                "LatchkeyEmulator", "LatchkeyProviders", "LatchkeyTestSupport",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-            ],
+            dependencies: ["LatchkeyEmulator", "LatchkeyProviders", "LatchkeyTestSupport"],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(
@@ -170,7 +164,6 @@ let package = Package(
             name: "LatchkeyServerTests",
             dependencies: [
                 "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Configuration", package: "swift-configuration"),
             ],

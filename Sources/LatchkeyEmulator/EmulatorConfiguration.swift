@@ -4,7 +4,7 @@ public import Foundation
 ///
 /// ```swift
 /// var configuration = EmulatorConfiguration()
-/// try configuration.addTeam(teamID: "TEAMID1234", keyID: "KEYID12345", publicKeyPEM: p8PublicKey)
+/// configuration.addTeam(teamID: "TEAMID1234", keyID: "KEYID12345", publicKeyPEM: p8PublicKey)
 /// configuration.addApp(clientID: "com.example.app", teamID: "TEAMID1234")
 /// ```
 public struct EmulatorConfiguration: Sendable {

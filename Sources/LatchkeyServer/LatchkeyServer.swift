@@ -10,7 +10,7 @@ public import ServiceLifecycle
 /// The Latchkey server: exchanges provider sign-ins for Latchkey sessions and serves them over HTTP.
 ///
 /// ```swift
-/// let server = try await LatchkeyServer.make(configuration: configuration, store: store)
+/// let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: encryptionKey)
 /// let group = ServiceGroup(services: [server.makeApplication()] + server.services, logger: logger)
 /// try await group.run()
 /// ```

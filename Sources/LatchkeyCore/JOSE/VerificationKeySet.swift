@@ -30,7 +30,7 @@ public struct VerificationKey: Sendable {
 /// An immutable set of verification keys indexed by key id, usually one provider's JWKS.
 ///
 /// ```swift
-/// let keys = try VerificationKeySet(jwksJSON: Array(data))
+/// let keys = try await VerificationKeySet(jwksJSON: Array(data))
 /// let key = keys["W6WcOKB"]
 /// ```
 public struct VerificationKeySet: Sendable {

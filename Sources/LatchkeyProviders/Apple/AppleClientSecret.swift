@@ -68,7 +68,7 @@ public struct AppleSigningCredentials: Sendable {
 /// until it nears expiry; concurrent callers share one signature.
 ///
 /// ```swift
-/// let secrets = AppleClientSecretProvider(credentials: credentials, clientID: "com.example.app")
+/// let secrets = try AppleClientSecretProvider(credentials: credentials, clientID: "com.example.app")
 /// let secret = try await secrets.secret()
 /// ```
 public final class AppleClientSecretProvider: Sendable {

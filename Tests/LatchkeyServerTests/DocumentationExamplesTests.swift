@@ -1,0 +1,244 @@
+import Foundation
+import LatchkeyCore
+import LatchkeyEmulator
+import LatchkeyModels
+import LatchkeyProviders
+import LatchkeyServer
+import LatchkeyStore
+import LatchkeyTestSupport
+import Logging
+import ServiceLifecycle
+import Testing
+
+/// Every ```swift block in a `///` comment under `Sources/` is copied here line for line, with just enough set-up
+/// around it to compile and, where that is cheap and offline, to run against fixtures or the in-process emulator.
+/// `examplesAreCopiedHere` fails when a documented example and its copy here drift apart.
+@Suite("Documentation examples", .timeLimit(.minutes(1)))
+struct DocumentationExamplesTests {
+    // MARK: Keeping docs and tests together
+
+    @Test("every ```swift block in a /// comment under Sources/ appears here, line for line and in order")
+    func examplesAreCopiedHere() throws {
+        let thisFile = URL(fileURLWithPath: #filePath)
+        let root = thisFile.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let here = try String(contentsOf: thisFile, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(Self.trimmed)
+        let examples = try Self.documentationExamples(under: root.appendingPathComponent("Sources"))
+        #expect(!examples.isEmpty, "found no ```swift blocks under \(root.path)/Sources")
+        for example in examples {
+            #expect(!example.lines.isEmpty, "\(example.location): the example is empty")
+            let copied = here.indices.contains { start in here[start...].starts(with: example.lines) }
+            #expect(copied, "\(example.location): this example is not copied verbatim into DocumentationExamplesTests.swift:\n\(example.lines.joined(separator: "\n"))")
+        }
+    }
+
+    struct Example {
+        var location: String
+        var lines: [String] = []
+    }
+
+    /// The non-empty, trimmed code lines of each ```swift block in `///` comments of the `.swift` files under `directory`.
+    static func documentationExamples(under directory: URL) throws -> [Example] {
+        guard let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { return [] }
+        var examples: [Example] = []
+        for case let file as URL in files where file.pathExtension == "swift" {
+            let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+            var current: Example?
+            for (number, line) in lines.enumerated() {
+                let code = trimmed(line)
+                guard code.hasPrefix("///") else {
+                    if let open = current { Issue.record("\(open.location): the ```swift block is not closed") }
+                    current = nil
+                    continue
+                }
+                let text = trimmed(code.dropFirst(3))
+                if current == nil {
+                    if text == "```swift" { current = Example(location: "\(file.path):\(number + 1)") }
+                } else if text == "```" {
+                    examples.append(current!)
+                    current = nil
+                } else if !text.isEmpty {
+                    current!.lines.append(text)
+                }
+            }
+            if let open = current { Issue.record("\(open.location): the ```swift block is not closed") }
+        }
+        return examples
+    }
+
+    static func trimmed(_ line: some StringProtocol) -> String { line.trimmingCharacters(in: .whitespaces) }
+
+    // MARK: LatchkeyModels
+
+    @Test("PKCE.swift: a verifier, its S256 challenge, and the check")
+    func pkce() {
+        let verifier = PKCE.makeVerifier()
+        let challenge = PKCE.challenge(for: verifier)      // send with the authorization request
+        let ok = PKCE.verify(verifier: verifier, challenge: challenge, method: .s256)
+        #expect(ok)
+        #expect(PKCE.isValidVerifier(verifier))
+    }
+
+    // MARK: LatchkeyCore
+
+    @Test("IdentityTokenPolicy.swift: Apple's policy for a bundle id and a Services ID")
+    func identityTokenPolicy() {
+        let policy = IdentityTokenPolicy.apple(clientIDs: ["com.example.app", "com.example.web"])
+        #expect(policy.audiences == ["com.example.app", "com.example.web"])
+        #expect(policy.issuers.contains("https://appleid.apple.com"))
+    }
+
+    @Test("VerificationKeySet.swift: a key set parsed from a JWKS document")
+    func verificationKeySet() async throws {
+        let data = Data(jwks(Fixtures.appleKey).utf8)
+        let keys = try await VerificationKeySet(jwksJSON: Array(data))
+        let key = keys["W6WcOKB"]
+        #expect(key?.algorithm == "RS256")
+        #expect(keys.keyIDs == ["W6WcOKB"])
+    }
+
+    @Test("IdentityTokenVerifier.swift: an identity token from the emulator, verified with its nonce")
+    func identityTokenVerifier() async throws {
+        try await EmulatorHarness.with { harness in
+            let sub = try await harness.createUser()
+            let nonce = "documentation-nonce"
+            let token = try await harness.nativeSignIn(sub: sub, nonce: nonce).identityToken
+            let appleKeys = harness.keys
+            let verifier = IdentityTokenVerifier(policy: .apple(clientIDs: ["com.example.app"]), keys: appleKeys)
+            let identity = try await verifier.verify(token, expecting: .init(rawNonce: nonce))
+            print(identity.subject)
+            #expect(identity.subject == sub)
+        }
+    }
+
+    // MARK: LatchkeyProviders
+
+    @Test("JWKSCache.swift: a cache of Apple's keys behind a verifier (built only: verifying would fetch from Apple)")
+    func jwksCache() {
+        let apple = JWKSCache(url: "https://appleid.apple.com/auth/keys", transport: AsyncHTTPClientTransport())
+        let verifier = IdentityTokenVerifier(policy: .apple(clientIDs: ["com.example.app"]), keys: apple)
+        #expect(apple.url == "https://appleid.apple.com/auth/keys")
+        #expect(verifier.policy.audiences == ["com.example.app"])
+    }
+
+    @Test("AppleClientSecret.swift: a client secret signed with the fixture .p8, then served from the cache")
+    func appleClientSecret() async throws {
+        let credentials = try AppleSigningCredentials(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8)
+        let secrets = try AppleClientSecretProvider(credentials: credentials, clientID: "com.example.app")
+        let secret = try await secrets.secret()
+        let segments = secret.split(separator: ".")
+        try #require(segments.count == 3)
+        #expect(jsonSegment(segments[0])["kid"] as? String == Fixtures.keyID)
+        #expect(jsonSegment(segments[1])["iss"] as? String == Fixtures.teamID)
+        #expect(jsonSegment(segments[1])["sub"] as? String == "com.example.app")
+        #expect(try await secrets.secret() == secret)
+    }
+
+    @Test("AppleClient.swift: a code exchange, against the emulator instead of Apple")
+    func appleClient() async throws {
+        try await EmulatorHarness.with { harness in
+            let sub = try await harness.createUser()
+            let code = try await harness.nativeSignIn(sub: sub).code
+            let credentials = try AppleSigningCredentials(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8)
+            let config = AppleConfiguration(credentials: credentials, clientIDs: ["com.example.app"], baseURL: harness.emulator.baseURL)
+            let apple = try AppleClient(configuration: config)
+            let tokens = try await apple.exchangeCode(code, clientID: "com.example.app")
+            #expect(tokens.refreshToken != nil)
+            #expect(tokens.idToken != nil)
+        }
+    }
+
+    // MARK: LatchkeyEmulator
+
+    @Test("Emulator.swift: the emulator started on loopback serves Apple's endpoints")
+    func emulator() async throws {
+        let configuration = EmulatorHarness.configuration()
+        let emulator = try await Emulator.start(configuration: configuration)
+        defer { Task { await emulator.stop() } }
+        print(emulator.baseURL)   // http://127.0.0.1:53127
+        #expect(emulator.baseURL == "http://127.0.0.1:\(emulator.port)")
+        let keys = try await AsyncHTTPClientTransport().send(OutboundRequest(url: emulator.baseURL + "/auth/keys"))
+        #expect(keys.status == 200)
+    }
+
+    @Test("EmulatorConfiguration.swift: a team and an app, enough for a code exchange with that team's key")
+    func emulatorConfiguration() async throws {
+        let p8PublicKey = Fixtures.p8PublicKey
+        var configuration = EmulatorConfiguration()
+        configuration.addTeam(teamID: "TEAMID1234", keyID: "KEYID12345", publicKeyPEM: p8PublicKey)
+        configuration.addApp(clientID: "com.example.app", teamID: "TEAMID1234")
+        #expect(configuration.teams == [.init(teamID: "TEAMID1234", keys: ["KEYID12345": p8PublicKey])])
+        #expect(configuration.apps.map(\.clientID) == ["com.example.app"])
+
+        try await EmulatorHarness.with(configuration) { harness in
+            let sub = try await harness.createUser()
+            let code = try await harness.nativeSignIn(sub: sub).code
+            let credentials = try AppleSigningCredentials(teamID: "TEAMID1234", keyID: "KEYID12345", privateKeyPEM: Fixtures.p8)
+            let client = try AppleClient(configuration: AppleConfiguration(credentials: credentials, clientIDs: ["com.example.app"], baseURL: harness.emulator.baseURL))
+            let tokens = try await client.exchangeCode(code, clientID: "com.example.app")
+            #expect(tokens.refreshToken != nil)
+        }
+    }
+
+    // MARK: LatchkeyStore
+
+    /// SQLAuthStore.swift. Compiled, not run: it would create `latchkey.sqlite` in the working directory
+    /// (the store tests cover opening and migrating).
+    static func sqlAuthStore() async throws -> SQLAuthStore {
+        let store = try await SQLAuthStore.open(.sqlite(path: "latchkey.sqlite"))
+        try await store.migrate()
+        return store
+    }
+
+    // MARK: LatchkeyServer
+
+    @Test("LatchkeyServer.swift: the server and its background services run in a service group until shut down")
+    func latchkeyServer() async throws {
+        try await EmulatorHarness.with { harness in
+            var settings = ServerConfiguration()
+            settings.port = 0
+            settings.apple = .init(
+                teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID], baseURL: harness.emulator.baseURL
+            )
+            let configuration = settings
+            let path = NSTemporaryDirectory() + "latchkey-documentation-\(UUID().uuidString).sqlite"
+            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+            let store = try await SQLAuthStore.open(.sqlite(path: path))
+            try await store.migrate()
+            let encryptionKey = SecretBox.generateKey()
+            var quiet = Logger(label: "latchkey.documentation")
+            quiet.logLevel = .critical
+            let logger = quiet
+
+            // The example runs as a service of an outer group, whose graceful shutdown reaches the example's group.
+            let outer = ServiceGroup(
+                services: [
+                    ClosureService {
+                        let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: encryptionKey)
+                        let group = ServiceGroup(services: [server.makeApplication()] + server.services, logger: logger)
+                        try await group.run()
+                    }
+                ],
+                logger: logger
+            )
+            let running = Task { try await outer.run() }
+            // `make` creates the first signing key; the group then serves until it is shut down.
+            var waited = 0
+            while try await store.signingKeys().isEmpty, waited < 100 {
+                try await Task.sleep(for: .milliseconds(50))
+                waited += 1
+            }
+            #expect(try await store.signingKeys().count == 1)
+            try await Task.sleep(for: .milliseconds(200))
+            await outer.triggerGracefulShutdown()
+            try await running.value
+            await store.close()
+        }
+    }
+}
+
+/// A service that runs a closure.
+private struct ClosureService: Service {
+    let body: @Sendable () async throws -> Void
+    init(_ body: @escaping @Sendable () async throws -> Void) { self.body = body }
+    func run() async throws { try await body() }
+}
