@@ -18,7 +18,8 @@ enum ConsentPage {
         let title = provider == .apple ? "Sign in with Apple (Latchkey emulator)" : "Sign in with Google (Latchkey emulator)"
         let shares = [scopes.contains("name") || scopes.contains("profile") ? "your name" : nil, scopes.contains("email") ? "your e-mail address" : nil]
             .compactMap { $0 }.joined(separator: " and ")
-        let hideChoice = provider == .apple && scopes.contains("email")
+        let hideChoice =
+            provider == .apple && scopes.contains("email")
             ? #"<label><input type="checkbox" name="hide_my_email" value="on"> Hide My Email (share a relay address)</label>"#
             : ""
         return """

@@ -12,7 +12,7 @@ public import ServiceLifecycle
 /// ```swift
 /// let emulator = try await Emulator.start(configuration: configuration)
 /// defer { Task { await emulator.stop() } }
-/// print(emulator.baseURL)   // http://127.0.0.1:53127
+/// print(emulator.baseURL)  // http://127.0.0.1:53127
 /// ```
 public struct Emulator: Sendable {
     public let configuration: EmulatorConfiguration
@@ -49,7 +49,9 @@ public struct Emulator: Sendable {
     public var notificationService: some Service { NotificationDeliveryService(state: state, configuration: configuration, logger: logger) }
 
     /// Starts the emulator in-process on loopback, on `port` (0 picks a free one).
-    public static func start(configuration: EmulatorConfiguration, port: Int = 0, logger: Logger = Logger(label: "latchkey.emulator")) async throws -> RunningEmulator {
+    public static func start(configuration: EmulatorConfiguration, port: Int = 0, logger: Logger = Logger(label: "latchkey.emulator")) async throws
+        -> RunningEmulator
+    {
         let emulator = try Emulator(configuration: configuration, logger: logger)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let application = emulator.makeApplication(port: port) { port in continuation.yield(port) }

@@ -137,7 +137,8 @@ actor EmulatorState {
     }
 
     /// What an iPhone hands the app after a native sign-in, or what `/auth/authorize` returns on the web.
-    func signIn(userID: UUID, clientID: String, redirectURI: String?, nonce: String?, scopes: Set<String>, native: Bool) async throws(AppleOAuthError) -> SignIn {
+    func signIn(userID: UUID, clientID: String, redirectURI: String?, nonce: String?, scopes: Set<String>, native: Bool) async throws(AppleOAuthError) -> SignIn
+    {
         guard let app = configuration.app(clientID) else { throw AppleOAuthError(code: "invalid_client", detail: "client_id \(clientID) is not registered") }
         guard let user = users[userID] else { throw AppleOAuthError(code: "invalid_request", detail: "no such user") }
         let consentKey = Self.consentKey(userID, app.teamID)
@@ -176,7 +177,9 @@ actor EmulatorState {
         configuration.booleanStyle == .strings ? .string(value ? "true" : "false") : .bool(value)
     }
 
-    private func appleIDTokenClaims(user: UserRecord, app: EmulatorConfiguration.App, nonce: String?, native: Bool, code: String?, accessToken: String?) -> ClaimSet {
+    private func appleIDTokenClaims(user: UserRecord, app: EmulatorConfiguration.App, nonce: String?, native: Bool, code: String?, accessToken: String?)
+        -> ClaimSet
+    {
         let issuedAt = Int(now.timeIntervalSince1970)
         var claims = ClaimSet([
             ("iss", .string(configuration.appleIssuer)),
@@ -215,10 +218,13 @@ actor EmulatorState {
         case "authorization_code": return try await redeemCode(form, clientID: clientID)
         case "refresh_token": return try await validateRefreshToken(form, clientID: clientID)
         case "client_credentials":
-            guard form["scope"] == "user.migration" else { throw AppleOAuthError(code: "invalid_scope", detail: "client_credentials needs scope=user.migration") }
+            guard form["scope"] == "user.migration" else {
+                throw AppleOAuthError(code: "invalid_scope", detail: "client_credentials needs scope=user.migration")
+            }
             let token = Identifiers.accessToken()
             let teamID = configuration.app(clientID)!.teamID
-            accessTokens[token] = AccessTokenRecord(token: token, clientID: clientID, teamID: teamID, userID: nil, refreshToken: nil, expiresAt: now.addingTimeInterval(3600))
+            accessTokens[token] = AccessTokenRecord(
+                token: token, clientID: clientID, teamID: teamID, userID: nil, refreshToken: nil, expiresAt: now.addingTimeInterval(3600))
             return ["access_token": .string(token), "token_type": .string("Bearer"), "expires_in": .int(3600)]
         case nil:
             throw AppleOAuthError(code: "invalid_request", detail: "grant_type is missing")
@@ -462,8 +468,12 @@ actor EmulatorState {
 
     // MARK: - Google
 
-    func googleSignIn(userID: UUID, clientID: String, redirectURI: String?, nonce: String?, scopes: Set<String>, codeChallenge: String?, codeChallengeMethod: String?) throws(GoogleOAuthError) -> String {
-        guard configuration.googleClient(clientID) != nil else { throw GoogleOAuthError(status: 401, code: "invalid_client", description: "The OAuth client was not found.") }
+    func googleSignIn(
+        userID: UUID, clientID: String, redirectURI: String?, nonce: String?, scopes: Set<String>, codeChallenge: String?, codeChallengeMethod: String?
+    ) throws(GoogleOAuthError) -> String {
+        guard configuration.googleClient(clientID) != nil else {
+            throw GoogleOAuthError(status: 401, code: "invalid_client", description: "The OAuth client was not found.")
+        }
         guard users[userID] != nil else { throw GoogleOAuthError(status: 400, code: "invalid_request", description: "no such user") }
         let code = "4/0" + Identifiers.randomAlphanumeric(70, alphabet: Identifiers.base64URLAlphabet)
         codes[code] = CodeRecord(
@@ -485,13 +495,19 @@ actor EmulatorState {
             guard let code = form["code"], var record = codes[code], record.provider == .google, !record.used,
                 record.clientID == clientID, now < record.createdAt.addingTimeInterval(600)
             else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Malformed auth code.") }
-            guard record.redirectURI == form["redirect_uri"] else { throw GoogleOAuthError(status: 400, code: "redirect_uri_mismatch", description: "Bad Request") }
+            guard record.redirectURI == form["redirect_uri"] else {
+                throw GoogleOAuthError(status: 400, code: "redirect_uri_mismatch", description: "Bad Request")
+            }
             if let challenge = record.codeChallenge {
-                guard let verifier = form["code_verifier"] else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Missing code verifier.") }
+                guard let verifier = form["code_verifier"] else {
+                    throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Missing code verifier.")
+                }
                 let computed = record.codeChallengeMethod == "S256" ? base64URL(Array(SHA256.hash(data: Array(verifier.utf8)))) : verifier
                 guard computed == challenge else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Invalid code verifier.") }
             } else {
-                if form["code_verifier"] != nil { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "code_verifier sent for a code issued without a challenge.") }
+                if form["code_verifier"] != nil {
+                    throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "code_verifier sent for a code issued without a challenge.")
+                }
                 if client.clientSecret != nil && form["client_secret"] == nil {
                     throw GoogleOAuthError(status: 400, code: "invalid_request", description: "client_secret is missing.")
                 }
@@ -544,7 +560,8 @@ actor EmulatorState {
     /// Google's `tokeninfo`: checks an ID token it issued and returns its claims as strings.
     func googleTokenInfo(_ token: String) -> [String: String]? {
         let parts = token.split(separator: ".")
-        guard parts.count == 3, let headerBytes = base64URLDecode(parts[0]), let payloadBytes = base64URLDecode(parts[1]), let signature = base64URLDecode(parts[2]),
+        guard parts.count == 3, let headerBytes = base64URLDecode(parts[0]), let payloadBytes = base64URLDecode(parts[1]),
+            let signature = base64URLDecode(parts[2]),
             let header = try? JSONSerialization.jsonObject(with: Data(headerBytes)) as? [String: Any], let kid = header["kid"] as? String,
             let key = googleKeys.keys.first(where: { $0.keyID == kid }),
             let claims = try? JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any]

@@ -31,10 +31,11 @@ enum Identifiers {
 
     /// Each digit of a lowercase hex string modulo 10.
     private static func decimalDigits(_ hex: String) -> String {
-        String(decoding: hex.utf8.map { char in
-            let value = char >= UInt8(ascii: "a") ? char - UInt8(ascii: "a") + 10 : char - UInt8(ascii: "0")
-            return UInt8(ascii: "0") + value % 10
-        }, as: UTF8.self)
+        String(
+            decoding: hex.utf8.map { char in
+                let value = char >= UInt8(ascii: "a") ? char - UInt8(ascii: "a") + 10 : char - UInt8(ascii: "0")
+                return UInt8(ascii: "0") + value % 10
+            }, as: UTF8.self)
     }
 
     /// A team-scoped subject, `000123.<32 hex>.0456`: stable for a user and team, different across teams.

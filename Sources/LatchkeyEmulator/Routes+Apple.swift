@@ -5,20 +5,24 @@ extension Emulator {
     func addAppleRoutes(to router: Router<BasicRequestContext>) {
         router.get("/.well-known/openid-configuration") { request, _ in
             let base = request.baseURL
-            return HTTPAnswer.json(AppleDiscovery(
-                issuer: configuration.appleIssuer,
-                authorization_endpoint: base + "/auth/authorize",
-                token_endpoint: base + "/auth/token",
-                revocation_endpoint: base + "/auth/revoke",
-                jwks_uri: base + "/auth/keys",
-                response_types_supported: ["code"],
-                response_modes_supported: ["query", "fragment", "form_post"],
-                subject_types_supported: ["pairwise"],
-                id_token_signing_alg_values_supported: ["RS256"],
-                scopes_supported: ["openid", "email", "name"],
-                token_endpoint_auth_methods_supported: ["client_secret_post"],
-                claims_supported: ["aud", "email", "email_verified", "exp", "iat", "is_private_email", "iss", "nonce", "nonce_supported", "real_user_status", "sub", "transfer_sub"]
-            ))
+            return HTTPAnswer.json(
+                AppleDiscovery(
+                    issuer: configuration.appleIssuer,
+                    authorization_endpoint: base + "/auth/authorize",
+                    token_endpoint: base + "/auth/token",
+                    revocation_endpoint: base + "/auth/revoke",
+                    jwks_uri: base + "/auth/keys",
+                    response_types_supported: ["code"],
+                    response_modes_supported: ["query", "fragment", "form_post"],
+                    subject_types_supported: ["pairwise"],
+                    id_token_signing_alg_values_supported: ["RS256"],
+                    scopes_supported: ["openid", "email", "name"],
+                    token_endpoint_auth_methods_supported: ["client_secret_post"],
+                    claims_supported: [
+                        "aud", "email", "email_verified", "exp", "iat", "is_private_email", "iss", "nonce", "nonce_supported", "real_user_status", "sub",
+                        "transfer_sub",
+                    ]
+                ))
         }
 
         router.get("/auth/keys") { request, _ in
@@ -63,9 +67,12 @@ extension Emulator {
 
     /// Runs an Apple form endpoint: reads the form, refuses repeated parameters, logs the outcome,
     /// and turns errors into Apple's `400 {"error": …}`.
-    private func appleFormEndpoint(_ request: Request, endpoint: String, _ body: ([String: String]) async throws(AppleOAuthError) -> Response) async throws -> Response {
+    private func appleFormEndpoint(_ request: Request, endpoint: String, _ body: ([String: String]) async throws(AppleOAuthError) -> Response) async throws
+        -> Response
+    {
         let (form, duplicate, malformed) = try await readForm(request)
-        var entry = RequestRecord(time: await state.now, method: "POST", endpoint: endpoint, clientId: form["client_id"], grantType: form["grant_type"], status: 200)
+        var entry = RequestRecord(
+            time: await state.now, method: "POST", endpoint: endpoint, clientId: form["client_id"], grantType: form["grant_type"], status: 200)
         let response: Response
         do throws(AppleOAuthError) {
             if malformed { throw AppleOAuthError(code: "invalid_request", detail: "the body is not form encoded") }
@@ -108,12 +115,17 @@ extension Emulator {
         switch provider {
         case .apple:
             guard responseTypes == ["code"] || responseTypes == ["code", "id_token"] else {
-                return ("invalid_request", responseTypes == ["id_token"] ? "response_type id_token alone is not supported" : "response_type must be code or code id_token")
+                return (
+                    "invalid_request",
+                    responseTypes == ["id_token"] ? "response_type id_token alone is not supported" : "response_type must be code or code id_token"
+                )
             }
             guard scopes.isSubset(of: ["name", "email"]) else { return ("invalid_scope", "scopes are name and email") }
             let mode = parameters["response_mode"] ?? "query"
             guard ["query", "fragment", "form_post"].contains(mode) else { return ("invalid_request", "response_mode \(mode) is not supported") }
-            if responseTypes.contains("id_token"), mode == "query" { return ("invalid_request", "response_mode must be fragment or form_post when id_token is requested") }
+            if responseTypes.contains("id_token"), mode == "query" {
+                return ("invalid_request", "response_mode must be fragment or form_post when id_token is requested")
+            }
             if !scopes.isEmpty, mode != "form_post" { return ("invalid_request", "response_mode must be form_post when scopes are requested") }
         case .google:
             guard responseTypes == ["code"] else { return ("unsupported_response_type", "response_type must be code") }
@@ -137,7 +149,9 @@ extension Emulator {
 
     func authorizePage(_ parameters: [String: String], provider: Provider, action: String) async -> Response {
         if let (error, detail) = await validateAuthorizeRequest(parameters, provider: provider) {
-            await state.record(RequestRecord(time: await state.now, method: "GET", endpoint: action, clientId: parameters["client_id"], status: 400, error: error, detail: detail))
+            await state.record(
+                RequestRecord(
+                    time: await state.now, method: "GET", endpoint: action, clientId: parameters["client_id"], status: 400, error: error, detail: detail))
             return HTTPAnswer.json(["error": error], status: .badRequest)
         }
         await state.record(RequestRecord(time: await state.now, method: "GET", endpoint: action, clientId: parameters["client_id"], status: 200))
@@ -157,10 +171,13 @@ extension Emulator {
             let scopes = Set((form["scope"] ?? "").split(separator: " ").map(String.init)).subtracting(["openid"])
             let user = await findOrCreateUser(form)
             do throws(AppleOAuthError) {
-                let signIn = try await state.signIn(userID: user.id, clientID: form["client_id"]!, redirectURI: redirectURI, nonce: form["nonce"], scopes: scopes, native: false)
+                let signIn = try await state.signIn(
+                    userID: user.id, clientID: form["client_id"]!, redirectURI: redirectURI, nonce: form["nonce"], scopes: scopes, native: false)
                 answer.append(("code", signIn.code))
                 if (form["response_type"] ?? "").contains("id_token") { answer.append(("id_token", signIn.identityToken)) }
-                if let shared = signIn.user, let json = try? JSONEncoder.sorted.encode(shared) { answer.append(("user", String(decoding: json, as: UTF8.self))) }
+                if let shared = signIn.user, let json = try? JSONEncoder.sorted.encode(shared) {
+                    answer.append(("user", String(decoding: json, as: UTF8.self)))
+                }
             } catch {
                 return HTTPAnswer.json(["error": error.code], status: .badRequest)
             }

@@ -33,7 +33,8 @@ extension Emulator {
             let teamIDs = configuration.teams.map(\.teamID)
             let newUsers = (0..<body.count).map { _ in
                 EmulatorState.NewUser(
-                    email: nil, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2, givenName: nil, familyName: nil, teamIDs: teamIDs
+                    email: nil, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2, givenName: nil, familyName: nil,
+                    teamIDs: teamIDs
                 )
             }
             // Added in slices so that requests to other endpoints are served in between.
@@ -56,7 +57,8 @@ extension Emulator {
                 let signIn = try await state.signIn(userID: user.id, clientID: body.clientId, redirectURI: nil, nonce: body.nonce, scopes: scopes, native: true)
                 var answer: [String: Claim] = ["identityToken": .string(signIn.identityToken), "authorizationCode": .string(signIn.code)]
                 if let shared = signIn.user { answer["user"] = .object(shared) }
-                await state.record(RequestRecord(time: await state.now, method: "POST", endpoint: "/emulator/authorizations", clientId: body.clientId, status: 201))
+                await state.record(
+                    RequestRecord(time: await state.now, method: "POST", endpoint: "/emulator/authorizations", clientId: body.clientId, status: 201))
                 return HTTPAnswer.json(answer, status: .created)
             } catch {
                 return controlError(error.detail)

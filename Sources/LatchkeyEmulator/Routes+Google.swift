@@ -6,21 +6,22 @@ extension Emulator {
     func addGoogleRoutes(to router: Router<BasicRequestContext>) {
         router.get("/google/.well-known/openid-configuration") { request, _ in
             let base = request.baseURL + "/google"
-            return HTTPAnswer.json(GoogleDiscovery(
-                issuer: configuration.googleIssuer,
-                authorization_endpoint: base + "/o/oauth2/v2/auth",
-                token_endpoint: base + "/token",
-                jwks_uri: base + "/oauth2/v3/certs",
-                revocation_endpoint: base + "/revoke",
-                response_types_supported: ["code", "token", "id_token", "code token", "code id_token", "token id_token", "code token id_token", "none"],
-                subject_types_supported: ["public"],
-                id_token_signing_alg_values_supported: ["RS256"],
-                scopes_supported: ["openid", "email", "profile"],
-                token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic"],
-                claims_supported: ["aud", "email", "email_verified", "exp", "family_name", "given_name", "iat", "iss", "name", "picture", "sub"],
-                code_challenge_methods_supported: ["plain", "S256"],
-                grant_types_supported: ["authorization_code", "refresh_token"]
-            ))
+            return HTTPAnswer.json(
+                GoogleDiscovery(
+                    issuer: configuration.googleIssuer,
+                    authorization_endpoint: base + "/o/oauth2/v2/auth",
+                    token_endpoint: base + "/token",
+                    jwks_uri: base + "/oauth2/v3/certs",
+                    revocation_endpoint: base + "/revoke",
+                    response_types_supported: ["code", "token", "id_token", "code token", "code id_token", "token id_token", "code token id_token", "none"],
+                    subject_types_supported: ["public"],
+                    id_token_signing_alg_values_supported: ["RS256"],
+                    scopes_supported: ["openid", "email", "profile"],
+                    token_endpoint_auth_methods_supported: ["client_secret_post", "client_secret_basic"],
+                    claims_supported: ["aud", "email", "email_verified", "exp", "family_name", "given_name", "iat", "iss", "name", "picture", "sub"],
+                    code_challenge_methods_supported: ["plain", "S256"],
+                    grant_types_supported: ["authorization_code", "refresh_token"]
+                ))
         }
 
         router.get("/google/oauth2/v3/certs") { _, _ in
@@ -62,7 +63,8 @@ extension Emulator {
 
         router.post("/google/token") { request, _ in
             let (form, _, malformed) = try await readForm(request)
-            var entry = RequestRecord(time: await state.now, method: "POST", endpoint: "/google/token", clientId: form["client_id"], grantType: form["grant_type"], status: 200)
+            var entry = RequestRecord(
+                time: await state.now, method: "POST", endpoint: "/google/token", clientId: form["client_id"], grantType: form["grant_type"], status: 200)
             let response: Response
             do throws(GoogleOAuthError) {
                 if malformed { throw GoogleOAuthError(status: 400, code: "invalid_request", description: "The request body is not form encoded.") }

@@ -95,7 +95,9 @@ struct FaultMiddleware: RouterMiddleware {
         guard !path.hasPrefix("/emulator/"), let fault = await state.takeFault(for: path) else {
             return try await next(request, context)
         }
-        await state.record(RequestRecord(time: await state.now, method: request.method.rawValue, endpoint: path, status: fault.status ?? 0, error: "fault:\(fault.kind.rawValue)"))
+        await state.record(
+            RequestRecord(
+                time: await state.now, method: request.method.rawValue, endpoint: path, status: fault.status ?? 0, error: "fault:\(fault.kind.rawValue)"))
         switch fault.kind {
         case .latency:
             try await Task.sleep(for: .milliseconds(fault.latencyMilliseconds ?? 1000))

@@ -92,13 +92,15 @@ struct SigningKeyRing: Sendable {
 
     /// The JWKS document: every published key.
     var jwks: [String: [[String: String]]] {
-        ["keys": keys.map { key in
-            let primitives = try! key.privateKey.publicKey.getKeyPrimitives()
-            return [
-                "kty": "RSA", "kid": key.keyID, "use": "sig", "alg": "RS256",
-                "n": base64URL(primitives.modulus), "e": base64URL(primitives.publicExponent),
-            ]
-        }]
+        [
+            "keys": keys.map { key in
+                let primitives = try! key.privateKey.publicKey.getKeyPrimitives()
+                return [
+                    "kty": "RSA", "kid": key.keyID, "use": "sig", "alg": "RS256",
+                    "n": base64URL(primitives.modulus), "e": base64URL(primitives.publicExponent),
+                ]
+            }
+        ]
     }
 
     /// Signs `claims` with the active key.

@@ -93,7 +93,9 @@ public struct IdentityResponse: Codable, Sendable, Equatable {
     public var emailForwardingEnabled: Bool?
     public var firstSeenAt: Date
 
-    public init(provider: String, subject: String, email: String?, isPrivateEmail: Bool?, realUserStatus: Int?, emailForwardingEnabled: Bool?, firstSeenAt: Date) {
+    public init(
+        provider: String, subject: String, email: String?, isPrivateEmail: Bool?, realUserStatus: Int?, emailForwardingEnabled: Bool?, firstSeenAt: Date
+    ) {
         self.provider = provider
         self.subject = subject
         self.email = email

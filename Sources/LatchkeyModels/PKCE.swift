@@ -5,7 +5,7 @@ import ExtrasBase64
 ///
 /// ```swift
 /// let verifier = PKCE.makeVerifier()
-/// let challenge = PKCE.challenge(for: verifier)      // send with the authorization request
+/// let challenge = PKCE.challenge(for: verifier)  // send with the authorization request
 /// let ok = PKCE.verify(verifier: verifier, challenge: challenge, method: .s256)
 /// ```
 public enum PKCE {

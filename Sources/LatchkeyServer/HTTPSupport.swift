@@ -1,6 +1,6 @@
 import Foundation
-public import Hummingbird
 import HTTPTypes
+public import Hummingbird
 import LatchkeyCore
 import LatchkeyModels
 import LatchkeyStore
@@ -76,17 +76,22 @@ struct ErrorMiddleware: RouterMiddleware {
         case is NIOTooManyBytesError:
             return APIError(status: .contentTooLarge, code: "invalid_request", description: "the request body is too large")
         case let error as HTTPError:
-            return APIError(status: error.status, code: error.status == .notFound ? "not_found" : "invalid_request", description: error.body ?? error.status.reasonPhrase)
+            return APIError(
+                status: error.status, code: error.status == .notFound ? "not_found" : "invalid_request", description: error.body ?? error.status.reasonPhrase)
         case is DecodingError:
             return .invalidRequest("the body is not the JSON this endpoint takes (see /openapi.json)")
         case let error as AuthStoreError:
             logger.error("the database failed", metadata: ["error": "\(error)"])
             switch error {
             case .unavailable:
-                return APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "the database is unavailable; try again shortly", headers: [.retryAfter: "5"])
+                return APIError(
+                    status: .serviceUnavailable, code: "temporarily_unavailable", description: "the database is unavailable; try again shortly",
+                    headers: [.retryAfter: "5"])
             case .duplicate, .notFound:
                 // A record changed under a request (a concurrent sign-in or deletion); the retry sees the new state.
-                return APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "the account changed while this request ran; try again", headers: [.retryAfter: "1"])
+                return APIError(
+                    status: .serviceUnavailable, code: "temporarily_unavailable", description: "the account changed while this request ran; try again",
+                    headers: [.retryAfter: "1"])
             }
         default:
             logger.error("request failed", metadata: ["error.type": "\(String(describing: type(of: error)))"])
@@ -97,14 +102,17 @@ struct ErrorMiddleware: RouterMiddleware {
     static func apiError(_ error: LatchkeyError) -> APIError {
         switch error.code {
         case .invalidToken:
-            return APIError(status: .unauthorized, code: "invalid_token", description: error.reason, headers: [.wwwAuthenticate: #"Bearer error="invalid_token""#])
+            return APIError(
+                status: .unauthorized, code: "invalid_token", description: error.reason, headers: [.wwwAuthenticate: #"Bearer error="invalid_token""#])
         case .invalidGrant:
             return APIError(status: .badRequest, code: error.errorCode, description: error.reason)
         case .temporarilyUnavailable, .providerUnavailable, .providerRateLimited, .keysUnavailable:
             return APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: error.reason, headers: [.retryAfter: "30"])
         case .invalidClient:
             // Apple refusing this server's client is the operator's problem; the details stay in the operator's tools.
-            return APIError(status: .badGateway, code: "invalid_client", description: "Apple did not accept this server's client credentials; the operator should run `latchkey doctor --live`")
+            return APIError(
+                status: .badGateway, code: "invalid_client",
+                description: "Apple did not accept this server's client credentials; the operator should run `latchkey doctor --live`")
         case .invalidRequest, .unsupportedGrantType, .invalidScope, .unauthorizedClient, .invalidProviderResponse, .invalidConfiguration, .invalidKey:
             // Apple's objections to our own requests, and our own configuration, are not the caller's fault.
             return APIError(status: .badGateway, code: error.errorCode, description: error.reason)
@@ -133,7 +141,9 @@ struct RateLimitMiddleware: RouterMiddleware {
         if request.method == .post, path.hasPrefix("/v1/auth/") || path == "/v1/token" {
             let client = clientAddress(request, context) ?? "unknown"
             if let wait = limiter.check("ip:" + client) {
-                throw APIError(status: .tooManyRequests, code: "rate_limited", description: "too many requests from this address; retry in \(wait) s", headers: [.retryAfter: String(wait)])
+                throw APIError(
+                    status: .tooManyRequests, code: "rate_limited", description: "too many requests from this address; retry in \(wait) s",
+                    headers: [.retryAfter: String(wait)])
             }
         }
         return try await next(request, context)
@@ -180,7 +190,10 @@ struct AccessLogMiddleware: RouterMiddleware {
     /// A proxy's id when it is short and plain (so it cannot smuggle anything into logs), else a new one.
     static func requestID(_ incoming: String?) -> String {
         if let incoming, (1...64).contains(incoming.utf8.count),
-            incoming.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") || ($0 >= 0x30 && $0 <= 0x39) || (($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A) })
+            incoming.utf8.allSatisfy({
+                $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") || ($0 >= 0x30 && $0 <= 0x39)
+                    || (($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A)
+            })
         {
             return incoming
         }
@@ -221,7 +234,9 @@ extension Request {
     var bearerToken: String? {
         guard let value = headers[.authorization] else { return nil }
         let bytes = value.utf8
-        guard bytes.count > 7, bytes.prefix(6).map({ $0 | 0x20 }).elementsEqual("bearer".utf8), bytes.dropFirst(6).first == UInt8(ascii: " ") else { return nil }
+        guard bytes.count > 7, bytes.prefix(6).map({ $0 | 0x20 }).elementsEqual("bearer".utf8), bytes.dropFirst(6).first == UInt8(ascii: " ") else {
+            return nil
+        }
         let token = bytes.dropFirst(7).drop { $0 == UInt8(ascii: " ") }
         let end = token.lastIndex { $0 != UInt8(ascii: " ") }.map { token.index(after: $0) } ?? token.startIndex
         let trimmed = token[token.startIndex..<end]

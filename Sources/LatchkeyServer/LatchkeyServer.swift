@@ -53,7 +53,8 @@ public struct LatchkeyServer: Sendable {
         try await KeyMaintenance.ensureActiveKey(store: store, box: box, now: timeSource.now)
         try await accessKeys.load(try await store.signingKeys(), box: box)
         let accessTokens = AccessTokenService(
-            issuer: configuration.issuer, audience: configuration.audience, lifetime: configuration.accessTokenLifetime, keys: accessKeys, timeSource: timeSource
+            issuer: configuration.issuer, audience: configuration.audience, lifetime: configuration.accessTokenLifetime, keys: accessKeys,
+            timeSource: timeSource
         )
         var apple: AppleComponents?
         if let settings = configuration.apple {
@@ -63,12 +64,14 @@ public struct LatchkeyServer: Sendable {
             let keys = JWKSCache(url: appleConfiguration.jwksURL, transport: transport, timeSource: timeSource, logger: logger)
             apple = AppleComponents(
                 client: client, keys: keys,
-                verifier: IdentityTokenVerifier(policy: Self.signInPolicy(appleConfiguration.identityTokenPolicy, settings), keys: keys, timeSource: timeSource),
+                verifier: IdentityTokenVerifier(
+                    policy: Self.signInPolicy(appleConfiguration.identityTokenPolicy, settings), keys: keys, timeSource: timeSource),
                 notifications: AppleNotificationVerifier(keys: keys, audiences: settings.clientIDs, timeSource: timeSource)
             )
         }
         let link = apple.map { AppleAuthorizationLink(client: $0.client, metrics: metrics) }
-        let sessions = SessionService(store: store, accessTokens: accessTokens, box: box, providerLink: link, policy: configuration.session, timeSource: timeSource, logger: logger)
+        let sessions = SessionService(
+            store: store, accessTokens: accessTokens, box: box, providerLink: link, policy: configuration.session, timeSource: timeSource, logger: logger)
         return LatchkeyServer(
             configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, apple: apple, box: box,
             timeSource: timeSource, logger: logger, ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP),

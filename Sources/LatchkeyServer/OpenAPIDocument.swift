@@ -25,14 +25,16 @@ enum OpenAPIDocument {
             "info": [
                 "title": "Latchkey", "version": "0.1.0",
                 "description": """
-                    Sign in with Apple for apps with their own backend. Every error answers \
-                    {"error": "<snake_case code>", "error_description": "<for people>"} (RFC 6749 §5.2 shape); \
-                    unknown paths and methods answer 404 `not_found`.
-                    """,
+                Sign in with Apple for apps with their own backend. Every error answers \
+                {"error": "<snake_case code>", "error_description": "<for people>"} (RFC 6749 §5.2 shape); \
+                unknown paths and methods answer 404 `not_found`.
+                """,
             ],
             "servers": [["url": .string(serverURL)]],
             "paths": .object(paths),
-            "components": ["securitySchemes": ["bearer": ["type": "http", "scheme": "bearer", "bearerFormat": "JWT (typ at+jwt, ES256)"]], "schemas": .object(schemas)],
+            "components": [
+                "securitySchemes": ["bearer": ["type": "http", "scheme": "bearer", "bearerFormat": "JWT (typ at+jwt, ES256)"]], "schemas": .object(schemas),
+            ],
         ]
     }
 
@@ -59,10 +61,12 @@ enum OpenAPIDocument {
     }
 
     private static var signInWithApple: JSON {
-        let body = jsonContent(ref("AppleSignInRequest"), examples: [
-            "native": ["summary": "An iOS sign-in (the name is shared on the first sign-in only)", "value": Examples.appleSignInNative],
-            "web": ["summary": "A web sign-in: the code was obtained with this redirect URI", "value": Examples.appleSignInWeb],
-        ])
+        let body = jsonContent(
+            ref("AppleSignInRequest"),
+            examples: [
+                "native": ["summary": "An iOS sign-in (the name is shared on the first sign-in only)", "value": Examples.appleSignInNative],
+                "web": ["summary": "A web sign-in: the code was obtained with this redirect URI", "value": Examples.appleSignInWeb],
+            ])
         return operation(
             id: "signInWithApple", summary: "Exchange a Sign in with Apple result for a Latchkey session",
             description: """
@@ -73,14 +77,23 @@ enum OpenAPIDocument {
                 """,
             body: ["required": true, "content": body],
             responses: [
-                "200": ["description": "Signed in", "content": jsonContent(ref("SignInResponse"), example: Examples.signIn), "links": [
-                    "RefreshSession": refreshLink("$response.body#/refreshToken", "Rotate the new session's refresh token"),
-                ]],
-                "400": error("The body is not this JSON, `identityToken` is empty, `redirectUri` is not configured, or the code belongs to another Apple ID", codes: ["invalid_request", "invalid_grant"], example: Examples.invalidBody),
-                "401": error("Apple's identity token was refused; the code says which check failed", codes: identityTokenRefusals, example: ["error": "nonce_mismatch", "error_description": "the token's nonce is not the SHA-256 of rawNonce"]),
+                "200": [
+                    "description": "Signed in", "content": jsonContent(ref("SignInResponse"), example: Examples.signIn),
+                    "links": [
+                        "RefreshSession": refreshLink("$response.body#/refreshToken", "Rotate the new session's refresh token")
+                    ],
+                ],
+                "400": error(
+                    "The body is not this JSON, `identityToken` is empty, `redirectUri` is not configured, or the code belongs to another Apple ID",
+                    codes: ["invalid_request", "invalid_grant"], example: Examples.invalidBody),
+                "401": error(
+                    "Apple's identity token was refused; the code says which check failed", codes: identityTokenRefusals,
+                    example: ["error": "nonce_mismatch", "error_description": "the token's nonce is not the SHA-256 of rawNonce"]),
                 "413": tooLarge,
                 "429": rateLimited,
-                "502": error("Apple refused this server's own request (its client credentials or configuration): the operator's problem", codes: appleFailures, example: Examples.invalidClient),
+                "502": error(
+                    "Apple refused this server's own request (its client credentials or configuration): the operator's problem", codes: appleFailures,
+                    example: Examples.invalidClient),
                 "503": unavailable("Sign in with Apple is not configured, Apple or its keys cannot be reached, or the database is unavailable"),
             ]
         )
@@ -89,10 +102,13 @@ enum OpenAPIDocument {
     private static var refreshToken: JSON {
         let content: JSON = [
             "application/x-www-form-urlencoded": ["schema": ref("TokenRequestForm"), "example": Examples.refreshForm],
-            "application/json": ["schema": ref("TokenRequest"), "examples": [
-                "snake_case": ["summary": "RFC 6749 member names", "value": Examples.refreshForm],
-                "camelCase": ["summary": "The app-facing member names", "value": Examples.refreshCamel],
-            ]],
+            "application/json": [
+                "schema": ref("TokenRequest"),
+                "examples": [
+                    "snake_case": ["summary": "RFC 6749 member names", "value": Examples.refreshForm],
+                    "camelCase": ["summary": "The app-facing member names", "value": Examples.refreshCamel],
+                ],
+            ],
         ]
         return operation(
             id: "refreshToken", summary: "Rotate a refresh token (app-facing, camelCase; not an RFC 6749 §5.1 token endpoint)",
@@ -105,10 +121,15 @@ enum OpenAPIDocument {
                 """,
             body: ["required": true, "content": content],
             responses: [
-                "200": ["description": "The new token pair", "content": jsonContent(ref("TokenPairResponse"), example: Examples.tokenPair), "links": [
-                    "RotateAgain": refreshLink("$response.body#/refreshToken", "Rotate the successor"),
-                ]],
-                "400": error("A missing or malformed field, another grant type, or a refresh token that is unknown, used, expired or revoked", codes: ["invalid_request", "unsupported_grant_type", "invalid_grant"], example: Examples.invalidGrant),
+                "200": [
+                    "description": "The new token pair", "content": jsonContent(ref("TokenPairResponse"), example: Examples.tokenPair),
+                    "links": [
+                        "RotateAgain": refreshLink("$response.body#/refreshToken", "Rotate the successor")
+                    ],
+                ],
+                "400": error(
+                    "A missing or malformed field, another grant type, or a refresh token that is unknown, used, expired or revoked",
+                    codes: ["invalid_request", "unsupported_grant_type", "invalid_grant"], example: Examples.invalidGrant),
                 "413": tooLarge,
                 "429": rateLimited,
                 "503": unavailable("Apple has not confirmed the session's authorization for too long, or the database is unavailable"),
@@ -131,11 +152,13 @@ enum OpenAPIDocument {
     }
 
     private static var me: JSON {
-        operation(id: "getMe", summary: "The signed-in user and their identities", bearer: true, responses: [
-            "200": ["description": "The user", "content": jsonContent(ref("UserResponse"), example: Examples.user)],
-            "401": unauthorized,
-            "503": unavailable("The database is unavailable"),
-        ])
+        operation(
+            id: "getMe", summary: "The signed-in user and their identities", bearer: true,
+            responses: [
+                "200": ["description": "The user", "content": jsonContent(ref("UserResponse"), example: Examples.user)],
+                "401": unauthorized,
+                "503": unavailable("The database is unavailable"),
+            ])
     }
 
     private static var deleteMe: JSON {
@@ -151,13 +174,22 @@ enum OpenAPIDocument {
     }
 
     private static var listSessions: JSON {
-        operation(id: "listSessions", summary: "The user's active sessions", bearer: true, responses: [
-            "200": ["description": "The active sessions; `current` marks the caller's", "content": jsonContent(ref("SessionList"), example: Examples.sessionList), "links": [
-                "EndSession": ["operationId": "endSession", "parameters": ["path.id": "$response.body#/sessions/0/id"], "description": "End the first listed session"],
-            ]],
-            "401": unauthorized,
-            "503": unavailable("The database is unavailable"),
-        ])
+        operation(
+            id: "listSessions", summary: "The user's active sessions", bearer: true,
+            responses: [
+                "200": [
+                    "description": "The active sessions; `current` marks the caller's",
+                    "content": jsonContent(ref("SessionList"), example: Examples.sessionList),
+                    "links": [
+                        "EndSession": [
+                            "operationId": "endSession", "parameters": ["path.id": "$response.body#/sessions/0/id"],
+                            "description": "End the first listed session",
+                        ]
+                    ],
+                ],
+                "401": unauthorized,
+                "503": unavailable("The database is unavailable"),
+            ])
     }
 
     private static var endSession: JSON {
@@ -170,7 +202,9 @@ enum OpenAPIDocument {
             responses: [
                 "204": ["description": "The session is ended (also when it already was)"],
                 "401": unauthorized,
-                "404": error("The user has no session with this id", codes: ["not_found"], example: ["error": "not_found", "error_description": "no session 3f0c7d1e-5b2a-4c8e-9f61-2d7a4b9e0c15 for this user"]),
+                "404": error(
+                    "The user has no session with this id", codes: ["not_found"],
+                    example: ["error": "not_found", "error_description": "no session 3f0c7d1e-5b2a-4c8e-9f61-2d7a4b9e0c15 for this user"]),
                 "503": unavailable("The database is unavailable"),
             ]
         )
@@ -179,12 +213,20 @@ enum OpenAPIDocument {
     private static var appleNotification: JSON {
         operation(
             id: "appleNotification", summary: "Apple's server-to-server notifications",
-            description: "Apple posts {\"payload\": \"<JWT signed by Apple>\"} here; consent revocations and account deletions end the user's sessions. Each event is applied once.",
+            description:
+                "Apple posts {\"payload\": \"<JWT signed by Apple>\"} here; consent revocations and account deletions end the user's sessions. Each event is applied once.",
             body: ["required": true, "content": jsonContent(ref("AppleNotificationRequest"), example: Examples.notificationRequest)],
             responses: [
-                "200": ["description": "The notification was verified", "content": jsonContent(ref("AppleNotificationResponse"), example: Examples.notificationResponse)],
-                "400": error("The body is not {\"payload\": \"<JWT>\"}", codes: ["invalid_request"], example: ["error": "invalid_request", "error_description": "the body is not {\"payload\": \"<JWT>\"}"]),
-                "401": error("The payload is not a valid notification signed by Apple for this app", codes: identityTokenRefusals, example: ["error": "invalid_signature", "error_description": "the signature does not verify with Apple's key"]),
+                "200": [
+                    "description": "The notification was verified",
+                    "content": jsonContent(ref("AppleNotificationResponse"), example: Examples.notificationResponse),
+                ],
+                "400": error(
+                    "The body is not {\"payload\": \"<JWT>\"}", codes: ["invalid_request"],
+                    example: ["error": "invalid_request", "error_description": "the body is not {\"payload\": \"<JWT>\"}"]),
+                "401": error(
+                    "The payload is not a valid notification signed by Apple for this app", codes: identityTokenRefusals,
+                    example: ["error": "invalid_signature", "error_description": "the signature does not verify with Apple's key"]),
                 "413": tooLarge,
                 "503": unavailable("Sign in with Apple is not configured, Apple's keys cannot be fetched, or the database is unavailable"),
             ]
@@ -192,42 +234,58 @@ enum OpenAPIDocument {
     }
 
     private static var jwks: JSON {
-        operation(id: "getJWKS", summary: "The public keys that verify Latchkey's access tokens", responses: [
-            "200": ["description": "A JSON Web Key Set (RFC 7517)", "content": jsonContent(ref("JWKS"), example: Examples.jwks)],
-        ])
+        operation(
+            id: "getJWKS", summary: "The public keys that verify Latchkey's access tokens",
+            responses: [
+                "200": ["description": "A JSON Web Key Set (RFC 7517)", "content": jsonContent(ref("JWKS"), example: Examples.jwks)]
+            ])
     }
 
     private static var discovery: JSON {
         operation(
             id: "getDiscovery", summary: "Issuer metadata (RFC 8414 member names)",
-            description: "What a backend needs to verify access tokens without a database. There is no `token_endpoint`: `/v1/token` answers the app-facing camelCase shape, not RFC 6749 §5.1.",
+            description:
+                "What a backend needs to verify access tokens without a database. There is no `token_endpoint`: `/v1/token` answers the app-facing camelCase shape, not RFC 6749 §5.1.",
             responses: ["200": ["description": "The issuer metadata", "content": jsonContent(ref("Discovery"), example: Examples.discovery)]]
         )
     }
 
     private static var health: JSON {
-        operation(id: "getHealth", summary: "Liveness", responses: [
-            "200": ["description": "The process serves requests", "content": jsonContent(ref("Health"), example: ["status": "ok"])],
-        ])
+        operation(
+            id: "getHealth", summary: "Liveness",
+            responses: [
+                "200": ["description": "The process serves requests", "content": jsonContent(ref("Health"), example: ["status": "ok"])]
+            ])
     }
 
     private static var ready: JSON {
-        operation(id: "getReadiness", summary: "Readiness: the database answers", responses: [
-            "200": ["description": "Ready", "content": jsonContent(ref("Ready"), example: ["status": "ready"])],
-            "503": error("The database cannot be reached", codes: ["temporarily_unavailable"], example: ["error": "temporarily_unavailable", "error_description": "the database cannot be reached"]),
-        ])
+        operation(
+            id: "getReadiness", summary: "Readiness: the database answers",
+            responses: [
+                "200": ["description": "Ready", "content": jsonContent(ref("Ready"), example: ["status": "ready"])],
+                "503": error(
+                    "The database cannot be reached", codes: ["temporarily_unavailable"],
+                    example: ["error": "temporarily_unavailable", "error_description": "the database cannot be reached"]),
+            ])
     }
 
     private static var metrics: JSON {
-        operation(id: "getMetrics", summary: "Prometheus metrics", responses: [
-            "200": ["description": "The Prometheus text exposition format", "content": ["text/plain": ["schema": ["type": "string"], "example": .string(Examples.metrics)]]],
-        ])
+        operation(
+            id: "getMetrics", summary: "Prometheus metrics",
+            responses: [
+                "200": [
+                    "description": "The Prometheus text exposition format",
+                    "content": ["text/plain": ["schema": ["type": "string"], "example": .string(Examples.metrics)]],
+                ]
+            ])
     }
 
     private static var openAPI: JSON {
-        operation(id: "getOpenAPI", summary: "This document", responses: [
-            "200": ["description": "The OpenAPI 3.1 description of this server", "content": jsonContent(ref("OpenAPI"), example: Examples.openAPI)],
-        ])
+        operation(
+            id: "getOpenAPI", summary: "This document",
+            responses: [
+                "200": ["description": "The OpenAPI 3.1 description of this server", "content": jsonContent(ref("OpenAPI"), example: Examples.openAPI)]
+            ])
     }
 
     // MARK: - Building blocks
@@ -252,7 +310,10 @@ enum OpenAPIDocument {
     }
 
     private static func refreshLink(_ expression: String, _ description: String) -> JSON {
-        ["operationId": "refreshToken", "requestBody": ["grant_type": "refresh_token", "refresh_token": .string(expression)], "description": .string(description)]
+        [
+            "operationId": "refreshToken", "requestBody": ["grant_type": "refresh_token", "refresh_token": .string(expression)],
+            "description": .string(description),
+        ]
     }
 
     static func ref(_ name: String) -> JSON { ["$ref": .string("#/components/schemas/\(name)")] }
@@ -275,7 +336,9 @@ enum OpenAPIDocument {
     private static let retryAfter: JSON = ["description": "Seconds to wait before retrying", "schema": ["type": "integer", "minimum": 1]]
 
     private static var tooLarge: JSON {
-        error("The body is larger than the server takes (http.maxBodySize, 16 KiB by default)", codes: ["invalid_request"], example: ["error": "invalid_request", "error_description": "the request body is too large"])
+        error(
+            "The body is larger than the server takes (http.maxBodySize, 16 KiB by default)", codes: ["invalid_request"],
+            example: ["error": "invalid_request", "error_description": "the request body is too large"])
     }
 
     private static var rateLimited: JSON {
@@ -294,7 +357,10 @@ enum OpenAPIDocument {
     }
 
     private static func unavailable(_ description: String) -> JSON {
-        error(description, codes: ["temporarily_unavailable"], example: ["error": "temporarily_unavailable", "error_description": "the database is unavailable; try again shortly"], headers: ["Retry-After": retryAfter])
+        error(
+            description, codes: ["temporarily_unavailable"],
+            example: ["error": "temporarily_unavailable", "error_description": "the database is unavailable; try again shortly"],
+            headers: ["Retry-After": retryAfter])
     }
 
     /// The codes of a refused Apple identity token or notification JWT.
@@ -305,7 +371,10 @@ enum OpenAPIDocument {
     ]
 
     /// The codes of Apple refusing this server's own request, and of its own misconfiguration.
-    static let appleFailures = ["invalid_client", "invalid_request", "unsupported_grant_type", "invalid_scope", "unauthorized_client", "invalid_provider_response", "invalid_configuration", "invalid_key"]
+    static let appleFailures = [
+        "invalid_client", "invalid_request", "unsupported_grant_type", "invalid_scope", "unauthorized_client", "invalid_provider_response",
+        "invalid_configuration", "invalid_key",
+    ]
 
     // MARK: - Schemas
 
@@ -319,7 +388,9 @@ enum OpenAPIDocument {
 
     /// An object schema. Answers are `closed` (exactly these members); requests stay open because the server ignores unknown members.
     private static func object(_ description: String, _ properties: [String: JSON], required: [String], closed: Bool, examples: [JSON]) -> JSON {
-        var schema: [String: JSON] = ["type": "object", "description": .string(description), "properties": .object(properties), "required": .array(required.map { .string($0) })]
+        var schema: [String: JSON] = [
+            "type": "object", "description": .string(description), "properties": .object(properties), "required": .array(required.map { .string($0) }),
+        ]
         if closed { schema["additionalProperties"] = false }
         if !examples.isEmpty { schema["examples"] = .array(examples) }
         return .object(schema)
@@ -336,94 +407,136 @@ enum OpenAPIDocument {
 
     /// `snake ?? camel`, as the server reads the JSON refresh request: the camelCase member counts only when the snake_case one is absent or null.
     private static func eitherCase(_ snake: String, _ camel: String, _ value: JSON) -> JSON {
-        ["anyOf": [["required": [.string(snake)], "properties": [snake: value]], ["required": [.string(camel)], "properties": [snake: ["type": "null"], camel: value]]]]
+        [
+            "anyOf": [
+                ["required": [.string(snake)], "properties": [snake: value]],
+                ["required": [.string(camel)], "properties": [snake: ["type": "null"], camel: value]],
+            ]
+        ]
     }
 
     static var schemas: [String: JSON] {
         [
             "Error": errorSchema.merging(["description": "Every error answer (RFC 6749 §5.2 shape)", "examples": [Examples.invalidGrant]]),
             "AppleSignInRequest": object(
-                "What the app got from ASAuthorizationAppleIDCredential", [
+                "What the app got from ASAuthorizationAppleIDCredential",
+                [
                     "identityToken": nonEmptyString.merging(["description": "Apple's identity token (a JWT)"]),
-                    "authorizationCode": optionalString.merging(["description": "Apple's authorization code; redeemed so the account can be revoked at deletion"]),
+                    "authorizationCode": optionalString.merging([
+                        "description": "Apple's authorization code; redeemed so the account can be revoked at deletion"
+                    ]),
                     "rawNonce": nonEmptyString.merging(["description": "The unhashed nonce; the token's nonce claim is its lowercase hex SHA-256"]),
                     "fullName": ["anyOf": [ref("FullName"), ["type": "null"]], "description": "The name iOS shares on the first sign-in only"],
-                    "redirectUri": optionalString.merging(["description": "Web sign-ins only: the redirect URI the code was obtained with; one of apple.redirectUris"]),
+                    "redirectUri": optionalString.merging([
+                        "description": "Web sign-ins only: the redirect URI the code was obtained with; one of apple.redirectUris"
+                    ]),
                 ], required: ["identityToken", "rawNonce"], closed: false, examples: [Examples.appleSignInNative, Examples.appleSignInWeb]
             ),
-            "FullName": object("The user's name as Apple shares it", ["givenName": optionalString, "familyName": optionalString], required: [], closed: false, examples: [Examples.fullName]),
+            "FullName": object(
+                "The user's name as Apple shares it", ["givenName": optionalString, "familyName": optionalString], required: [], closed: false,
+                examples: [Examples.fullName]),
             "TokenRequestForm": object(
-                "RFC 6749 §6 refresh request", [
+                "RFC 6749 §6 refresh request",
+                [
                     "grant_type": ["type": "string", "enum": ["refresh_token"]],
                     "refresh_token": nonEmptyString,
                 ], required: ["grant_type", "refresh_token"], closed: false, examples: [Examples.refreshForm]
             ),
             "TokenRequest": [
                 "type": "object",
-                "description": "The refresh request as JSON, with snake_case or camelCase members; a camelCase member is read only when its snake_case twin is absent or null",
+                "description":
+                    "The refresh request as JSON, with snake_case or camelCase members; a camelCase member is read only when its snake_case twin is absent or null",
                 "properties": ["grant_type": optionalString, "refresh_token": optionalString, "grantType": optionalString, "refreshToken": optionalString],
-                "allOf": [eitherCase("grant_type", "grantType", ["type": "string", "enum": ["refresh_token"]]), eitherCase("refresh_token", "refreshToken", nonEmptyString)],
+                "allOf": [
+                    eitherCase("grant_type", "grantType", ["type": "string", "enum": ["refresh_token"]]),
+                    eitherCase("refresh_token", "refreshToken", nonEmptyString),
+                ],
                 "examples": [Examples.refreshForm, Examples.refreshCamel],
             ],
-            "TokenPairResponse": object("A new token pair", tokenPairProperties, required: ["accessToken", "tokenType", "expiresIn", "refreshToken"], closed: true, examples: [Examples.tokenPair]),
+            "TokenPairResponse": object(
+                "A new token pair", tokenPairProperties, required: ["accessToken", "tokenType", "expiresIn", "refreshToken"], closed: true,
+                examples: [Examples.tokenPair]),
             "SignInResponse": object(
                 "A new session, its user, and whether the user was created by this sign-in",
                 tokenPairProperties.merging(["user": ref("UserResponse"), "isNewUser": ["type": "boolean"]]) { first, _ in first },
                 required: ["accessToken", "tokenType", "expiresIn", "refreshToken", "user", "isNewUser"], closed: true, examples: [Examples.signIn]
             ),
             "UserResponse": object(
-                "A user", [
+                "A user",
+                [
                     "id": identifier, "email": string, "emailVerified": ["type": "boolean"], "givenName": string, "familyName": string, "createdAt": dateTime,
                     "identities": ["type": "array", "items": ref("IdentityResponse")],
                 ], required: ["id", "createdAt", "identities"], closed: true, examples: [Examples.user]
             ),
             "IdentityResponse": object(
-                "A provider account linked to the user", [
+                "A provider account linked to the user",
+                [
                     "provider": ["type": "string", "enum": ["apple"]], "subject": nonEmptyString, "email": string, "isPrivateEmail": ["type": "boolean"],
-                    "realUserStatus": ["type": "integer", "enum": [0, 1, 2], "description": "Apple's real_user_status: 0 unsupported, 1 unknown, 2 likely real"],
+                    "realUserStatus": [
+                        "type": "integer", "enum": [0, 1, 2], "description": "Apple's real_user_status: 0 unsupported, 1 unknown, 2 likely real",
+                    ],
                     "emailForwardingEnabled": ["type": "boolean"], "firstSeenAt": dateTime,
                 ], required: ["provider", "subject", "firstSeenAt"], closed: true, examples: [Examples.identity]
             ),
             "SessionResponse": object(
-                "A session (one signed-in device)", [
+                "A session (one signed-in device)",
+                [
                     "id": identifier, "clientId": string, "createdAt": dateTime, "lastUsedAt": dateTime, "expiresAt": dateTime, "userAgent": string,
                     "current": ["type": "boolean", "description": "Whether this is the caller's session"],
                 ], required: ["id", "clientId", "createdAt", "lastUsedAt", "expiresAt", "current"], closed: true, examples: [Examples.session]
             ),
-            "SessionList": object("The user's active sessions", ["sessions": ["type": "array", "items": ref("SessionResponse")]], required: ["sessions"], closed: true, examples: [Examples.sessionList]),
-            "LogoutRequest": object("An optional body; no body ends only this session", ["all": ["type": ["boolean", "null"], "description": "End every session of the user"]], required: [], closed: false, examples: [Examples.logoutRequest]),
-            "LogoutResponse": object("How many sessions ended", ["revokedSessions": count], required: ["revokedSessions"], closed: true, examples: [Examples.logoutResponse]),
+            "SessionList": object(
+                "The user's active sessions", ["sessions": ["type": "array", "items": ref("SessionResponse")]], required: ["sessions"], closed: true,
+                examples: [Examples.sessionList]),
+            "LogoutRequest": object(
+                "An optional body; no body ends only this session", ["all": ["type": ["boolean", "null"], "description": "End every session of the user"]],
+                required: [], closed: false, examples: [Examples.logoutRequest]),
+            "LogoutResponse": object(
+                "How many sessions ended", ["revokedSessions": count], required: ["revokedSessions"], closed: true, examples: [Examples.logoutResponse]),
             "AccountDeletion": object(
-                "The account is deleted", [
+                "The account is deleted",
+                [
                     "deleted": ["type": "integer", "enum": [1]],
                     "appleTokensRevoked": count.merging(["description": "Apple tokens revoked now"]),
                     "appleRevocationsPending": count.merging(["description": "Revocations Apple did not take now, retried in the background"]),
                 ], required: ["deleted", "appleTokensRevoked", "appleRevocationsPending"], closed: true, examples: [Examples.accountDeletion]
             ),
-            "AppleNotificationRequest": object("Apple's notification envelope", ["payload": string.merging(["description": "A JWT signed by Apple"])], required: ["payload"], closed: false, examples: [Examples.notificationRequest]),
+            "AppleNotificationRequest": object(
+                "Apple's notification envelope", ["payload": string.merging(["description": "A JWT signed by Apple"])], required: ["payload"], closed: false,
+                examples: [Examples.notificationRequest]),
             "AppleNotificationResponse": object(
-                "What the notification did", ["status": ["type": "string", "enum": ["processed", "duplicate", "unknownSubject"]]], required: ["status"], closed: true, examples: [Examples.notificationResponse]
+                "What the notification did", ["status": ["type": "string", "enum": ["processed", "duplicate", "unknownSubject"]]], required: ["status"],
+                closed: true, examples: [Examples.notificationResponse]
             ),
             "JWKS": object(
-                "A JSON Web Key Set", [
-                    "keys": ["type": "array", "items": object(
-                        "A P-256 public key", [
-                            "kty": ["type": "string", "enum": ["EC"]], "crv": ["type": "string", "enum": ["P-256"]], "kid": nonEmptyString,
-                            "use": ["type": "string", "enum": ["sig"]], "alg": ["type": "string", "enum": ["ES256"]],
-                            "x": ["type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"], "y": ["type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"],
-                        ], required: ["kty", "crv", "kid", "use", "alg", "x", "y"], closed: true, examples: []
-                    )],
+                "A JSON Web Key Set",
+                [
+                    "keys": [
+                        "type": "array",
+                        "items": object(
+                            "A P-256 public key",
+                            [
+                                "kty": ["type": "string", "enum": ["EC"]], "crv": ["type": "string", "enum": ["P-256"]], "kid": nonEmptyString,
+                                "use": ["type": "string", "enum": ["sig"]], "alg": ["type": "string", "enum": ["ES256"]],
+                                "x": ["type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"], "y": ["type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"],
+                            ], required: ["kty", "crv", "kid", "use", "alg", "x", "y"], closed: true, examples: []
+                        ),
+                    ]
                 ], required: ["keys"], closed: true, examples: [Examples.jwks]
             ),
             "Discovery": object(
-                "Issuer metadata (RFC 8414 member names); no token_endpoint", [
+                "Issuer metadata (RFC 8414 member names); no token_endpoint",
+                [
                     "issuer": nonEmptyString, "jwks_uri": nonEmptyString,
                     "access_token_signing_alg_values_supported": ["type": "array", "items": ["type": "string", "enum": ["ES256"]]],
                 ], required: ["issuer", "jwks_uri", "access_token_signing_alg_values_supported"], closed: true, examples: [Examples.discovery]
             ),
             "Health": object("Liveness", ["status": ["type": "string", "enum": ["ok"]]], required: ["status"], closed: true, examples: [["status": "ok"]]),
-            "Ready": object("Readiness", ["status": ["type": "string", "enum": ["ready"]]], required: ["status"], closed: true, examples: [["status": "ready"]]),
-            "OpenAPI": object("An OpenAPI 3.1 document", ["openapi": ["type": "string", "enum": ["3.1.0"]], "info": ["type": "object"], "paths": ["type": "object"]], required: ["openapi", "info", "paths"], closed: false, examples: [Examples.openAPI]),
+            "Ready": object(
+                "Readiness", ["status": ["type": "string", "enum": ["ready"]]], required: ["status"], closed: true, examples: [["status": "ready"]]),
+            "OpenAPI": object(
+                "An OpenAPI 3.1 document", ["openapi": ["type": "string", "enum": ["3.1.0"]], "info": ["type": "object"], "paths": ["type": "object"]],
+                required: ["openapi", "info", "paths"], closed: false, examples: [Examples.openAPI]),
         ]
     }
 
@@ -432,7 +545,8 @@ enum OpenAPIDocument {
     /// One value per example; each appears in its schema and in the requests and answers that carry it.
     enum Examples {
         static let sessionID = "3f0c7d1e-5b2a-4c8e-9f61-2d7a4b9e0c15"
-        static let accessToken = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImtNN2NMS2xZa2IwVTUtejIiLCJ0eXAiOiJhdCtqd3QifQ.eyJzdWIiOiI5YjJlNGM2YS0xZDNmLTRhOGItOWM1ZS03ZjIxMGE0YjZjOGQifQ.c2lnbmF0dXJl"
+        static let accessToken =
+            "eyJhbGciOiJFUzI1NiIsImtpZCI6ImtNN2NMS2xZa2IwVTUtejIiLCJ0eXAiOiJhdCtqd3QifQ.eyJzdWIiOiI5YjJlNGM2YS0xZDNmLTRhOGItOWM1ZS03ZjIxMGE0YjZjOGQifQ.c2lnbmF0dXJl"
         static let refreshToken = "lkr_99I-hp5c0uEQ-EPB6beKr1wYaQE9NrOhtWIEtj3iufs"
         static let identityToken = "eyJhbGciOiJSUzI1NiIsImtpZCI6IllxN2tKMFpQIn0.eyJpc3MiOiJodHRwczovL2FwcGxlaWQuYXBwbGUuY29tIn0.c2lnbmF0dXJl"
 
@@ -447,7 +561,9 @@ enum OpenAPIDocument {
         ]
         static let refreshForm: JSON = ["grant_type": "refresh_token", "refresh_token": .string(refreshToken)]
         static let refreshCamel: JSON = ["grantType": "refresh_token", "refreshToken": .string(refreshToken)]
-        static let tokenPair: JSON = ["accessToken": .string(accessToken), "tokenType": "Bearer", "expiresIn": 600, "refreshToken": "lkr_Zm9vYmFyYmF6cXV4LW5leHQtdG9rZW4tcm90YXRlZC1"]
+        static let tokenPair: JSON = [
+            "accessToken": .string(accessToken), "tokenType": "Bearer", "expiresIn": 600, "refreshToken": "lkr_Zm9vYmFyYmF6cXV4LW5leHQtdG9rZW4tcm90YXRlZC1",
+        ]
         static let identity: JSON = [
             "provider": "apple", "subject": "001234.9f8e7d6c5b4a39281706f5e4d3c2b1a0.1234", "email": "jane@privaterelay.appleid.com",
             "isPrivateEmail": true, "realUserStatus": 2, "emailForwardingEnabled": true, "firstSeenAt": "2026-01-15T09:30:00Z",
@@ -468,14 +584,21 @@ enum OpenAPIDocument {
         static let logoutRequest: JSON = ["all": true]
         static let logoutResponse: JSON = ["revokedSessions": 2]
         static let accountDeletion: JSON = ["deleted": 1, "appleTokensRevoked": 1, "appleRevocationsPending": 0]
-        static let notificationRequest: JSON = ["payload": "eyJraWQiOiJZdXlYb1kiLCJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJodHRwczovL2FwcGxlaWQuYXBwbGUuY29tIn0.c2lnbmF0dXJl"]
+        static let notificationRequest: JSON = [
+            "payload": "eyJraWQiOiJZdXlYb1kiLCJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJodHRwczovL2FwcGxlaWQuYXBwbGUuY29tIn0.c2lnbmF0dXJl"
+        ]
         static let notificationResponse: JSON = ["status": "processed"]
-        static let jwks: JSON = ["keys": [[
-            "kty": "EC", "crv": "P-256", "kid": "kM7cLKlYkb0U5-z2", "use": "sig", "alg": "ES256",
-            "x": "QK6fri8OMIIhGiDnepzuCaiOx5U3VJbRfsHqG4abPGc", "y": "Wo6jaqx5iz4EsRvj47eqxfzjqdWtuTxSBCE9KgKHuH4",
-        ]]]
+        static let jwks: JSON = [
+            "keys": [
+                [
+                    "kty": "EC", "crv": "P-256", "kid": "kM7cLKlYkb0U5-z2", "use": "sig", "alg": "ES256",
+                    "x": "QK6fri8OMIIhGiDnepzuCaiOx5U3VJbRfsHqG4abPGc", "y": "Wo6jaqx5iz4EsRvj47eqxfzjqdWtuTxSBCE9KgKHuH4",
+                ]
+            ]
+        ]
         static let discovery: JSON = [
-            "issuer": "https://auth.example.com", "jwks_uri": "https://auth.example.com/.well-known/jwks.json", "access_token_signing_alg_values_supported": ["ES256"],
+            "issuer": "https://auth.example.com", "jwks_uri": "https://auth.example.com/.well-known/jwks.json",
+            "access_token_signing_alg_values_supported": ["ES256"],
         ]
         static let openAPI: JSON = ["openapi": "3.1.0", "info": ["title": "Latchkey", "version": "0.1.0"], "paths": [:]]
         static let metrics = """
@@ -486,7 +609,10 @@ enum OpenAPIDocument {
         static let invalidBody: JSON = ["error": "invalid_request", "error_description": "the body is not the JSON this endpoint takes (see /openapi.json)"]
         static let invalidGrant: JSON = ["error": "invalid_grant", "error_description": "the refresh token is unknown or expired; sign in again"]
         static let invalidToken: JSON = ["error": "invalid_token", "error_description": "the access token expired; refresh it"]
-        static let invalidClient: JSON = ["error": "invalid_client", "error_description": "Apple did not accept this server's client credentials; the operator should run `latchkey doctor --live`"]
+        static let invalidClient: JSON = [
+            "error": "invalid_client",
+            "error_description": "Apple did not accept this server's client credentials; the operator should run `latchkey doctor --live`",
+        ]
     }
 }
 

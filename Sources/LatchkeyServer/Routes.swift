@@ -38,7 +38,9 @@ extension LatchkeyServer {
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: .init(string: metrics.exposition())))
         }
         router.get("/openapi.json") { _, _ in
-            Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "public, max-age=3600"], body: .init(byteBuffer: .init(bytes: OpenAPIDocument.json(serverURL: configuration.issuer))))
+            Response(
+                status: .ok, headers: [.contentType: "application/json", .cacheControl: "public, max-age=3600"],
+                body: .init(byteBuffer: .init(bytes: OpenAPIDocument.json(serverURL: configuration.issuer))))
         }
     }
 
@@ -59,15 +61,20 @@ extension LatchkeyServer {
 
     func signInWithApple(_ request: Request) async throws -> Response {
         guard let apple else {
-            throw APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "Sign in with Apple is not configured on this server (set apple.teamId, apple.keyId, apple.privateKeyFile and apple.clientIds)")
+            throw APIError(
+                status: .serviceUnavailable, code: "temporarily_unavailable",
+                description: "Sign in with Apple is not configured on this server (set apple.teamId, apple.keyId, apple.privateKeyFile and apple.clientIds)")
         }
         let body = try decodeJSON(AppleSignInRequest.self, try await request.bytes(limit: configuration.maximumBodySize))
         guard !body.identityToken.isEmpty else { throw APIError.invalidRequest("identityToken is empty") }
         let identity: VerifiedIdentity
         do {
-            identity = try await apple.verifier.verify(body.identityToken, expecting: .signIn(rawNonce: body.rawNonce, authorizationCode: body.authorizationCode))
+            identity = try await apple.verifier.verify(
+                body.identityToken, expecting: .signIn(rawNonce: body.rawNonce, authorizationCode: body.authorizationCode))
             if let wait = subjectLimiter.check("sub:" + identity.subject) {
-                throw APIError(status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s", headers: [.retryAfter: String(wait)])
+                throw APIError(
+                    status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s",
+                    headers: [.retryAfter: String(wait)])
             }
             try await sessions.claimSignIn(body.identityToken, provider: "apple", identity: identity)
         } catch {
@@ -83,7 +90,9 @@ extension LatchkeyServer {
         }
     }
 
-    private func completeAppleSignIn(_ request: Request, _ body: AppleSignInRequest, _ identity: VerifiedIdentity, _ apple: AppleComponents) async throws -> Response {
+    private func completeAppleSignIn(_ request: Request, _ body: AppleSignInRequest, _ identity: VerifiedIdentity, _ apple: AppleComponents) async throws
+        -> Response
+    {
         var appleRefreshToken: String?
         if let code = body.authorizationCode, !code.isEmpty {
             if let redirectURI = body.redirectUri, !(configuration.apple?.redirectURIs.contains(redirectURI) ?? false) {
@@ -124,11 +133,14 @@ extension LatchkeyServer {
         let fields = try tokenRequestFields(request, bytes)
         guard let grantType = fields["grant_type"] else { throw APIError.invalidRequest("grant_type is missing; use grant_type=refresh_token") }
         guard grantType == "refresh_token" else {
-            throw APIError(status: .badRequest, code: "unsupported_grant_type", description: "grant_type \(grantType.prefix(40)) is not supported; use refresh_token")
+            throw APIError(
+                status: .badRequest, code: "unsupported_grant_type", description: "grant_type \(grantType.prefix(40)) is not supported; use refresh_token")
         }
         guard let refreshToken = fields["refresh_token"], !refreshToken.isEmpty else { throw APIError.invalidRequest("refresh_token is missing") }
         if let wait = subjectLimiter.check("rt:" + RefreshTokens.hash(refreshToken)) {
-            throw APIError(status: .tooManyRequests, code: "rate_limited", description: "too many refreshes with this token; retry in \(wait) s", headers: [.retryAfter: String(wait)])
+            throw APIError(
+                status: .tooManyRequests, code: "rate_limited", description: "too many refreshes with this token; retry in \(wait) s",
+                headers: [.retryAfter: String(wait)])
         }
         do {
             let tokens = try await sessions.refresh(refreshToken)
@@ -173,7 +185,8 @@ extension LatchkeyServer {
 
     // MARK: - Authenticated
 
-    static let missingBearer = APIError(status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer <access token>", headers: [.wwwAuthenticate: "Bearer"])
+    static let missingBearer = APIError(
+        status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer <access token>", headers: [.wwwAuthenticate: "Bearer"])
 
     /// Verifies the bearer token and that its session is still alive.
     func authenticate(_ request: Request) async throws -> (VerifiedAccessToken, SessionFamily) {
@@ -189,12 +202,12 @@ extension LatchkeyServer {
     private func verifyAccessToken(_ token: String) async throws -> VerifiedAccessToken {
         do {
             return try await verifiedTokens.verify(token, using: sessions.accessTokens)
-        } catch where error.code == .unknownKeyID {
+        } catch  where error.code == .unknownKeyID {
             if keyReloads.allow() {
                 try await accessKeys.load(try await store.signingKeys(), box: box)
                 do {
                     return try await verifiedTokens.verify(token, using: sessions.accessTokens)
-                } catch where error.code == .unknownKeyID {}
+                } catch  where error.code == .unknownKeyID {}
             }
             throw LatchkeyError(.invalidToken, error.reason)
         }
@@ -222,7 +235,9 @@ extension LatchkeyServer {
     func listSessions(_ request: Request) async throws -> Response {
         let (token, _) = try await authenticate(request)
         let sessions = try await store.sessions(userID: token.userID).filter { !$0.isRevoked }.map {
-            SessionResponse(id: $0.id, clientId: $0.clientID, createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, expiresAt: $0.absoluteExpiresAt, userAgent: $0.userAgent, current: $0.id == token.sessionID)
+            SessionResponse(
+                id: $0.id, clientId: $0.clientID, createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, expiresAt: $0.absoluteExpiresAt, userAgent: $0.userAgent,
+                current: $0.id == token.sessionID)
         }
         return JSONBody.response(["sessions": sessions])
     }
@@ -244,7 +259,9 @@ extension LatchkeyServer {
     // MARK: - Apple notifications
 
     func appleNotification(_ request: Request) async throws -> Response {
-        guard let apple else { throw APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "Sign in with Apple is not configured") }
+        guard let apple else {
+            throw APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "Sign in with Apple is not configured")
+        }
         let notification: AppleNotification
         do {
             notification = try await apple.notifications.verify(body: try await request.bytes(limit: AppleNotificationVerifier.maximumBodySize))
@@ -252,13 +269,14 @@ extension LatchkeyServer {
             metrics.notification(type: "unknown", outcome: (error as? LatchkeyError)?.errorCode ?? "invalid_request")
             throw error
         }
-        let kind: ProviderAccountEvent.Kind = switch notification.event.type {
-        case .consentRevoked: .consentRevoked
-        case .accountDeleted: .accountDeleted
-        case .emailDisabled: .emailDisabled
-        case .emailEnabled: .emailEnabled
-        case .other: .other
-        }
+        let kind: ProviderAccountEvent.Kind =
+            switch notification.event.type {
+            case .consentRevoked: .consentRevoked
+            case .accountDeleted: .accountDeleted
+            case .emailDisabled: .emailDisabled
+            case .emailEnabled: .emailEnabled
+            case .other: .other
+            }
         let outcome = try await sessions.handle(ProviderAccountEvent(id: notification.id, provider: "apple", kind: kind, subject: notification.event.subject))
         metrics.notification(type: notification.event.type.description, outcome: "\(outcome)")
         return JSONBody.response(["status": "\(outcome)"])
@@ -268,9 +286,12 @@ extension LatchkeyServer {
 
     static func userResponse(_ user: UserAccount, _ identities: [LinkedIdentity]) -> UserResponse {
         UserResponse(
-            id: user.id, email: user.email, emailVerified: user.emailVerified, givenName: user.givenName, familyName: user.familyName, createdAt: user.createdAt,
+            id: user.id, email: user.email, emailVerified: user.emailVerified, givenName: user.givenName, familyName: user.familyName,
+            createdAt: user.createdAt,
             identities: identities.map {
-                IdentityResponse(provider: $0.provider, subject: $0.subject, email: $0.email, isPrivateEmail: $0.isPrivateEmail, realUserStatus: $0.realUserStatus, emailForwardingEnabled: $0.emailForwardingEnabled, firstSeenAt: $0.firstSeenAt)
+                IdentityResponse(
+                    provider: $0.provider, subject: $0.subject, email: $0.email, isPrivateEmail: $0.isPrivateEmail, realUserStatus: $0.realUserStatus,
+                    emailForwardingEnabled: $0.emailForwardingEnabled, firstSeenAt: $0.firstSeenAt)
             }
         )
     }

@@ -63,7 +63,8 @@ extension ServerConfiguration {
             do { trustedProxies = try TrustedProxies(parsing: proxies) } catch { throw setting("http.trustedProxies", error.reason) }
         } else if try Self.bool(config, "http.trustForwardedFor") == true {
             trustedProxies = .hops(1)
-            deprecations.append("setting http.trustForwardedFor is deprecated and now means http.trustedProxies = 1 (one proxy in front); set http.trustedProxies instead")
+            deprecations.append(
+                "setting http.trustForwardedFor is deprecated and now means http.trustedProxies = 1 (one proxy in front); set http.trustedProxies instead")
         }
         if let level = config.string(forKey: "log.level") {
             guard let parsed = Logger.Level(rawValue: level.lowercased()) else {
@@ -84,15 +85,21 @@ extension ServerConfiguration {
             guard let teamID else { throw setting("apple.teamId", "is missing (the other apple.* settings are set)") }
             guard let keyID else { throw setting("apple.keyId", "is missing (the other apple.* settings are set)") }
             guard let key else { throw setting("apple.privateKeyFile", "is missing: point it at the .p8 file (or set apple.privateKey)") }
-            guard let clientIDs, !clientIDs.isEmpty else { throw setting("apple.clientIds", "is missing: list your bundle id and Services ID, comma-separated") }
+            guard let clientIDs, !clientIDs.isEmpty else {
+                throw setting("apple.clientIds", "is missing: list your bundle id and Services ID, comma-separated")
+            }
             var nonceMatching = NonceMatching.hashed
             if let mode = config.string(forKey: "apple.nonceMatching") {
-                guard let parsed = NonceMatching(rawValue: mode) else { throw setting("apple.nonceMatching", "is \"\(mode)\"; use hashed, verbatim or hashed_or_verbatim") }
+                guard let parsed = NonceMatching(rawValue: mode) else {
+                    throw setting("apple.nonceMatching", "is \"\(mode)\"; use hashed, verbatim or hashed_or_verbatim")
+                }
                 nonceMatching = parsed
             }
             apple = Apple(
-                teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs, baseURL: config.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com",
-                redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching, requireNonce: try Self.bool(config, "apple.requireNonce") ?? true
+                teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs,
+                baseURL: config.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com",
+                redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching,
+                requireNonce: try Self.bool(config, "apple.requireNonce") ?? true
             )
         }
         try validate()
@@ -128,7 +135,9 @@ extension ServerConfiguration {
     /// A secret given inline or as a file path; the file wins when both are set.
     private static func secret(_ config: ConfigReader, _ key: ConfigKey, fileKey: ConfigKey) throws(LatchkeyError) -> String? {
         if let path = config.string(forKey: fileKey) {
-            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { throw setting(fileKey.description, "points at \(path), which cannot be read") }
+            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw setting(fileKey.description, "points at \(path), which cannot be read")
+            }
             return contents.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         return config.string(forKey: key, isSecret: true)

@@ -54,7 +54,8 @@ public struct ServerConfiguration: Sendable {
         public var requireNonce = true
 
         public init(
-            teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com", redirectURIs: [String] = [],
+            teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com",
+            redirectURIs: [String] = [],
             nonceMatching: NonceMatching = .hashed, requireNonce: Bool = true
         ) {
             self.teamID = teamID
@@ -87,11 +88,14 @@ public struct ServerConfiguration: Sendable {
         guard maximumBodySize >= 1024 else { throw setting("http.maxBodySize", "must be at least 1024 bytes") }
         let year: TimeInterval = 365 * 86_400
         for (name, value, range) in [
-            ("session.idleLifetime", session.refreshIdleLifetime, 60...(10 * year)), ("session.absoluteLifetime", session.refreshAbsoluteLifetime, 60...(10 * year)),
+            ("session.idleLifetime", session.refreshIdleLifetime, 60...(10 * year)),
+            ("session.absoluteLifetime", session.refreshAbsoluteLifetime, 60...(10 * year)),
             ("session.reuseGrace", session.reuseGraceWindow, 0...300), ("apple.validationInterval", session.providerValidationInterval, 60...(30 * 86_400)),
             ("apple.unreachableGrace", session.providerUnreachableGrace, 0...(365 * 86_400)),
         ] as [(String, TimeInterval, ClosedRange<TimeInterval>)] {
-            guard value.isFinite, range.contains(value) else { throw setting(name, "must be between \(Int(range.lowerBound)) and \(Int(range.upperBound)) seconds") }
+            guard value.isFinite, range.contains(value) else {
+                throw setting(name, "must be between \(Int(range.lowerBound)) and \(Int(range.upperBound)) seconds")
+            }
         }
         if let encryptionKey { _ = try SecretBox(base64Key: encryptionKey) }
         if let apple {
@@ -100,8 +104,12 @@ public struct ServerConfiguration: Sendable {
             guard URL(string: apple.baseURL)?.scheme != nil else { throw setting("apple.baseUrl", "is not a URL") }
         }
         if mode == .production {
-            guard apple != nil else { throw setting("apple", "production mode needs Apple credentials (apple.teamId, apple.keyId, apple.privateKeyFile, apple.clientIds)") }
-            guard encryptionKey != nil else { throw setting("encryptionKey", "production mode needs an encryption key (32 random bytes in base64: openssl rand -base64 32)") }
+            guard apple != nil else {
+                throw setting("apple", "production mode needs Apple credentials (apple.teamId, apple.keyId, apple.privateKeyFile, apple.clientIds)")
+            }
+            guard encryptionKey != nil else {
+                throw setting("encryptionKey", "production mode needs an encryption key (32 random bytes in base64: openssl rand -base64 32)")
+            }
             guard publicURL != nil else { throw setting("publicUrl", "production mode needs the URL clients reach this server at") }
         }
     }

@@ -4,55 +4,61 @@ import SQLKit
 enum Migrations {
     /// The statements of each version. Types are the subset SQLite and PostgreSQL share; times are Unix milliseconds.
     static let all: [(version: Int, statements: [String])] = [
-        (1, [
-            """
-            CREATE TABLE users (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL, email TEXT, email_verified INTEGER,
-              given_name TEXT, family_name TEXT)
-            """,
-            """
-            CREATE TABLE identities (id TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-              provider TEXT NOT NULL, subject TEXT NOT NULL, email TEXT, email_verified INTEGER, is_private_email INTEGER,
-              real_user_status INTEGER, transfer_subject TEXT, given_name TEXT, family_name TEXT, email_forwarding_enabled INTEGER,
-              first_seen_at BIGINT NOT NULL, last_sign_in_at BIGINT NOT NULL, UNIQUE (provider, subject))
-            """,
-            "CREATE INDEX identities_user ON identities(user_id)",
-            """
-            CREATE TABLE provider_grants (identity_id TEXT PRIMARY KEY REFERENCES identities(id) ON DELETE CASCADE,
-              client_id TEXT NOT NULL, sealed_refresh_token TEXT NOT NULL, last_validated_at BIGINT NOT NULL, created_at BIGINT NOT NULL)
-            """,
-            """
-            CREATE TABLE sessions (id TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-              identity_id TEXT, client_id TEXT NOT NULL, created_at BIGINT NOT NULL, last_used_at BIGINT NOT NULL,
-              absolute_expires_at BIGINT NOT NULL, revoked_at BIGINT, revocation_reason TEXT, user_agent TEXT)
-            """,
-            "CREATE INDEX sessions_user ON sessions(user_id)",
-            "CREATE INDEX sessions_identity ON sessions(identity_id)",
-            """
-            CREATE TABLE refresh_tokens (hash TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-              parent_hash TEXT, created_at BIGINT NOT NULL, idle_expires_at BIGINT NOT NULL, rotated_at BIGINT, successor_hash TEXT)
-            """,
-            "CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id)",
-            """
-            CREATE TABLE signing_keys (key_id TEXT PRIMARY KEY, algorithm TEXT NOT NULL, sealed_private_key TEXT NOT NULL,
-              public_key_pem TEXT NOT NULL, state TEXT NOT NULL, created_at BIGINT NOT NULL, retire_after BIGINT)
-            """,
-            "CREATE TABLE processed_notifications (id TEXT PRIMARY KEY, type TEXT NOT NULL, received_at BIGINT NOT NULL)",
-            """
-            CREATE TABLE outbox (id TEXT PRIMARY KEY, kind TEXT NOT NULL, client_id TEXT NOT NULL, sealed_payload TEXT NOT NULL,
-              attempts INTEGER NOT NULL, next_attempt_at BIGINT NOT NULL, last_error TEXT, created_at BIGINT NOT NULL, completed_at BIGINT)
-            """,
-            "CREATE INDEX outbox_due ON outbox(completed_at, next_attempt_at)",
-            "CREATE TABLE audit_events (id TEXT PRIMARY KEY, at BIGINT NOT NULL, user_id TEXT, kind TEXT NOT NULL, detail TEXT NOT NULL)",
-            "CREATE INDEX audit_events_user ON audit_events(user_id, at)",
-        ]),
-        (2, [
-            // One row per identity token that started a session, until the token expires.
-            """
-            CREATE TABLE used_sign_in_tokens (provider TEXT NOT NULL, subject TEXT NOT NULL, token_hash TEXT NOT NULL,
-              expires_at BIGINT NOT NULL, PRIMARY KEY (provider, subject, token_hash))
-            """,
-            "CREATE INDEX used_sign_in_tokens_expiry ON used_sign_in_tokens(expires_at)",
-        ]),
+        (
+            1,
+            [
+                """
+                CREATE TABLE users (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL, email TEXT, email_verified INTEGER,
+                  given_name TEXT, family_name TEXT)
+                """,
+                """
+                CREATE TABLE identities (id TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                  provider TEXT NOT NULL, subject TEXT NOT NULL, email TEXT, email_verified INTEGER, is_private_email INTEGER,
+                  real_user_status INTEGER, transfer_subject TEXT, given_name TEXT, family_name TEXT, email_forwarding_enabled INTEGER,
+                  first_seen_at BIGINT NOT NULL, last_sign_in_at BIGINT NOT NULL, UNIQUE (provider, subject))
+                """,
+                "CREATE INDEX identities_user ON identities(user_id)",
+                """
+                CREATE TABLE provider_grants (identity_id TEXT PRIMARY KEY REFERENCES identities(id) ON DELETE CASCADE,
+                  client_id TEXT NOT NULL, sealed_refresh_token TEXT NOT NULL, last_validated_at BIGINT NOT NULL, created_at BIGINT NOT NULL)
+                """,
+                """
+                CREATE TABLE sessions (id TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                  identity_id TEXT, client_id TEXT NOT NULL, created_at BIGINT NOT NULL, last_used_at BIGINT NOT NULL,
+                  absolute_expires_at BIGINT NOT NULL, revoked_at BIGINT, revocation_reason TEXT, user_agent TEXT)
+                """,
+                "CREATE INDEX sessions_user ON sessions(user_id)",
+                "CREATE INDEX sessions_identity ON sessions(identity_id)",
+                """
+                CREATE TABLE refresh_tokens (hash TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                  parent_hash TEXT, created_at BIGINT NOT NULL, idle_expires_at BIGINT NOT NULL, rotated_at BIGINT, successor_hash TEXT)
+                """,
+                "CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id)",
+                """
+                CREATE TABLE signing_keys (key_id TEXT PRIMARY KEY, algorithm TEXT NOT NULL, sealed_private_key TEXT NOT NULL,
+                  public_key_pem TEXT NOT NULL, state TEXT NOT NULL, created_at BIGINT NOT NULL, retire_after BIGINT)
+                """,
+                "CREATE TABLE processed_notifications (id TEXT PRIMARY KEY, type TEXT NOT NULL, received_at BIGINT NOT NULL)",
+                """
+                CREATE TABLE outbox (id TEXT PRIMARY KEY, kind TEXT NOT NULL, client_id TEXT NOT NULL, sealed_payload TEXT NOT NULL,
+                  attempts INTEGER NOT NULL, next_attempt_at BIGINT NOT NULL, last_error TEXT, created_at BIGINT NOT NULL, completed_at BIGINT)
+                """,
+                "CREATE INDEX outbox_due ON outbox(completed_at, next_attempt_at)",
+                "CREATE TABLE audit_events (id TEXT PRIMARY KEY, at BIGINT NOT NULL, user_id TEXT, kind TEXT NOT NULL, detail TEXT NOT NULL)",
+                "CREATE INDEX audit_events_user ON audit_events(user_id, at)",
+            ]
+        ),
+        (
+            2,
+            [
+                // One row per identity token that started a session, until the token expires.
+                """
+                CREATE TABLE used_sign_in_tokens (provider TEXT NOT NULL, subject TEXT NOT NULL, token_hash TEXT NOT NULL,
+                  expires_at BIGINT NOT NULL, PRIMARY KEY (provider, subject, token_hash))
+                """,
+                "CREATE INDEX used_sign_in_tokens_expiry ON used_sign_in_tokens(expires_at)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

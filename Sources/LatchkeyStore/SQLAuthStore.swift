@@ -26,7 +26,9 @@ public final class SQLAuthStore: AuthStore {
 
     /// Opens (and for SQLite, creates) the database. Call ``migrate()`` before use and ``close()`` at the end.
     /// - Parameter maximumWriteBatch: how many concurrent writes may share one commit (1 commits each alone).
-    public static func open(_ location: StoreLocation, maximumWriteBatch: Int = 512, logger: Logger = Logger(label: "latchkey.store")) async throws -> SQLAuthStore {
+    public static func open(_ location: StoreLocation, maximumWriteBatch: Int = 512, logger: Logger = Logger(label: "latchkey.store")) async throws
+        -> SQLAuthStore
+    {
         let batch = max(1, maximumWriteBatch)
         switch location {
         case .sqlite(let path):
@@ -98,7 +100,9 @@ public final class SQLAuthStore: AuthStore {
 
     /// The schema versions applied so far.
     public func appliedMigrations() async throws -> [Int] {
-        try await read { db in try await db.raw("SELECT version FROM schema_migrations ORDER BY version").all().map { try $0.decode(column: "version", as: Int.self) } }
+        try await read { db in
+            try await db.raw("SELECT version FROM schema_migrations ORDER BY version").all().map { try $0.decode(column: "version", as: Int.self) }
+        }
     }
 
     public func ping() async throws {
@@ -108,7 +112,9 @@ public final class SQLAuthStore: AuthStore {
     // MARK: Users and identities
 
     public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
-        try await read { db in try await db.raw("SELECT * FROM identities WHERE provider = \(bind: provider) AND subject = \(bind: subject)").first().map(Self.identity) }
+        try await read { db in
+            try await db.raw("SELECT * FROM identities WHERE provider = \(bind: provider) AND subject = \(bind: subject)").first().map(Self.identity)
+        }
     }
 
     public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
@@ -119,41 +125,49 @@ public final class SQLAuthStore: AuthStore {
     }
 
     private static func insertUser(_ user: UserAccount, _ db: any SQLDatabase) async throws {
-        try await db.raw("""
+        try await db.raw(
+            """
             INSERT INTO users (id, created_at, email, email_verified, given_name, family_name)
             VALUES (\(bind: user.id), \(bind: user.createdAt.millis), \(bind: user.email), \(bind: user.emailVerified.flag), \(bind: user.givenName), \(bind: user.familyName))
-            """).run()
+            """
+        ).run()
     }
 
     private static func insertIdentity(_ identity: LinkedIdentity, _ db: any SQLDatabase) async throws {
-        try await db.raw("""
+        try await db.raw(
+            """
             INSERT INTO identities (id, user_id, provider, subject, email, email_verified, is_private_email, real_user_status, transfer_subject,
               given_name, family_name, email_forwarding_enabled, first_seen_at, last_sign_in_at)
             VALUES (\(bind: identity.id), \(bind: identity.userID), \(bind: identity.provider), \(bind: identity.subject), \(bind: identity.email),
               \(bind: identity.emailVerified.flag), \(bind: identity.isPrivateEmail.flag), \(bind: identity.realUserStatus), \(bind: identity.transferSubject),
               \(bind: identity.givenName), \(bind: identity.familyName), \(bind: identity.emailForwardingEnabled.flag), \(bind: identity.firstSeenAt.millis),
               \(bind: identity.lastSignInAt.millis))
-            """).run()
+            """
+        ).run()
     }
 
     public func updateUser(_ user: UserAccount) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 UPDATE users SET email = \(bind: user.email), email_verified = \(bind: user.emailVerified.flag), given_name = \(bind: user.givenName),
                   family_name = \(bind: user.familyName) WHERE id = \(bind: user.id)
-                """).run()
+                """
+            ).run()
         }
     }
 
     public func updateIdentity(_ identity: LinkedIdentity) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 UPDATE identities SET email = \(bind: identity.email), email_verified = \(bind: identity.emailVerified.flag),
                   is_private_email = \(bind: identity.isPrivateEmail.flag), real_user_status = \(bind: identity.realUserStatus),
                   transfer_subject = \(bind: identity.transferSubject), given_name = \(bind: identity.givenName), family_name = \(bind: identity.familyName),
                   email_forwarding_enabled = \(bind: identity.emailForwardingEnabled.flag), last_sign_in_at = \(bind: identity.lastSignInAt.millis)
                 WHERE id = \(bind: identity.id)
-                """).run()
+                """
+            ).run()
         }
     }
 
@@ -193,13 +207,15 @@ public final class SQLAuthStore: AuthStore {
 
     private func readProfile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
         try await read { db in
-            let rows = try await db.raw("""
+            let rows = try await db.raw(
+                """
                 SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
                   u.given_name AS u_given_name, u.family_name AS u_family_name, i.*
                 FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN identities i ON i.user_id = u.id
                 WHERE s.id = \(bind: sessionID) AND s.user_id = \(bind: userID) AND s.revoked_at IS NULL
                 ORDER BY i.first_seen_at
-                """).all()
+                """
+            ).all()
             guard let first = rows.first else { return nil }
             let user = UserAccount(
                 id: try first.decode(column: "u_id", as: String.self), createdAt: try first.date("u_created_at"),
@@ -242,20 +258,27 @@ public final class SQLAuthStore: AuthStore {
 
     public func saveProviderGrant(_ grant: ProviderGrant) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 INSERT INTO provider_grants (identity_id, client_id, sealed_refresh_token, last_validated_at, created_at)
                 VALUES (\(bind: grant.identityID), \(bind: grant.clientID), \(bind: grant.sealedRefreshToken), \(bind: grant.lastValidatedAt.millis), \(bind: grant.createdAt.millis))
                 ON CONFLICT (identity_id) DO UPDATE SET client_id = excluded.client_id, sealed_refresh_token = excluded.sealed_refresh_token,
                   last_validated_at = excluded.last_validated_at, created_at = excluded.created_at
-                """).run()
+                """
+            ).run()
         }
     }
 
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool {
         try await write { db in
-            let current = try await db.raw("SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)").first() != nil
+            let current =
+                try await db.raw(
+                    "SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)"
+                ).first() != nil
             if current {
-                try await db.raw("UPDATE provider_grants SET last_validated_at = \(bind: at.millis) WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)").run()
+                try await db.raw(
+                    "UPDATE provider_grants SET last_validated_at = \(bind: at.millis) WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)"
+                ).run()
             }
             return current
         }
@@ -263,8 +286,14 @@ public final class SQLAuthStore: AuthStore {
 
     public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool {
         try await write { db in
-            let current = try await db.raw("SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)").first() != nil
-            if current { try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)").run() }
+            let current =
+                try await db.raw(
+                    "SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)"
+                ).first() != nil
+            if current {
+                try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)")
+                    .run()
+            }
             return current
         }
     }
@@ -277,22 +306,26 @@ public final class SQLAuthStore: AuthStore {
 
     public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 INSERT INTO sessions (id, user_id, identity_id, client_id, created_at, last_used_at, absolute_expires_at, revoked_at, revocation_reason, user_agent)
                 VALUES (\(bind: family.id), \(bind: family.userID), \(bind: family.identityID), \(bind: family.clientID), \(bind: family.createdAt.millis),
                   \(bind: family.lastUsedAt.millis), \(bind: family.absoluteExpiresAt.millis), \(bind: family.revokedAt?.millis), \(bind: family.revocationReason),
                   \(bind: family.userAgent))
-                """).run()
+                """
+            ).run()
             try await Self.insertToken(firstToken, db)
         }
     }
 
     private static func insertToken(_ token: RefreshTokenRecord, _ db: any SQLDatabase) async throws {
-        try await db.raw("""
+        try await db.raw(
+            """
             INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
             VALUES (\(bind: token.hash), \(bind: token.familyID), \(bind: token.parentHash), \(bind: token.createdAt.millis), \(bind: token.idleExpiresAt.millis),
               \(bind: token.rotatedAt?.millis), \(bind: token.successorHash))
-            """).run()
+            """
+        ).run()
     }
 
     public func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)? {
@@ -307,25 +340,34 @@ public final class SQLAuthStore: AuthStore {
     public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
         let lock = backend.isPostgres ? " FOR UPDATE" : ""
         return try await write { db in
-            guard let row = try await db.raw("SELECT * FROM refresh_tokens WHERE hash = \(bind: presentedHash)\(unsafeRaw: lock)").first() else { return .unknown }
+            guard let row = try await db.raw("SELECT * FROM refresh_tokens WHERE hash = \(bind: presentedHash)\(unsafeRaw: lock)").first() else {
+                return .unknown
+            }
             let token = try Self.token(row)
-            guard var family = try await db.raw("SELECT * FROM sessions WHERE id = \(bind: token.familyID)\(unsafeRaw: lock)").first().map(Self.session) else { return .unknown }
+            guard var family = try await db.raw("SELECT * FROM sessions WHERE id = \(bind: token.familyID)\(unsafeRaw: lock)").first().map(Self.session) else {
+                return .unknown
+            }
             if family.isRevoked { return .revoked(family) }
             if let rotatedAt = token.rotatedAt {
                 // A retry gets the same successor, but only while that successor is itself unused.
-                let successorUnused = try await db.raw("SELECT hash FROM refresh_tokens WHERE hash = \(bind: successor.hash) AND rotated_at IS NULL").first() != nil
+                let successorUnused =
+                    try await db.raw("SELECT hash FROM refresh_tokens WHERE hash = \(bind: successor.hash) AND rotated_at IS NULL").first() != nil
                 if now.timeIntervalSince(rotatedAt) <= graceWindow, token.successorHash == successor.hash, successorUnused {
                     return .retried(family)
                 }
                 family.revokedAt = now
                 family.revocationReason = "refresh_token_reuse"
-                try await db.raw("UPDATE sessions SET revoked_at = \(bind: now.millis), revocation_reason = 'refresh_token_reuse' WHERE id = \(bind: family.id)").run()
+                try await db.raw(
+                    "UPDATE sessions SET revoked_at = \(bind: now.millis), revocation_reason = 'refresh_token_reuse' WHERE id = \(bind: family.id)"
+                ).run()
                 return .reuseDetected(family)
             }
             guard now < family.absoluteExpiresAt, now < token.idleExpiresAt else { return .expired }
-            try await db.raw("""
+            try await db.raw(
+                """
                 UPDATE refresh_tokens SET rotated_at = \(bind: now.millis), successor_hash = \(bind: successor.hash) WHERE hash = \(bind: presentedHash)
-                """).run()
+                """
+            ).run()
             try await Self.insertToken(successor, db)
             try await db.raw("UPDATE sessions SET last_used_at = \(bind: now.millis) WHERE id = \(bind: family.id)").run()
             family.lastUsedAt = now
@@ -344,7 +386,9 @@ public final class SQLAuthStore: AuthStore {
     public func revokeSession(id: String, reason: String, at: Date) async throws -> Bool {
         try await write { db in
             let open = try await db.raw("SELECT id FROM sessions WHERE id = \(bind: id) AND revoked_at IS NULL").first() != nil
-            if open { try await db.raw("UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE id = \(bind: id)").run() }
+            if open {
+                try await db.raw("UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE id = \(bind: id)").run()
+            }
             return open
         }
     }
@@ -364,13 +408,18 @@ public final class SQLAuthStore: AuthStore {
     private func revokeSessions(column: String, value: String, createdBefore: Date = .distantFuture, reason: String, at: Date) async throws -> Int {
         let before = min(createdBefore, Date(timeIntervalSince1970: 1e12)).millis
         return try await write { db in
-            let count = try await db.raw("""
-                SELECT COUNT(*) AS n FROM sessions WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL AND created_at < \(bind: before)
-                """).first()?.decode(column: "n", as: Int.self) ?? 0
-            try await db.raw("""
+            let count =
+                try await db.raw(
+                    """
+                    SELECT COUNT(*) AS n FROM sessions WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL AND created_at < \(bind: before)
+                    """
+                ).first()?.decode(column: "n", as: Int.self) ?? 0
+            try await db.raw(
+                """
                 UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason)
                 WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL AND created_at < \(bind: before)
-                """).run()
+                """
+            ).run()
             return count
         }
     }
@@ -382,7 +431,8 @@ public final class SQLAuthStore: AuthStore {
             try await db.raw("SELECT * FROM signing_keys ORDER BY created_at").all().map { row in
                 SigningKeyRecord(
                     keyID: try row.decode(column: "key_id", as: String.self), algorithm: try row.decode(column: "algorithm", as: String.self),
-                    sealedPrivateKey: try row.decode(column: "sealed_private_key", as: String.self), publicKeyPEM: try row.decode(column: "public_key_pem", as: String.self),
+                    sealedPrivateKey: try row.decode(column: "sealed_private_key", as: String.self),
+                    publicKeyPEM: try row.decode(column: "public_key_pem", as: String.self),
                     state: SigningKeyRecord.State(rawValue: try row.decode(column: "state", as: String.self)) ?? .retired,
                     createdAt: try row.date("created_at"), retireAfter: try row.optionalDate("retire_after")
                 )
@@ -392,12 +442,14 @@ public final class SQLAuthStore: AuthStore {
 
     public func saveSigningKey(_ key: SigningKeyRecord) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 INSERT INTO signing_keys (key_id, algorithm, sealed_private_key, public_key_pem, state, created_at, retire_after)
                 VALUES (\(bind: key.keyID), \(bind: key.algorithm), \(bind: key.sealedPrivateKey), \(bind: key.publicKeyPEM), \(bind: key.state.rawValue),
                   \(bind: key.createdAt.millis), \(bind: key.retireAfter?.millis))
                 ON CONFLICT (key_id) DO UPDATE SET state = excluded.state, retire_after = excluded.retire_after
-                """).run()
+                """
+            ).run()
         }
     }
 
@@ -423,10 +475,12 @@ public final class SQLAuthStore: AuthStore {
     public func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool {
         do {
             try await write { db in
-                try await db.raw("""
+                try await db.raw(
+                    """
                     INSERT INTO used_sign_in_tokens (provider, subject, token_hash, expires_at)
                     VALUES (\(bind: provider), \(bind: subject), \(bind: tokenHash), \(bind: expiresAt.millis))
-                    """).run()
+                    """
+                ).run()
             }
             return true
         } catch AuthStoreError.duplicate {
@@ -436,9 +490,11 @@ public final class SQLAuthStore: AuthStore {
 
     public func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 DELETE FROM used_sign_in_tokens WHERE provider = \(bind: provider) AND subject = \(bind: subject) AND token_hash = \(bind: tokenHash)
-                """).run()
+                """
+            ).run()
         }
     }
 
@@ -446,27 +502,33 @@ public final class SQLAuthStore: AuthStore {
 
     public func enqueue(_ item: OutboxItem) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 INSERT INTO outbox (id, kind, client_id, sealed_payload, attempts, next_attempt_at, last_error, created_at, completed_at)
                 VALUES (\(bind: item.id), \(bind: item.kind), \(bind: item.clientID), \(bind: item.sealedPayload), \(bind: item.attempts),
                   \(bind: item.nextAttemptAt.millis), \(bind: item.lastError), \(bind: item.createdAt.millis), \(bind: item.completedAt?.millis))
-                """).run()
+                """
+            ).run()
         }
     }
 
     public func dueOutboxItems(now: Date, limit: Int) async throws -> [OutboxItem] {
         try await read { db in
-            try await db.raw("SELECT * FROM outbox WHERE completed_at IS NULL AND next_attempt_at <= \(bind: now.millis) ORDER BY next_attempt_at LIMIT \(bind: limit)")
-                .all().map(Self.outboxItem)
+            try await db.raw(
+                "SELECT * FROM outbox WHERE completed_at IS NULL AND next_attempt_at <= \(bind: now.millis) ORDER BY next_attempt_at LIMIT \(bind: limit)"
+            )
+            .all().map(Self.outboxItem)
         }
     }
 
     public func updateOutboxItem(_ item: OutboxItem) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 UPDATE outbox SET attempts = \(bind: item.attempts), next_attempt_at = \(bind: item.nextAttemptAt.millis), last_error = \(bind: item.lastError),
                   completed_at = \(bind: item.completedAt?.millis) WHERE id = \(bind: item.id)
-                """).run()
+                """
+            ).run()
         }
     }
 
@@ -478,19 +540,22 @@ public final class SQLAuthStore: AuthStore {
 
     public func audit(_ event: AuditEvent) async throws {
         try await write { db in
-            try await db.raw("""
+            try await db.raw(
+                """
                 INSERT INTO audit_events (id, at, user_id, kind, detail) VALUES (\(bind: event.id), \(bind: event.at.millis), \(bind: event.userID), \(bind: event.kind), \(bind: event.detail))
-                """).run()
+                """
+            ).run()
         }
     }
 
     public func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent] {
         try await read { db in
-            let rows = if let userID {
-                try await db.raw("SELECT * FROM audit_events WHERE user_id = \(bind: userID) ORDER BY at DESC LIMIT \(bind: limit)").all()
-            } else {
-                try await db.raw("SELECT * FROM audit_events ORDER BY at DESC LIMIT \(bind: limit)").all()
-            }
+            let rows =
+                if let userID {
+                    try await db.raw("SELECT * FROM audit_events WHERE user_id = \(bind: userID) ORDER BY at DESC LIMIT \(bind: limit)").all()
+                } else {
+                    try await db.raw("SELECT * FROM audit_events ORDER BY at DESC LIMIT \(bind: limit)").all()
+                }
             return try rows.map { row in
                 AuditEvent(
                     id: try row.decode(column: "id", as: String.self), at: try row.date("at"), userID: try row.decode(column: "user_id", as: String?.self),
@@ -504,17 +569,23 @@ public final class SQLAuthStore: AuthStore {
         let dayAgo = now.addingTimeInterval(-86_400).millis
         let monthAgo = now.addingTimeInterval(-30 * 86_400).millis
         return try await write { db in
-            let expired = try await db.raw("""
-                SELECT COUNT(*) AS n FROM refresh_tokens WHERE idle_expires_at <= \(bind: now.millis) AND (rotated_at IS NULL OR rotated_at <= \(bind: dayAgo))
-                """).first()?.decode(column: "n", as: Int.self) ?? 0
-            try await db.raw("""
+            let expired =
+                try await db.raw(
+                    """
+                    SELECT COUNT(*) AS n FROM refresh_tokens WHERE idle_expires_at <= \(bind: now.millis) AND (rotated_at IS NULL OR rotated_at <= \(bind: dayAgo))
+                    """
+                ).first()?.decode(column: "n", as: Int.self) ?? 0
+            try await db.raw(
+                """
                 DELETE FROM refresh_tokens WHERE idle_expires_at <= \(bind: now.millis) AND (rotated_at IS NULL OR rotated_at <= \(bind: dayAgo))
-                """).run()
+                """
+            ).run()
             let deadSessions = "SELECT id FROM sessions WHERE revoked_at <= \(monthAgo) OR absolute_expires_at <= \(monthAgo)"
             let dead = try await db.raw("SELECT COUNT(*) AS n FROM (\(unsafeRaw: deadSessions)) dead").first()?.decode(column: "n", as: Int.self) ?? 0
             try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (\(unsafeRaw: deadSessions))").run()
             try await db.raw("DELETE FROM sessions WHERE id IN (\(unsafeRaw: deadSessions))").run()
-            let usedSignIns = try await db.raw("SELECT COUNT(*) AS n FROM used_sign_in_tokens WHERE expires_at <= \(bind: now.millis)").first()?
+            let usedSignIns =
+                try await db.raw("SELECT COUNT(*) AS n FROM used_sign_in_tokens WHERE expires_at <= \(bind: now.millis)").first()?
                 .decode(column: "n", as: Int.self) ?? 0
             try await db.raw("DELETE FROM used_sign_in_tokens WHERE expires_at <= \(bind: now.millis)").run()
             // Finished revocations need no token any more.

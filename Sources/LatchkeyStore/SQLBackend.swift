@@ -178,15 +178,18 @@ final class PostgresBackend: SQLBackend {
     /// Runs `body` on a pooled connection. The pool queues requests for as long as the server is unreachable,
     /// so waiting for the connection is bounded by ``leaseTimeout``; `body` itself, once started, is not cut short,
     /// and once the wait was given up it never starts.
-    private static func withConnection<T: Sendable>(_ client: PostgresClient, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    private static func withConnection<T: Sendable>(_ client: PostgresClient, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    {
         let lease = LeaseState()
         let outcome = ResumeOnce<T>()
         let work = Task {
             do {
-                outcome.resume(.success(try await client.withConnection { connection in
-                    guard lease.start() else { throw CancellationError() }
-                    return try await body(connection.sql())
-                }))
+                outcome.resume(
+                    .success(
+                        try await client.withConnection { connection in
+                            guard lease.start() else { throw CancellationError() }
+                            return try await body(connection.sql())
+                        }))
             } catch {
                 outcome.resume(.failure(error))
             }
@@ -196,7 +199,9 @@ final class PostgresBackend: SQLBackend {
             guard lease.abandon() else { return }
             // Not waiting for the pool to notice the cancellation: the caller hears at once.
             work.cancel()
-            outcome.resume(.failure(AuthStoreError.unavailable("PostgreSQL: no connection within \(leaseTimeout) (the server cannot be reached, or every connection is busy)")))
+            outcome.resume(
+                .failure(
+                    AuthStoreError.unavailable("PostgreSQL: no connection within \(leaseTimeout) (the server cannot be reached, or every connection is busy)")))
         }
         defer { timer.cancel() }
         return try await withTaskCancellationHandler {

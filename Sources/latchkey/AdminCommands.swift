@@ -51,13 +51,22 @@ struct KeysCommand: AsyncParsableCommand {
                 let keys = try await server.store.signingKeys()
                 let printer = Printer(json: options.json)
                 if options.json {
-                    printer.emit(["keys": keys.map { key -> [String: Any] in
-                        var object: [String: Any] = ["keyId": key.keyID, "algorithm": key.algorithm, "state": key.state.rawValue, "createdAt": Int(key.createdAt.timeIntervalSince1970)]
-                        if let retire = key.retireAfter { object["retireAfter"] = Int(retire.timeIntervalSince1970) }
-                        return object
-                    }])
+                    printer.emit([
+                        "keys": keys.map { key -> [String: Any] in
+                            var object: [String: Any] = [
+                                "keyId": key.keyID, "algorithm": key.algorithm, "state": key.state.rawValue,
+                                "createdAt": Int(key.createdAt.timeIntervalSince1970),
+                            ]
+                            if let retire = key.retireAfter { object["retireAfter"] = Int(retire.timeIntervalSince1970) }
+                            return object
+                        }
+                    ])
                 } else {
-                    for key in keys { print("\(key.keyID)  \(key.algorithm)  \(key.state.rawValue)  created \(describeInstant(key.createdAt))\(key.retireAfter.map { "  retires \(describeInstant($0))" } ?? "")") }
+                    for key in keys {
+                        print(
+                            "\(key.keyID)  \(key.algorithm)  \(key.state.rawValue)  created \(describeInstant(key.createdAt))\(key.retireAfter.map { "  retires \(describeInstant($0))" } ?? "")"
+                        )
+                    }
                 }
             }
         }
@@ -69,8 +78,15 @@ struct KeysCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await options.withServer { server, configuration in
-                let key = try await KeyMaintenance.rotate(store: server.store, box: try SecretBox(base64Key: try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))), now: Date(), overlap: configuration.accessTokenLifetime + 300)
-                if options.json { Printer(json: true).emit(["activeKeyId": key.keyID]) } else { print("new active key \(key.keyID); running servers pick it up within a minute") }
+                let key = try await KeyMaintenance.rotate(
+                    store: server.store,
+                    box: try SecretBox(base64Key: try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))), now: Date(),
+                    overlap: configuration.accessTokenLifetime + 300)
+                if options.json {
+                    Printer(json: true).emit(["activeKeyId": key.keyID])
+                } else {
+                    print("new active key \(key.keyID); running servers pick it up within a minute")
+                }
             }
         }
     }
@@ -79,7 +95,8 @@ struct KeysCommand: AsyncParsableCommand {
 struct UsersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "users", abstract: "List, show or delete users in the configured store.",
-        discussion: "Examples:\n  latchkey users list\n  latchkey users show <id> --json\n  latchkey users delete <id>   # revokes the Apple token first, like DELETE /v1/me\nExit codes: 0 done, 1 no such user, 64 usage or configuration error.",
+        discussion:
+            "Examples:\n  latchkey users list\n  latchkey users show <id> --json\n  latchkey users delete <id>   # revokes the Apple token first, like DELETE /v1/me\nExit codes: 0 done, 1 no such user, 64 usage or configuration error.",
         subcommands: [List.self, Show.self, Delete.self]
     )
 
@@ -92,7 +109,9 @@ struct UsersCommand: AsyncParsableCommand {
             try await options.withServer { server, _ in
                 let users = try await server.store.users(limit: limit)
                 if options.json {
-                    Printer(json: true).emit(["users": users.map { ["id": $0.id, "email": $0.email as Any, "createdAt": Int($0.createdAt.timeIntervalSince1970)] }])
+                    Printer(json: true).emit([
+                        "users": users.map { ["id": $0.id, "email": $0.email as Any, "createdAt": Int($0.createdAt.timeIntervalSince1970)] }
+                    ])
                 } else {
                     for user in users { print("\(user.id)  \(user.email ?? "-")  created \(describeInstant(user.createdAt))") }
                     if users.isEmpty { print("no users") }
@@ -119,8 +138,12 @@ struct UsersCommand: AsyncParsableCommand {
                     ])
                 } else {
                     print("user \(user.id)  \(user.email ?? "-")  \([user.givenName, user.familyName].compactMap { $0 }.joined(separator: " "))")
-                    for identity in identities { print("  identity \(identity.provider) \(identity.subject)\(identity.isPrivateEmail == true ? " (private relay)" : "")") }
-                    for session in sessions { print("  session \(session.id) \(session.clientID) \(session.isRevoked ? "revoked (\(session.revocationReason ?? ""))" : "active")") }
+                    for identity in identities {
+                        print("  identity \(identity.provider) \(identity.subject)\(identity.isPrivateEmail == true ? " (private relay)" : "")")
+                    }
+                    for session in sessions {
+                        print("  session \(session.id) \(session.clientID) \(session.isRevoked ? "revoked (\(session.revocationReason ?? ""))" : "active")")
+                    }
                 }
             }
         }
@@ -138,7 +161,9 @@ struct UsersCommand: AsyncParsableCommand {
                 if options.json {
                     Printer(json: true).emit(["deleted": id, "appleTokensRevoked": report.revoked, "appleRevocationsPending": report.queued])
                 } else {
-                    print("deleted \(id); Apple tokens revoked: \(report.revoked)\(report.queued > 0 ? ", \(report.queued) revocation(s) queued for retry by the server" : "")")
+                    print(
+                        "deleted \(id); Apple tokens revoked: \(report.revoked)\(report.queued > 0 ? ", \(report.queued) revocation(s) queued for retry by the server" : "")"
+                    )
                 }
             }
         }

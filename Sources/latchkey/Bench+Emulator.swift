@@ -69,7 +69,8 @@ struct EmulatorBench {
             struct User: Decodable { let sub: String }
             let users: [User]
         }
-        guard response.status == .created, let created = try? JSONDecoder().decode(Created.self, from: Data(Array(buffer: body))), created.users.count == count else {
+        guard response.status == .created, let created = try? JSONDecoder().decode(Created.self, from: Data(Array(buffer: body))), created.users.count == count
+        else {
             throw CLIError("creating \(count) emulator users answered \(response.status.code)")
         }
         return created.users.map(\.sub)

@@ -44,19 +44,25 @@ struct ServerBench {
             let healthz = try await load(http, seconds: seconds) { _ in (server.url + "/healthz", "GET", nil, nil) }
             let me = try await load(http, seconds: seconds) { _ in (server.url + "/v1/me", "GET", nil, accessToken) }
             rows.append(BenchRow(name: "get_v1_me_bearer", opsPerSecond: me, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
-            rows.append(BenchRow(name: "apple_sign_in_with_code_exchange", opsPerSecond: signInRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
+            rows.append(
+                BenchRow(name: "apple_sign_in_with_code_exchange", opsPerSecond: signInRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
 
             let batched = try await rotations(server: server, http: http, tokens: sessions.map(\.refreshToken))
-            rows.append(BenchRow(name: "peak_rss_megabytes", opsPerSecond: server.peakMegabytes, baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS))
+            rows.append(
+                BenchRow(name: "peak_rss_megabytes", opsPerSecond: server.peakMegabytes, baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS))
             server.stop()
 
-            let unbatchedServer = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/unbatched.sqlite", "LATCHKEY_DATABASE_MAX_WRITE_BATCH": "1"]) { $1 })
+            let unbatchedServer = try ChildServer(
+                environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/unbatched.sqlite", "LATCHKEY_DATABASE_MAX_WRITE_BATCH": "1"]) { $1 })
             defer { unbatchedServer.stop() }
             let more = try await mintSignIns(emulator: emulator, http: http, count: 64)
             let (_, unbatchedSessions) = try await signIn(more, server: unbatchedServer, http: http)
             let unbatched = try await rotations(server: unbatchedServer, http: http, tokens: unbatchedSessions.map(\.refreshToken))
             unbatchedServer.stop()
-            rows.insert(BenchRow(name: "refresh_rotation_sqlite_durable", opsPerSecond: batched, baselineName: "refresh_rotation_sqlite_one_commit_each", baselineOpsPerSecond: unbatched), at: 2)
+            rows.insert(
+                BenchRow(
+                    name: "refresh_rotation_sqlite_durable", opsPerSecond: batched, baselineName: "refresh_rotation_sqlite_one_commit_each",
+                    baselineOpsPerSecond: unbatched), at: 2)
 
             if let url = ProcessInfo.processInfo.environment["LATCHKEY_BENCH_DATABASE_URL"] {
                 var postgresRates: [Double] = []
@@ -64,13 +70,19 @@ struct ServerBench {
                 // derived from the URL (a bench-only key; never point the bench at a real database).
                 let stableKey = Data(SHA256.hash(data: Array(("latchkey bench " + url).utf8))).base64EncodedString()
                 for batch in ["512", "1"] {
-                    let postgres = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": url, "LATCHKEY_DATABASE_MAX_WRITE_BATCH": batch, "LATCHKEY_ENCRYPTION_KEY": stableKey]) { $1 })
+                    let postgres = try ChildServer(
+                        environment: environment.merging([
+                            "LATCHKEY_DATABASE_URL": url, "LATCHKEY_DATABASE_MAX_WRITE_BATCH": batch, "LATCHKEY_ENCRYPTION_KEY": stableKey,
+                        ]) { $1 })
                     defer { postgres.stop() }
                     let (_, pgSessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 64), server: postgres, http: http)
                     postgresRates.append(try await rotations(server: postgres, http: http, tokens: pgSessions.map(\.refreshToken)))
                     postgres.stop()
                 }
-                rows.insert(BenchRow(name: "refresh_rotation_postgres_durable", opsPerSecond: postgresRates[0], baselineName: "refresh_rotation_postgres_one_commit_each", baselineOpsPerSecond: postgresRates[1]), at: 3)
+                rows.insert(
+                    BenchRow(
+                        name: "refresh_rotation_postgres_durable", opsPerSecond: postgresRates[0], baselineName: "refresh_rotation_postgres_one_commit_each",
+                        baselineOpsPerSecond: postgresRates[1]), at: 3)
             }
         } catch {
             await emulator.stop()
@@ -95,7 +107,8 @@ struct ServerBench {
                     let user = try await json(http, emulator.baseURL + "/emulator/users", ["email": "bench-\(UUID().uuidString)@example.com"])
                     let nonce = UUID().uuidString
                     let signIn = try await json(
-                        http, emulator.baseURL + "/emulator/authorizations", ["sub": user["sub"] as! String, "clientId": "com.example.app", "nonce": hashedNonce(nonce)]
+                        http, emulator.baseURL + "/emulator/authorizations",
+                        ["sub": user["sub"] as! String, "clientId": "com.example.app", "nonce": hashedNonce(nonce)]
                     )
                     return MintedSignIn(token: signIn["identityToken"] as! String, code: signIn["authorizationCode"] as! String, rawNonce: nonce)
                 }
@@ -120,8 +133,11 @@ struct ServerBench {
             for (index, item) in minted.enumerated() {
                 if index >= concurrency { sessions.append(try await group.next()!) }
                 group.addTask {
-                    let answer = try await json(http, server.url + "/v1/auth/apple", ["identityToken": item.token, "authorizationCode": item.code, "rawNonce": item.rawNonce])
-                    guard let access = answer["accessToken"] as? String, let refresh = answer["refreshToken"] as? String else { throw CLIError("sign-in failed: \(answer)") }
+                    let answer = try await json(
+                        http, server.url + "/v1/auth/apple", ["identityToken": item.token, "authorizationCode": item.code, "rawNonce": item.rawNonce])
+                    guard let access = answer["accessToken"] as? String, let refresh = answer["refreshToken"] as? String else {
+                        throw CLIError("sign-in failed: \(answer)")
+                    }
                     return Session(accessToken: access, refreshToken: refresh)
                 }
             }
@@ -156,7 +172,9 @@ struct ServerBench {
     }
 
     /// `concurrency` workers sending the same kind of request until the time is up; returns requests per second.
-    private func load(_ http: HTTPClient, seconds: Double, _ make: @escaping @Sendable (Int) -> (url: String, method: String, body: [UInt8]?, bearer: String?)) async throws -> Double {
+    private func load(_ http: HTTPClient, seconds: Double, _ make: @escaping @Sendable (Int) -> (url: String, method: String, body: [UInt8]?, bearer: String?))
+        async throws -> Double
+    {
         let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64(seconds * 1e9)))
         let start = ContinuousClock.now
         let total = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -212,7 +230,9 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
             guard !chunk.isEmpty else { throw CLIError("the benchmark server exited early: \(collected)") }
             collected += String(decoding: chunk, as: UTF8.self)
         }
-        guard let range = collected.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression) else { throw CLIError("no server URL in: \(collected)") }
+        guard let range = collected.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression) else {
+            throw CLIError("no server URL in: \(collected)")
+        }
         url = String(collected[range])
     }
 

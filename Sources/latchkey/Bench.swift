@@ -24,7 +24,10 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Seconds to measure each side of each row.")
     var seconds: Double = 2
 
-    @Option(help: "Which rows: all, core (token verification, client secret), server (HTTP, rotations, sign-ins, memory) or emulator (authorizations with many users).")
+    @Option(
+        help:
+            "Which rows: all, core (token verification, client secret), server (HTTP, rotations, sign-ins, memory) or emulator (authorizations with many users)."
+    )
     var only = "all"
 
     @Option(help: ArgumentHelp("Run only Latchkey's token verification this many times (for a profiler).", visibility: .hidden))
@@ -49,7 +52,8 @@ struct Bench: AsyncParsableCommand {
 
         let ours = try await measure(seconds: seconds) { try await fixture.verifyWithLatchkey() }
         let jwtKit = try await measure(seconds: seconds) { try await fixture.verifyWithJWTKit() }
-        rows.append(BenchRow(name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "jwtkit_apple_identity_token_verify", baselineOpsPerSecond: jwtKit))
+        rows.append(
+            BenchRow(name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "jwtkit_apple_identity_token_verify", baselineOpsPerSecond: jwtKit))
 
         let rawRSA = try await measure(seconds: seconds) { try fixture.verifyRawRSA() }
         rows.append(BenchRow(name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "raw_rsa2048_pkcs1_sha256_verify", baselineOpsPerSecond: rawRSA))
@@ -64,7 +68,10 @@ struct Bench: AsyncParsableCommand {
         let (large, normal) = (BenchFixture.tokenWithHeader(bytes: 16 * 1024), BenchFixture.tokenWithHeader(bytes: 0))
         let largeRate = try await measure(seconds: seconds) { _ = try CompactJWS(parsing: large.token, maximumSize: 64 * 1024) } * Double(large.headerBytes)
         let normalRate = try await measure(seconds: seconds) { _ = try CompactJWS(parsing: normal.token, maximumSize: 64 * 1024) } * Double(normal.headerBytes)
-        rows.append(BenchRow(name: "jws_header_16kib_bytes_parsed", opsPerSecond: largeRate, baselineName: "jws_header_apple_bytes_parsed", baselineOpsPerSecond: normalRate))
+        rows.append(
+            BenchRow(
+                name: "jws_header_16kib_bytes_parsed", opsPerSecond: largeRate, baselineName: "jws_header_apple_bytes_parsed", baselineOpsPerSecond: normalRate)
+        )
         return rows
     }
 
@@ -148,7 +155,8 @@ struct BenchFixture: Sendable {
         rawKey = privateKey.publicKey
 
         let primitives = try privateKey.publicKey.getKeyPrimitives()
-        let jwks = #"{"keys":[{"kty":"RSA","kid":"W6WcOKB","use":"sig","alg":"RS256","n":"\#(base64URL(Array(primitives.modulus)))","e":"\#(base64URL(Array(primitives.publicExponent)))"}]}"#
+        let jwks =
+            #"{"keys":[{"kty":"RSA","kid":"W6WcOKB","use":"sig","alg":"RS256","n":"\#(base64URL(Array(primitives.modulus)))","e":"\#(base64URL(Array(primitives.publicExponent)))"}]}"#
         let cache = JWKSCache(url: "http://127.0.0.1:9/auth/keys", transport: NoNetwork())
         try await cache.preload(jwksJSON: Array(jwks.utf8))
         latchkey = IdentityTokenVerifier(policy: .apple(clientIDs: [Self.clientID, "com.example.web"]), keys: cache)

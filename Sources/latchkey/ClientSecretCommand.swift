@@ -31,21 +31,28 @@ struct ClientSecretCommand: ParsableCommand {
         let printer = Printer(json: json)
         let seconds = try parseDuration(lifetime)
         guard seconds <= AppleClientSecretProvider.maximumLifetime else {
-            let message = "a lifetime of \(Int(seconds)) s is longer than Apple allows: secrets whose exp is more than 15777000 s (about 182 days) ahead of Apple's clock are refused with invalid_client. Use --lifetime 180d or less."
+            let message =
+                "a lifetime of \(Int(seconds)) s is longer than Apple allows: secrets whose exp is more than 15777000 s (about 182 days) ahead of Apple's clock are refused with invalid_client. Use --lifetime 180d or less."
             throw printer.fail("invalid_configuration", message)
         }
         do {
             let keyPEM: String
-            do { keyPEM = try String(contentsOfFile: keyFile, encoding: .utf8) } catch { throw LatchkeyError(.invalidConfiguration, "cannot read --key-file \(keyFile)") }
+            do { keyPEM = try String(contentsOfFile: keyFile, encoding: .utf8) } catch {
+                throw LatchkeyError(.invalidConfiguration, "cannot read --key-file \(keyFile)")
+            }
             let credentials = try AppleSigningCredentials(teamID: teamID, keyID: keyID, privateKeyPEM: keyPEM)
             let now = Date()
             let secret = try AppleClientSecretProvider.makeSecret(credentials: credentials, clientID: clientID, issuedAt: now, lifetime: seconds)
             let expires = now.addingTimeInterval(seconds)
             if json {
-                printer.emit(["clientSecret": secret, "teamId": teamID, "keyId": keyID, "clientId": clientID, "issuedAt": Int(now.timeIntervalSince1970), "expiresAt": Int(expires.timeIntervalSince1970)])
+                printer.emit([
+                    "clientSecret": secret, "teamId": teamID, "keyId": keyID, "clientId": clientID, "issuedAt": Int(now.timeIntervalSince1970),
+                    "expiresAt": Int(expires.timeIntervalSince1970),
+                ])
             } else {
                 print(secret)
-                FileHandle.standardError.write(Data("client secret for \(clientID) (team \(teamID), key \(keyID)); expires \(describeInstant(expires, now: now))\n".utf8))
+                FileHandle.standardError.write(
+                    Data("client secret for \(clientID) (team \(teamID), key \(keyID)); expires \(describeInstant(expires, now: now))\n".utf8))
             }
         } catch let error as LatchkeyError {
             throw printer.fail(error.errorCode, error.reason)
@@ -58,7 +65,8 @@ struct PKCECommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pkce",
         abstract: "Print a PKCE verifier and its S256 challenge (RFC 7636).",
-        discussion: "Examples:\n  latchkey pkce\n  latchkey pkce --verifier dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk --json\nExit codes: 0 printed, 1 the verifier is invalid, 64 usage."
+        discussion:
+            "Examples:\n  latchkey pkce\n  latchkey pkce --verifier dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk --json\nExit codes: 0 printed, 1 the verifier is invalid, 64 usage."
     )
 
     @Option(help: "Use this verifier instead of a new random one.") var verifier: String?

@@ -29,12 +29,15 @@ struct Demo: AsyncParsableCommand {
         say.step("Starting an offline Apple (the emulator) and a Latchkey server on loopback")
         let team = try TestTeam.createOrLoad(in: directory + "/team")
         let clientID = "com.example.app"
-        let running = try await Emulator.start(configuration: try Runtime.emulatorConfiguration(team: team, clientIDs: [clientID], notificationURL: ""), logger: logger)
+        let running = try await Emulator.start(
+            configuration: try Runtime.emulatorConfiguration(team: team, clientIDs: [clientID], notificationURL: ""), logger: logger)
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.database = .sqlite(path: directory + "/latchkey.sqlite")
         configuration.session.reuseGraceWindow = 1
-        configuration.apple = .init(teamID: team.teamID, keyID: team.keyID, privateKeyPEM: try String(contentsOfFile: team.keyFile, encoding: .utf8), clientIDs: [clientID], baseURL: running.baseURL)
+        configuration.apple = .init(
+            teamID: team.teamID, keyID: team.keyID, privateKeyPEM: try String(contentsOfFile: team.keyFile, encoding: .utf8), clientIDs: [clientID],
+            baseURL: running.baseURL)
         let store = try await Runtime.openStore(configuration, logger: logger)
         let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), logger: logger)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -49,24 +52,30 @@ struct Demo: AsyncParsableCommand {
 
         do {
             say.step("Jane signs in with Apple on her iPhone; she hides her e-mail")
-            let user = try await http.json("POST", running.baseURL + "/emulator/users", ["email": "jane@example.com", "hideMyEmail": true, "givenName": "Jane", "familyName": "Appleseed"])
+            let user = try await http.json(
+                "POST", running.baseURL + "/emulator/users", ["email": "jane@example.com", "hideMyEmail": true, "givenName": "Jane", "familyName": "Appleseed"])
             let sub = user["sub"]
             let nonce = PKCE.makeVerifier()
-            let apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hashedNonce(nonce)])
+            let apple = try await http.json(
+                "POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hashedNonce(nonce)])
             say.detail("the app receives an identity token, a one-time authorization code and, this first time only, her name")
 
             say.step("The app sends them to Latchkey: POST /v1/auth/apple")
-            var signIn = try await http.json("POST", latchkey + "/v1/auth/apple", [
-                "identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"], "rawNonce": nonce,
-                "fullName": ["givenName": "Jane", "familyName": "Appleseed"],
-            ])
+            var signIn = try await http.json(
+                "POST", latchkey + "/v1/auth/apple",
+                [
+                    "identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"], "rawNonce": nonce,
+                    "fullName": ["givenName": "Jane", "familyName": "Appleseed"],
+                ])
             let me = signIn.child("user")
             say.detail("new user \(me["id"]) · e-mail \(me["email"]) · isNewUser \(signIn.flag("isNewUser"))")
             say.detail("Latchkey verified the token (signature, issuer, audience, expiry, nonce), redeemed the code at Apple and sealed Apple's refresh token")
 
             say.step("Every later API call carries Latchkey's short-lived access token: GET /v1/me")
             let profile = try await http.json("GET", latchkey + "/v1/me", bearer: signIn["accessToken"])
-            say.detail("\(profile["givenName"]) \(profile["familyName"]), \((profile.object["identities"] as? [Any])?.count ?? 0) identity; any backend can check the token against \(latchkey)/.well-known/jwks.json")
+            say.detail(
+                "\(profile["givenName"]) \(profile["familyName"]), \((profile.object["identities"] as? [Any])?.count ?? 0) identity; any backend can check the token against \(latchkey)/.well-known/jwks.json"
+            )
 
             say.step("The access token expires after 10 minutes; the app refreshes: POST /v1/token")
             let first = signIn["refreshToken"]
@@ -77,20 +86,25 @@ struct Demo: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(1200))
             let replay = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": first], expectError: true)
             say.detail("\(replay["error"]): \(replay["error_description"])")
-            let dead = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": rotated["refreshToken"]], expectError: true)
+            let dead = try await http.json(
+                "POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": rotated["refreshToken"]], expectError: true)
             say.detail("and the legitimate successor died with it: \(dead["error"])")
 
             say.step("Someone who stole her identity token tries to sign in with it")
             let stolen = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"]], expectError: true)
             say.detail("without the app's raw nonce: \(stolen["error"])")
-            let replayed = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "rawNonce": nonce], expectError: true)
+            let replayed = try await http.json(
+                "POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "rawNonce": nonce], expectError: true)
             say.detail("even with it: \(replayed["error"]) — each identity token starts one session")
 
             /// A fresh native sign-in at the emulator, sent to Latchkey as an app would.
             func signInAgain() async throws -> Reply {
                 let nonce = PKCE.makeVerifier()
-                let apple = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hashedNonce(nonce)])
-                return try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"], "rawNonce": nonce])
+                let apple = try await http.json(
+                    "POST", running.baseURL + "/emulator/authorizations", ["sub": sub, "clientId": clientID, "nonce": hashedNonce(nonce)])
+                return try await http.json(
+                    "POST", latchkey + "/v1/auth/apple",
+                    ["identityToken": apple["identityToken"], "authorizationCode": apple["authorizationCode"], "rawNonce": nonce])
             }
 
             say.step("Jane signs in again; Apple shares no name this time, Latchkey keeps the first one")
@@ -103,7 +117,8 @@ struct Demo: AsyncParsableCommand {
             var refreshToken = signIn["refreshToken"]
             var revoked = Reply(object: [:])
             for _ in 0..<100 {
-                revoked = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": refreshToken], expectError: true, allowSuccess: true)
+                revoked = try await http.json(
+                    "POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": refreshToken], expectError: true, allowSuccess: true)
                 if revoked.has("error") { break }
                 refreshToken = revoked["refreshToken"]
                 try await Task.sleep(for: .milliseconds(50))
@@ -115,11 +130,19 @@ struct Demo: AsyncParsableCommand {
             let deletion = try await http.json("DELETE", latchkey + "/v1/me", bearer: signIn["accessToken"])
             let log = try await http.array("GET", running.baseURL + "/emulator/requests")
             let revokes = log.filter { $0["endpoint"] as? String == "/auth/revoke" }.map { "\($0["status"] ?? "?")" }
-            say.detail("Apple tokens revoked: \(deletion["appleTokensRevoked"]) · \"Apple\" received POST /auth/revoke → \(revokes.joined(separator: ", ")), as the App Store requires")
+            say.detail(
+                "Apple tokens revoked: \(deletion["appleTokensRevoked"]) · \"Apple\" received POST /auth/revoke → \(revokes.joined(separator: ", ")), as the App Store requires"
+            )
 
             say.step("And when something is wrong, Latchkey says what")
-            let other = try await http.json("POST", running.baseURL + "/emulator/authorizations", ["sub": try await http.json("POST", running.baseURL + "/emulator/users", [:])["sub"], "clientId": clientID, "nonce": "hashed-nonce-from-the-app"])
-            let wrong = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": other["identityToken"], "rawNonce": "some-other-nonce"], expectError: true)
+            let other = try await http.json(
+                "POST", running.baseURL + "/emulator/authorizations",
+                [
+                    "sub": try await http.json("POST", running.baseURL + "/emulator/users", [:])["sub"], "clientId": clientID,
+                    "nonce": "hashed-nonce-from-the-app",
+                ])
+            let wrong = try await http.json(
+                "POST", latchkey + "/v1/auth/apple", ["identityToken": other["identityToken"], "rawNonce": "some-other-nonce"], expectError: true)
             say.detail("\(wrong["error"]): \(wrong["error_description"])")
             say.step("Done. Next: `latchkey serve --dev` to run both for your app, `latchkey bench` for figures.")
         } catch {
@@ -158,9 +181,14 @@ final class DemoHTTP: Sendable {
 
     func shutdown() async { try? await client.shutdown() }
 
-    func json(_ method: String, _ url: String, _ body: [String: any Sendable]? = nil, bearer: String? = nil, expectError: Bool = false, expectEmpty: Bool = false, allowSuccess: Bool = false) async throws -> Reply {
+    func json(
+        _ method: String, _ url: String, _ body: [String: any Sendable]? = nil, bearer: String? = nil, expectError: Bool = false, expectEmpty: Bool = false,
+        allowSuccess: Bool = false
+    ) async throws -> Reply {
         let (status, bytes) = try await send(method, url, body, bearer: bearer)
-        guard expectError || (200..<300).contains(status) else { throw CLIError("\(method) \(url) answered \(status): \(String(decoding: bytes, as: UTF8.self))") }
+        guard expectError || (200..<300).contains(status) else {
+            throw CLIError("\(method) \(url) answered \(status): \(String(decoding: bytes, as: UTF8.self))")
+        }
         if expectError, !allowSuccess, (200..<300).contains(status) { throw CLIError("\(method) \(url) unexpectedly succeeded") }
         if expectEmpty || bytes.isEmpty { return Reply(object: [:]) }
         return Reply(object: (try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]) ?? [:])

@@ -39,7 +39,9 @@ struct DoctorCommand: AsyncParsableCommand {
 
     func run() async throws {
         var findings: [Finding] = []
-        func add(_ status: Finding.Status, _ check: String, _ message: String, fix: String? = nil) { findings.append(Finding(status: status, check: check, message: message, fix: fix)) }
+        func add(_ status: Finding.Status, _ check: String, _ message: String, fix: String? = nil) {
+            findings.append(Finding(status: status, check: check, message: message, fix: fix))
+        }
 
         // The very reader `serve` uses, so both see the same values.
         let reader: ConfigReader
@@ -81,10 +83,14 @@ struct DoctorCommand: AsyncParsableCommand {
                 keyPEM = text
                 let name = (keyFile as NSString).lastPathComponent
                 if let keyID, name.hasPrefix("AuthKey_"), name != "AuthKey_\(keyID).p8" {
-                    add(.warning, "apple.keyId", "the key file is named \(name) but apple.keyId is \(keyID)", fix: "Apple names the download AuthKey_<KEYID>.p8: use that file's key id, or the matching file")
+                    add(
+                        .warning, "apple.keyId", "the key file is named \(name) but apple.keyId is \(keyID)",
+                        fix: "Apple names the download AuthKey_<KEYID>.p8: use that file's key id, or the matching file")
                 }
             } else {
-                add(.error, "apple.privateKeyFile", "\(keyFile) cannot be read", fix: "point apple.privateKeyFile at the .p8 file and make it readable by the server user")
+                add(
+                    .error, "apple.privateKeyFile", "\(keyFile) cannot be read",
+                    fix: "point apple.privateKeyFile at the .p8 file and make it readable by the server user")
             }
         } else if let inlineKey {
             keyPEM = inlineKey
@@ -96,7 +102,9 @@ struct DoctorCommand: AsyncParsableCommand {
                 _ = try AppleSigningCredentials(teamID: "AAAAAAAAAA", keyID: "AAAAAAAAAA", privateKeyPEM: keyPEM)
                 add(.ok, "apple.privateKeyFile", "the key is a PKCS#8 P-256 (ES256) key")
             } catch {
-                add(.error, "apple.privateKeyFile", error.reason, fix: "download the key again from the developer portal (it can be downloaded once) or create a new one with Sign in with Apple enabled")
+                add(
+                    .error, "apple.privateKeyFile", error.reason,
+                    fix: "download the key again from the developer portal (it can be downloaded once) or create a new one with Sign in with Apple enabled")
             }
         }
         if clientIDs.isEmpty {
@@ -105,41 +113,67 @@ struct DoctorCommand: AsyncParsableCommand {
             for clientID in clientIDs {
                 let shape = clientID.split(separator: ".").count >= 2 && !clientID.contains(" ") && clientID == clientID.trimmingCharacters(in: .whitespaces)
                 if !shape {
-                    add(.error, "apple.clientIds", "\"\(clientID)\" does not look like a bundle id or Services ID (reverse-DNS, e.g. com.example.app)", fix: "copy the identifier from Certificates, Identifiers & Profiles")
+                    add(
+                        .error, "apple.clientIds", "\"\(clientID)\" does not look like a bundle id or Services ID (reverse-DNS, e.g. com.example.app)",
+                        fix: "copy the identifier from Certificates, Identifiers & Profiles")
                 } else if let teamID, clientID.hasPrefix(teamID + ".") {
-                    add(.error, "apple.clientIds", "\"\(clientID)\" starts with the Team ID", fix: "use the bundle id without the team prefix (Apple's client_id never includes the Team ID)")
+                    add(
+                        .error, "apple.clientIds", "\"\(clientID)\" starts with the Team ID",
+                        fix: "use the bundle id without the team prefix (Apple's client_id never includes the Team ID)")
                 } else {
-                    add(.ok, "apple.clientIds", "\(clientID): native sign-ins from an app with this bundle id, or web sign-ins if it is a Services ID, are accepted")
+                    add(
+                        .ok, "apple.clientIds",
+                        "\(clientID): native sign-ins from an app with this bundle id, or web sign-ins if it is a Services ID, are accepted")
                 }
             }
             if clientIDs.count == 1 {
-                add(.warning, "apple.clientIds", "only one client id", fix: "native tokens carry the bundle id, web tokens the Services ID: add the Services ID if you also sign in on the web (else ignore this)")
+                add(
+                    .warning, "apple.clientIds", "only one client id",
+                    fix: "native tokens carry the bundle id, web tokens the Services ID: add the Services ID if you also sign in on the web (else ignore this)")
             }
         }
         for uri in ServerConfiguration.list(reader, "apple.redirectUris") ?? [] {
             if let problem = redirectURIProblem(uri) {
-                add(.error, "apple.redirectUris", "\(uri): \(problem)", fix: "Apple accepts only HTTPS redirect URIs on a domain name (no IP address, no localhost, no fragment); use a real domain, e.g. through a tunnel, for local web sign-in tests")
+                add(
+                    .error, "apple.redirectUris", "\(uri): \(problem)",
+                    fix:
+                        "Apple accepts only HTTPS redirect URIs on a domain name (no IP address, no localhost, no fragment); use a real domain, e.g. through a tunnel, for local web sign-in tests"
+                )
             } else {
-                add(.ok, "apple.redirectUris", "\(uri) has the shape Apple accepts; it must also be registered on the Services ID and sent unchanged when redeeming web codes")
+                add(
+                    .ok, "apple.redirectUris",
+                    "\(uri) has the shape Apple accepts; it must also be registered on the Services ID and sent unchanged when redeeming web codes")
             }
         }
         if let url = reader.string(forKey: "apple.notificationUrl") {
             if !url.hasPrefix("https://") {
-                add(.error, "apple.notificationUrl", "\(url) is not HTTPS", fix: "Apple delivers server-to-server notifications only to HTTPS endpoints (TLS 1.2+)")
+                add(
+                    .error, "apple.notificationUrl", "\(url) is not HTTPS",
+                    fix: "Apple delivers server-to-server notifications only to HTTPS endpoints (TLS 1.2+)")
             } else if !url.hasSuffix("/v1/apple/notifications") {
-                add(.warning, "apple.notificationUrl", "\(url) does not end in /v1/apple/notifications", fix: "register https://<your host>/v1/apple/notifications in the developer portal (Sign in with Apple → server-to-server notification endpoint)")
+                add(
+                    .warning, "apple.notificationUrl", "\(url) does not end in /v1/apple/notifications",
+                    fix:
+                        "register https://<your host>/v1/apple/notifications in the developer portal (Sign in with Apple → server-to-server notification endpoint)"
+                )
             } else {
                 add(.ok, "apple.notificationUrl", "\(url) points at Latchkey's notification endpoint")
             }
         } else {
-            add(.warning, "apple.notificationUrl", "not set", fix: "register https://<your host>/v1/apple/notifications with Apple so consent revocations and deletions reach Latchkey at once (the daily check catches them otherwise)")
+            add(
+                .warning, "apple.notificationUrl", "not set",
+                fix:
+                    "register https://<your host>/v1/apple/notifications with Apple so consent revocations and deletions reach Latchkey at once (the daily check catches them otherwise)"
+            )
         }
         if !baseURL.hasPrefix("https://") && !baseURL.contains("127.0.0.1") && !baseURL.contains("localhost") {
             add(.warning, "apple.baseUrl", "\(baseURL) is not HTTPS", fix: "use https://appleid.apple.com (the default) outside tests")
         }
 
         // Encryption key and mode.
-        let encryptionKey = reader.string(forKey: "encryptionKey", isSecret: true) ?? reader.string(forKey: "encryptionKeyFile").flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }
+        let encryptionKey =
+            reader.string(forKey: "encryptionKey", isSecret: true)
+            ?? reader.string(forKey: "encryptionKeyFile").flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }
         if let encryptionKey {
             do {
                 _ = try SecretBox(base64Key: encryptionKey)
@@ -148,7 +182,10 @@ struct DoctorCommand: AsyncParsableCommand {
                 add(.error, "encryptionKey", error.reason, fix: "generate one: openssl rand -base64 32")
             }
         } else {
-            add(mode == "production" ? .error : .warning, "encryptionKey", "not set" + (mode == "production" ? "" : "; development mode keeps a generated key in latchkey-data/"), fix: "set encryptionKeyFile to a file holding `openssl rand -base64 32`")
+            add(
+                mode == "production" ? .error : .warning, "encryptionKey",
+                "not set" + (mode == "production" ? "" : "; development mode keeps a generated key in latchkey-data/"),
+                fix: "set encryptionKeyFile to a file holding `openssl rand -base64 32`")
         }
         if mode == "production" {
             if let url = reader.string(forKey: "publicUrl"), url.hasPrefix("https://") {
@@ -161,7 +198,9 @@ struct DoctorCommand: AsyncParsableCommand {
         // Clock.
         let now = Date()
         if now.timeIntervalSince1970 < 1_735_689_600 {
-            add(.error, "clock", "this machine's clock says \(describeInstant(now, now: now)), before 2025", fix: "fix the system clock (NTP): token expiry and client secrets depend on it")
+            add(
+                .error, "clock", "this machine's clock says \(describeInstant(now, now: now)), before 2025",
+                fix: "fix the system clock (NTP): token expiry and client secrets depend on it")
         } else {
             add(.ok, "clock", "the system clock reads \(describeInstant(now, now: now))")
         }
@@ -186,18 +225,28 @@ struct DoctorCommand: AsyncParsableCommand {
         guard let url = URLComponents(string: uri), let host = url.host, !host.isEmpty else { return "not a URL" }
         if url.scheme != "https" { return "not HTTPS" }
         if host == "localhost" || host.hasSuffix(".localhost") { return "localhost is refused" }
-        if host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy({ UInt8($0) != nil }) || host.contains(":") { return "an IP address is refused" }
+        if host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy({ UInt8($0) != nil }) || host.contains(":") {
+            return "an IP address is refused"
+        }
         if url.fragment != nil { return "a fragment (#…) is refused" }
         return nil
     }
 
     /// Redeems an invalid code for each client id: Apple's answer tells whether it accepted the client.
-    private func liveChecks(teamID: String?, keyID: String?, keyPEM: String?, clientIDs: [String], baseURL: String, _ add: (Finding.Status, String, String, String?) -> Void) async {
-        guard let teamID, let keyID, let keyPEM, !clientIDs.isEmpty, let credentials = try? AppleSigningCredentials(teamID: teamID, keyID: keyID, privateKeyPEM: keyPEM) else {
+    private func liveChecks(
+        teamID: String?, keyID: String?, keyPEM: String?, clientIDs: [String], baseURL: String, _ add: (Finding.Status, String, String, String?) -> Void
+    ) async {
+        guard let teamID, let keyID, let keyPEM, !clientIDs.isEmpty,
+            let credentials = try? AppleSigningCredentials(teamID: teamID, keyID: keyID, privateKeyPEM: keyPEM)
+        else {
             add(.error, "live", "skipped: fix the errors above first", nil)
             return
         }
-        guard let client = try? AppleClient(configuration: AppleConfiguration(credentials: credentials, clientIDs: clientIDs, baseURL: baseURL, requestTimeout: .seconds(10), retry: .never)) else {
+        guard
+            let client = try? AppleClient(
+                configuration: AppleConfiguration(credentials: credentials, clientIDs: clientIDs, baseURL: baseURL, requestTimeout: .seconds(10), retry: .never)
+            )
+        else {
             add(.error, "live", "cannot build the Apple client", nil)
             return
         }
@@ -210,7 +259,9 @@ struct DoctorCommand: AsyncParsableCommand {
                 case .invalidGrant:
                     add(.ok, "live", "\(clientID): \(baseURL) accepted the client secret (it refused only the made-up code: invalid_grant)", nil)
                 case .invalidClient:
-                    add(.error, "live", "\(clientID): \(baseURL) answered invalid_client — it did not accept the client", "check, most likely first:\n      " + error.likelyCauses.joined(separator: "\n      "))
+                    add(
+                        .error, "live", "\(clientID): \(baseURL) answered invalid_client — it did not accept the client",
+                        "check, most likely first:\n      " + error.likelyCauses.joined(separator: "\n      "))
                 case .providerUnavailable, .providerRateLimited:
                     add(.error, "live", "\(clientID): \(error.reason)", "check network access to \(baseURL)")
                 default:
@@ -235,11 +286,12 @@ struct DoctorCommand: AsyncParsableCommand {
             return
         }
         for finding in findings {
-            let label = switch finding.status {
-            case .ok: printer.green("ok     ")
-            case .warning: printer.yellow("warning")
-            case .error: printer.red("error  ")
-            }
+            let label =
+                switch finding.status {
+                case .ok: printer.green("ok     ")
+                case .warning: printer.yellow("warning")
+                case .error: printer.red("error  ")
+                }
             print("\(label) \(finding.check): \(finding.message)")
             if let fix = finding.fix, finding.status != .ok { print("        fix: \(fix)") }
         }

@@ -2,9 +2,9 @@ import ArgumentParser
 import Crypto
 import Foundation
 import LatchkeyEmulator
+import Logging
 import ServiceLifecycle
 import UnixSignals
-import Logging
 
 /// `latchkey emulate`: Apple's (and Google's) identity endpoints, offline, on loopback.
 struct Emulate: AsyncParsableCommand {
@@ -63,7 +63,9 @@ struct Emulate: AsyncParsableCommand {
         configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
         let clientIDs = clientID.isEmpty ? ["com.example.app", "com.example.web"] : clientID
         for id in clientIDs {
-            configuration.addApp(clientID: id, teamID: team.teamID, redirectURIs: redirectURI.isEmpty ? ["https://app.example.com/callback"] : redirectURI, notificationURL: notificationURL)
+            configuration.addApp(
+                clientID: id, teamID: team.teamID, redirectURIs: redirectURI.isEmpty ? ["https://app.example.com/callback"] : redirectURI,
+                notificationURL: notificationURL)
         }
         configuration.googleClients = (googleClientID.isEmpty ? ["emulator-google-client"] : googleClientID).map {
             .init(clientID: $0, redirectURIs: redirectURI.isEmpty ? ["https://app.example.com/callback"] : redirectURI)
@@ -77,7 +79,8 @@ struct Emulate: AsyncParsableCommand {
         logger.logLevel = .warning
         let emulator = try Emulator(configuration: configuration, logger: logger)
         let application = emulator.makeApplication(host: host, port: port) { bound in
-            print("""
+            print(
+                """
                 Latchkey emulator listening on http://\(host):\(bound)
                   Apple:  http://\(host):\(bound)/auth/keys, /auth/token, /auth/revoke, /auth/authorize
                   Google: http://\(host):\(bound)/google/.well-known/openid-configuration

@@ -6,6 +6,9 @@ struct Latchkey: AsyncParsableCommand {
         commandName: "latchkey",
         abstract: "Sign in with Apple (and other providers) for apps with their own backend.",
         version: "0.1.0",
-        subcommands: [Serve.self, Demo.self, Emulate.self, ClientSecretCommand.self, TokenCommand.self, DoctorCommand.self, PKCECommand.self, KeysCommand.self, UsersCommand.self, SessionsCommand.self, Migrate.self, Bench.self]
+        subcommands: [
+            Serve.self, Demo.self, Emulate.self, ClientSecretCommand.self, TokenCommand.self, DoctorCommand.self, PKCECommand.self, KeysCommand.self,
+            UsersCommand.self, SessionsCommand.self, Migrate.self, Bench.self,
+        ]
     )
 }

@@ -35,7 +35,8 @@ struct JSONLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         var fields: [String: Any] = [:]
-        for (key, value) in metadata.merging(metadataProvider?.get() ?? [:], uniquingKeysWith: { $1 }).merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
+        for (key, value) in metadata.merging(metadataProvider?.get() ?? [:], uniquingKeysWith: { $1 }).merging(event.metadata ?? [:], uniquingKeysWith: { $1 })
+        {
             fields[key] = Self.json(value)
         }
         fields["time"] = Date().formatted(.iso8601)

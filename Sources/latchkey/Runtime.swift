@@ -19,7 +19,11 @@ enum Runtime {
     /// The sources every command reads settings from, in priority order; `serve` and `doctor` share it.
     static func configReader(file: String?, overrides: [String: String] = [:]) async throws -> ConfigReader {
         var providers: [any ConfigProvider] = [
-            InMemoryProvider(values: Dictionary(uniqueKeysWithValues: overrides.map { (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false)) })),
+            InMemoryProvider(
+                values: Dictionary(
+                    uniqueKeysWithValues: overrides.map {
+                        (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false))
+                    })),
             EnvironmentVariablesProvider().prefixKeys(with: ["latchkey"]),
         ]
         if let file {
@@ -85,7 +89,9 @@ enum Runtime {
     }
 
     /// An emulator configuration for a development team, with the server's notification URL.
-    static func emulatorConfiguration(team: (teamID: String, keyID: String, keyFile: String), clientIDs: [String], notificationURL: String) throws -> EmulatorConfiguration {
+    static func emulatorConfiguration(team: (teamID: String, keyID: String, keyFile: String), clientIDs: [String], notificationURL: String) throws
+        -> EmulatorConfiguration
+    {
         let pem = try String(contentsOfFile: team.keyFile, encoding: .utf8)
         let key = try P256.Signing.PrivateKey(pemRepresentation: pem)
         var configuration = EmulatorConfiguration()

@@ -63,7 +63,9 @@ struct Serve: AsyncParsableCommand {
                     teamID: team.teamID, keyID: team.keyID, privateKeyPEM: try String(contentsOfFile: team.keyFile, encoding: .utf8),
                     clientIDs: clientIDs, baseURL: "http://127.0.0.1:\(emulatorPort)"
                 )
-                print("Apple emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/), team \(team.teamID), client ids \(clientIDs.joined(separator: ", "))")
+                print(
+                    "Apple emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/), team \(team.teamID), client ids \(clientIDs.joined(separator: ", "))"
+                )
             }
             let key = try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))
             let store = try await Runtime.openStore(configuration, logger: logger)
@@ -97,12 +99,13 @@ struct Serve: AsyncParsableCommand {
 
     /// Prints one line naming what stopped the server, and exits 1.
     static func failure(_ error: any Error) -> ExitCode {
-        let reason = switch error {
-        case let error as LatchkeyError: error.reason
-        case let error as CLIError: error.description
-        case let error as AuthStoreError: error.description
-        default: "\(error)"
-        }
+        let reason =
+            switch error {
+            case let error as LatchkeyError: error.reason
+            case let error as CLIError: error.description
+            case let error as AuthStoreError: error.description
+            default: "\(error)"
+            }
         FileHandle.standardError.write(Data("latchkey serve: \(reason.replacingOccurrences(of: "\n", with: " "))\n".utf8))
         return ExitStatus.failure
     }

@@ -32,8 +32,12 @@ struct TokenCommand: AsyncParsableCommand {
             let claims: [String: Any]
             do {
                 contents = try UnverifiedJWT.contents(of: try readTokenArgument(token))
-                guard let decodedHeader = try? JSONSerialization.jsonObject(with: Data(contents.header)) as? [String: Any] else { throw LatchkeyError(.malformedToken, "the header is not a JSON object") }
-                guard let decodedClaims = try? JSONSerialization.jsonObject(with: Data(contents.payload)) as? [String: Any] else { throw LatchkeyError(.malformedToken, "the payload is not a JSON object") }
+                guard let decodedHeader = try? JSONSerialization.jsonObject(with: Data(contents.header)) as? [String: Any] else {
+                    throw LatchkeyError(.malformedToken, "the header is not a JSON object")
+                }
+                guard let decodedClaims = try? JSONSerialization.jsonObject(with: Data(contents.payload)) as? [String: Any] else {
+                    throw LatchkeyError(.malformedToken, "the payload is not a JSON object")
+                }
                 header = decodedHeader
                 claims = decodedClaims
             } catch let error as LatchkeyError {
@@ -52,7 +56,9 @@ struct TokenCommand: AsyncParsableCommand {
             for (key, value) in claims.sorted(by: { $0.key < $1.key }) {
                 if ["exp", "iat", "nbf", "auth_time"].contains(key), let seconds = (value as? NSNumber)?.doubleValue {
                     let date = Date(timeIntervalSince1970: seconds > 100_000_000_000 ? seconds / 1000 : seconds)
-                    print("  \(key): \(Int(seconds)) = " + (key == "exp" ? describeInstant(date, now: now, past: "ago — expired", future: "expires in") : describeInstant(date, now: now)))
+                    print(
+                        "  \(key): \(Int(seconds)) = "
+                            + (key == "exp" ? describeInstant(date, now: now, past: "ago — expired", future: "expires in") : describeInstant(date, now: now)))
                 } else {
                     print("  \(key): \(value)")
                 }
@@ -67,22 +73,37 @@ struct TokenCommand: AsyncParsableCommand {
             var notes: [String] = []
             if !signed || (header["alg"] as? String)?.lowercased() == "none" { notes.append("the token is unsigned (alg none): never accept it") }
             if claims["aud"] as? String == "https://appleid.apple.com", let iss = claims["iss"] as? String {
-                notes.append("this is an Apple client secret from team \(iss): its sub (\(claims["sub"] ?? "-")) must equal the client_id sent with it, alg must be ES256 with raw r||s, and exp at most 15777000 s ahead")
-                if let exp = (claims["exp"] as? NSNumber)?.doubleValue, exp < Date().timeIntervalSince1970 { notes.append("expired \(humanDuration(Date().timeIntervalSince1970 - exp)) ago: Apple answers invalid_client") }
+                notes.append(
+                    "this is an Apple client secret from team \(iss): its sub (\(claims["sub"] ?? "-")) must equal the client_id sent with it, alg must be ES256 with raw r||s, and exp at most 15777000 s ahead"
+                )
+                if let exp = (claims["exp"] as? NSNumber)?.doubleValue, exp < Date().timeIntervalSince1970 {
+                    notes.append("expired \(humanDuration(Date().timeIntervalSince1970 - exp)) ago: Apple answers invalid_client")
+                }
                 return notes
             }
-            if let iss = claims["iss"] as? String { notes.append("issued by \(iss)" + (IdentityTokenPolicy.appleIssuers.contains(iss) ? " (Sign in with Apple)" : "")) }
+            if let iss = claims["iss"] as? String {
+                notes.append("issued by \(iss)" + (IdentityTokenPolicy.appleIssuers.contains(iss) ? " (Sign in with Apple)" : ""))
+            }
             let audiences = (claims["aud"] as? String).map { [$0] } ?? (claims["aud"] as? [String]) ?? []
-            if !audiences.isEmpty { notes.append("issued to client id \(audiences.joined(separator: ", ")): your server must list it (native sign-ins: bundle id; web: Services ID)") }
-            if let exp = (claims["exp"] as? NSNumber)?.doubleValue, exp < Date().timeIntervalSince1970 { notes.append("expired \(humanDuration(Date().timeIntervalSince1970 - exp)) ago") }
+            if !audiences.isEmpty {
+                notes.append(
+                    "issued to client id \(audiences.joined(separator: ", ")): your server must list it (native sign-ins: bundle id; web: Services ID)")
+            }
+            if let exp = (claims["exp"] as? NSNumber)?.doubleValue, exp < Date().timeIntervalSince1970 {
+                notes.append("expired \(humanDuration(Date().timeIntervalSince1970 - exp)) ago")
+            }
             if let nonce = claims["nonce"] as? String {
-                notes.append("nonce present (\(nonce.count) characters\(nonce.count == 64 && nonce.allSatisfy(\.isHexDigit) ? ", looks like SHA-256 hex: send the raw nonce to the server" : ""))")
+                notes.append(
+                    "nonce present (\(nonce.count) characters\(nonce.count == 64 && nonce.allSatisfy(\.isHexDigit) ? ", looks like SHA-256 hex: send the raw nonce to the server" : ""))"
+                )
             } else {
                 notes.append("no nonce: replay protection depends on the app setting one")
             }
             if let supported = claims["nonce_supported"] { notes.append("nonce_supported: \(supported)") }
             if let email = claims["email"] as? String {
-                let relay = email.hasSuffix("@privaterelay.appleid.com") || "\(claims["is_private_email"] ?? "")" == "true" || "\(claims["is_private_email"] ?? "")" == "1"
+                let relay =
+                    email.hasSuffix("@privaterelay.appleid.com") || "\(claims["is_private_email"] ?? "")" == "true"
+                    || "\(claims["is_private_email"] ?? "")" == "1"
                 notes.append(relay ? "private relay e-mail (Hide My Email): deliverable only while forwarding is on" : "e-mail \(email)")
             } else {
                 notes.append("no e-mail claim: keep the one from the first sign-in")
@@ -90,7 +111,9 @@ struct TokenCommand: AsyncParsableCommand {
             if let status = (claims["real_user_status"] as? NSNumber)?.intValue {
                 notes.append("real_user_status \(status): " + ["unsupported (older OS or web)", "unknown", "likely a real person"][min(max(status, 0), 2)])
             }
-            if let transfer = claims["transfer_sub"] as? String { notes.append("transfer_sub \(transfer): the app is being transferred between teams; map the user with /auth/usermigrationinfo") }
+            if let transfer = claims["transfer_sub"] as? String {
+                notes.append("transfer_sub \(transfer): the app is being transferred between teams; map the user with /auth/usermigrationinfo")
+            }
             return notes
         }
     }
@@ -119,7 +142,9 @@ struct TokenCommand: AsyncParsableCommand {
 
         func validate() throws {
             guard !audience.isEmpty else {
-                throw ValidationError("pass --audience with your client id(s): a token is only valid for the app it was issued to (Apple: bundle id for native sign-ins, Services ID for web)")
+                throw ValidationError(
+                    "pass --audience with your client id(s): a token is only valid for the app it was issued to (Apple: bundle id for native sign-ins, Services ID for web)"
+                )
             }
         }
 
@@ -143,7 +168,11 @@ struct TokenCommand: AsyncParsableCommand {
                 } else {
                     print(printer.green(printer.bold("verified")) + " — \(policy.providerName) identity token for \(identity.audience)")
                     print("  subject: \(identity.subject)")
-                    if let email = identity.email { print("  e-mail: \(email)\(identity.isPrivateEmail == true ? " (private relay)" : "")\(identity.emailVerified == true ? ", verified" : "")") }
+                    if let email = identity.email {
+                        print(
+                            "  e-mail: \(email)\(identity.isPrivateEmail == true ? " (private relay)" : "")\(identity.emailVerified == true ? ", verified" : "")"
+                        )
+                    }
                     if let status = identity.realUserStatus { print("  real user status: \(status)") }
                     if let transfer = identity.transferSubject { print("  transfer subject: \(transfer)") }
                     print("  expires: \(describeInstant(identity.expiresAt, now: instant ?? Date()))")
@@ -176,7 +205,8 @@ struct TokenCommand: AsyncParsableCommand {
                     throw LatchkeyError(.keysUnavailable, "\(issuer)/.well-known/openid-configuration did not answer with a discovery document")
                 }
                 guard discovery.issuer == issuer else {
-                    throw LatchkeyError(.unexpectedIssuer, "the discovery document names issuer \(discovery.issuer), not \(issuer) (RFC 8414 §3.3: they must be identical)")
+                    throw LatchkeyError(
+                        .unexpectedIssuer, "the discovery document names issuer \(discovery.issuer), not \(issuer) (RFC 8414 §3.3: they must be identical)")
                 }
                 return (IdentityTokenPolicy(providerName: issuer, issuers: [issuer], audiences: audiences, leeway: leeway), discovery.jwks_uri)
             }
@@ -186,7 +216,9 @@ struct TokenCommand: AsyncParsableCommand {
             if source.hasPrefix("https://") || source.hasPrefix("http://") {
                 return JWKSCache(url: source, transport: AsyncHTTPClientTransport())
             }
-            guard let data = FileManager.default.contents(atPath: source) else { throw LatchkeyError(.keysUnavailable, "cannot read the key set file \(source)") }
+            guard let data = FileManager.default.contents(atPath: source) else {
+                throw LatchkeyError(.keysUnavailable, "cannot read the key set file \(source)")
+            }
             return JWKSCache(offline: try await VerificationKeySet(jwksJSON: Array(data)))
         }
     }

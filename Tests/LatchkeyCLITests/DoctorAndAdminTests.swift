@@ -73,7 +73,10 @@ struct DoctorAndAdminTests {
         #expect(findings(result).contains { $0["check"] == "encryptionKey" && $0["status"] == "error" })
         #expect(findings(result).contains { $0["check"] == "publicUrl" && $0["status"] == "error" })
         let empty = try doctor(["mode": "development"])
-        #expect(Set(findings(empty).filter { $0["status"] == "error" }.compactMap { $0["check"] }).isSuperset(of: ["apple.teamId", "apple.keyId", "apple.privateKeyFile", "apple.clientIds"]))
+        #expect(
+            Set(findings(empty).filter { $0["status"] == "error" }.compactMap { $0["check"] }).isSuperset(of: [
+                "apple.teamId", "apple.keyId", "apple.privateKeyFile", "apple.clientIds",
+            ]))
         let human = try CLI.run(["doctor"])
         #expect(human.stdout.contains("error   apple.teamId: not set"))
         #expect(human.stdout.contains("fix:"))
@@ -125,11 +128,19 @@ struct DoctorAndAdminTests {
             let store = try await SQLAuthStore.open(.sqlite(path: directory + "/latchkey.sqlite"))
             let now = Date()
             let user = UserAccount(id: newIdentifier(), createdAt: now, email: "cli@example.com")
-            let identity = LinkedIdentity(id: newIdentifier(), userID: user.id, provider: "apple", subject: "000123.cli.0456", firstSeenAt: now, lastSignInAt: now)
+            let identity = LinkedIdentity(
+                id: newIdentifier(), userID: user.id, provider: "apple", subject: "000123.cli.0456", firstSeenAt: now, lastSignInAt: now)
             try await store.createUser(user, identity: identity)
-            try await store.saveProviderGrant(ProviderGrant(identityID: identity.id, clientID: Fixtures.bundleID, sealedRefreshToken: try SecretBox(base64Key: key).seal("r-apple-token"), lastValidatedAt: now, createdAt: now))
-            let family = SessionFamily(id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: Fixtures.bundleID, createdAt: now, lastUsedAt: now, absoluteExpiresAt: now.addingTimeInterval(3600))
-            try await store.createSession(family, firstToken: RefreshTokenRecord(hash: "h", familyID: family.id, parentHash: nil, createdAt: now, idleExpiresAt: now.addingTimeInterval(3600)))
+            try await store.saveProviderGrant(
+                ProviderGrant(
+                    identityID: identity.id, clientID: Fixtures.bundleID, sealedRefreshToken: try SecretBox(base64Key: key).seal("r-apple-token"),
+                    lastValidatedAt: now, createdAt: now))
+            let family = SessionFamily(
+                id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: Fixtures.bundleID, createdAt: now, lastUsedAt: now,
+                absoluteExpiresAt: now.addingTimeInterval(3600))
+            try await store.createSession(
+                family,
+                firstToken: RefreshTokenRecord(hash: "h", familyID: family.id, parentHash: nil, createdAt: now, idleExpiresAt: now.addingTimeInterval(3600)))
             await store.close()
 
             #expect(try CLI.run(["users", "list", "--config", configPath]).stdout.contains("cli@example.com"))

@@ -14,10 +14,12 @@ struct ServeAndEmulateTests {
         #expect(result.status == 1)
         #expect(!result.stderr.contains("Usage:"))
         #expect(result.stderr.contains("production mode needs Apple credentials"), "\(result.stderr)")
-        let noKey = try CLI.run(["serve", "--port", "0"], environment: [
-            "LATCHKEY_MODE": "production", "LATCHKEY_APPLE_TEAM_ID": Fixtures.teamID, "LATCHKEY_APPLE_KEY_ID": Fixtures.keyID,
-            "LATCHKEY_APPLE_PRIVATE_KEY_FILE": Fixtures.path("AuthKey_TESTKEY123.p8"), "LATCHKEY_APPLE_CLIENT_IDS": Fixtures.bundleID,
-        ], directory: directory)
+        let noKey = try CLI.run(
+            ["serve", "--port", "0"],
+            environment: [
+                "LATCHKEY_MODE": "production", "LATCHKEY_APPLE_TEAM_ID": Fixtures.teamID, "LATCHKEY_APPLE_KEY_ID": Fixtures.keyID,
+                "LATCHKEY_APPLE_PRIVATE_KEY_FILE": Fixtures.path("AuthKey_TESTKEY123.p8"), "LATCHKEY_APPLE_CLIENT_IDS": Fixtures.bundleID,
+            ], directory: directory)
         #expect(noKey.status == 1)
         #expect(noKey.stderr.contains("encryption key"), "\(noKey.stderr)")
     }
@@ -47,7 +49,9 @@ struct ServeAndEmulateTests {
         let socket = try ListeningSocket()
         let portInUse = try CLI.run(["serve", "--port", String(socket.port)], directory: directory)
         #expect(portInUse.status == 1)
-        #expect(portInUse.stderr.hasSuffix("latchkey serve: cannot listen on 127.0.0.1:\(socket.port): the port is already in use (set --port or port)\n"), "\(portInUse.stderr)")
+        #expect(
+            portInUse.stderr.hasSuffix("latchkey serve: cannot listen on 127.0.0.1:\(socket.port): the port is already in use (set --port or port)\n"),
+            "\(portInUse.stderr)")
 
         try FileManager.default.createDirectory(atPath: directory + "/a-directory.sqlite", withIntermediateDirectories: true)
         let database = try CLI.run(["serve", "--port", "0"], environment: ["LATCHKEY_DATABASE_URL": directory + "/a-directory.sqlite"], directory: directory)
@@ -55,22 +59,28 @@ struct ServeAndEmulateTests {
         #expect(database.stderr.contains("could not open the database at sqlite:\(directory)/a-directory.sqlite"), "\(database.stderr)")
         #expect(oneLine(database.stderr))
 
-        let key = try CLI.run(["serve", "--port", "0"], environment: [
-            "LATCHKEY_APPLE_TEAM_ID": Fixtures.teamID, "LATCHKEY_APPLE_KEY_ID": Fixtures.keyID, "LATCHKEY_APPLE_CLIENT_IDS": Fixtures.bundleID,
-            "LATCHKEY_APPLE_PRIVATE_KEY_FILE": directory + "/AuthKey_missing.p8",
-        ], directory: directory)
+        let key = try CLI.run(
+            ["serve", "--port", "0"],
+            environment: [
+                "LATCHKEY_APPLE_TEAM_ID": Fixtures.teamID, "LATCHKEY_APPLE_KEY_ID": Fixtures.keyID, "LATCHKEY_APPLE_CLIENT_IDS": Fixtures.bundleID,
+                "LATCHKEY_APPLE_PRIVATE_KEY_FILE": directory + "/AuthKey_missing.p8",
+            ], directory: directory)
         #expect(key.status == 1)
         #expect(key.stderr == "latchkey serve: setting apple.privateKeyFile points at \(directory)/AuthKey_missing.p8, which cannot be read\n")
     }
 
-    private func oneLine(_ text: String) -> Bool { text.split(separator: "\n").filter { $0.hasPrefix("latchkey serve:") }.count == 1 && !text.contains("Usage:") }
+    private func oneLine(_ text: String) -> Bool {
+        text.split(separator: "\n").filter { $0.hasPrefix("latchkey serve:") }.count == 1 && !text.contains("Usage:")
+    }
 
     @Test("log.format json writes one JSON object per line; log.level filters; deprecated settings are announced")
     func logSettings() throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let socket = try ListeningSocket()
-        let json = try CLI.run(["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_FORMAT": "json", "LATCHKEY_HTTP_TRUST_FORWARDED_FOR": "true"], directory: directory)
+        let json = try CLI.run(
+            ["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_FORMAT": "json", "LATCHKEY_HTTP_TRUST_FORWARDED_FOR": "true"],
+            directory: directory)
         let lines = json.stderr.split(separator: "\n").map(String.init)
         let logLines = lines.dropLast()  // the last line is the one-line failure
         #expect(logLines.count >= 2, "\(json.stderr)")
@@ -94,10 +104,11 @@ struct ServeAndEmulateTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let socket = try ListeningSocket()
         // A JSON array of client ids: both read it.
-        try CLI.write([
-            "port": socket.port, "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID,
-            "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"), "apple.clientIds": [Fixtures.bundleID, Fixtures.servicesID],
-        ], to: directory + "/array.json")
+        try CLI.write(
+            [
+                "port": socket.port, "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID,
+                "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"), "apple.clientIds": [Fixtures.bundleID, Fixtures.servicesID],
+            ], to: directory + "/array.json")
         let doctor = try CLI.run(["doctor", "--json", "--config", directory + "/array.json"], directory: directory)
         let findings = doctor.json["findings"] as? [[String: Any]] ?? []
         let clientIDs = findings.filter { $0["check"] as? String == "apple.clientIds" && $0["status"] as? String == "ok" }
@@ -146,7 +157,9 @@ struct ServeAndEmulateTests {
         #expect(style.status == 64)
         let event = try CLI.run(["emulate", "--generate", CLI.directory(), "--account-deletion-event", "gone"])
         #expect(event.status == 64)
-        let badKey = try CLI.run(["emulate", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Fixtures.path("AuthKey_TESTKEY123.pub.pem"), "--port", "0"])
+        let badKey = try CLI.run([
+            "emulate", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Fixtures.path("AuthKey_TESTKEY123.pub.pem"), "--port", "0",
+        ])
         #expect(badKey.status == 64)
         #expect(badKey.stderr.contains("P-256"))
     }
@@ -187,7 +200,9 @@ final class ListeningSocket {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         guard bound == 0, listen(descriptor, 1) == 0 else { throw HarnessError("cannot listen on loopback") }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }

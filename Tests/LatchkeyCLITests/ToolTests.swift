@@ -10,7 +10,10 @@ struct ToolTests {
 
     @Test("client-secret prints a secret that verifies with the key's public half")
     func clientSecret() throws {
-        let result = try CLI.run(["client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.bundleID, "--lifetime", "180d"])
+        let result = try CLI.run([
+            "client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.bundleID, "--lifetime",
+            "180d",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         let secret = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let parts = secret.split(separator: ".")
@@ -18,23 +21,30 @@ struct ToolTests {
         let signature = try P256.Signing.ECDSASignature(rawRepresentation: base64URLDecoded(parts[2]))
         #expect(try P256.Signing.PublicKey(pemRepresentation: Fixtures.p8PublicKey).isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8)))
         #expect(result.stderr.contains("expires"))
-        let json = try CLI.run(["client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.servicesID, "--json"]).json
+        let json = try CLI.run([
+            "client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.servicesID, "--json",
+        ]).json
         #expect(json["clientId"] as? String == Fixtures.servicesID)
         #expect((json["expiresAt"] as? Int ?? 0) - (json["issuedAt"] as? Int ?? 0) == 3600)
     }
 
     @Test("client-secret refuses a lifetime over six months and explains why")
     func lifetime() throws {
-        let result = try CLI.run(["client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.bundleID, "--lifetime", "200d"])
+        let result = try CLI.run([
+            "client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.bundleID, "--lifetime",
+            "200d",
+        ])
         #expect(result.status == 1)
         #expect(result.stderr.contains("15777000"))
         #expect(result.stdout.isEmpty)
     }
 
-    @Test("client-secret names the wrong input", arguments: [
-        (["--team-id", "short"], "team id"), (["--key-id", "KEY-1"], "key id"),
-        (["--key-file", Fixtures.path("p384.p8")], "P-384"), (["--key-file", "/nonexistent.p8"], "cannot read"), (["--client-id", ""], "client id"),
-    ])
+    @Test(
+        "client-secret names the wrong input",
+        arguments: [
+            (["--team-id", "short"], "team id"), (["--key-id", "KEY-1"], "key id"),
+            (["--key-file", Fixtures.path("p384.p8")], "P-384"), (["--key-file", "/nonexistent.p8"], "cannot read"), (["--client-id", ""], "client id"),
+        ])
     func clientSecretErrors(override: [String], mention: String) throws {
         var options = ["--team-id": Fixtures.teamID, "--key-id": Fixtures.keyID, "--key-file": Self.key, "--client-id": Fixtures.bundleID]
         options[override[0]] = override[1]
@@ -90,22 +100,28 @@ struct ToolTests {
     @Test("token verify offline with --jwks: verified identity and exit 0")
     func verify() throws {
         try withJWKSFile { keys in
-            let result = try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", Fixtures.bundleID, "--jwks", keys, "--nonce", "raw"])
+            let result = try CLI.run([
+                "token", "verify", Self.appleToken, "--provider", "apple", "--audience", Fixtures.bundleID, "--jwks", keys, "--nonce", "raw",
+            ])
             #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
             #expect(result.stdout.contains("verified"))
             #expect(result.stdout.contains("000123."))
-            let json = try CLI.run(["token", "verify", "-", "--provider", "apple", "--audience", Fixtures.bundleID, "--jwks", keys, "--json"], stdin: Self.appleToken).json
+            let json = try CLI.run(
+                ["token", "verify", "-", "--provider", "apple", "--audience", Fixtures.bundleID, "--jwks", keys, "--json"], stdin: Self.appleToken
+            ).json
             #expect(json["verified"] as? Bool == true)
             #expect(json["subject"] as? String == "000123.0123456789abcdef0123456789abcdef.0456")
         }
     }
 
-    @Test("token verify exits 1 with the exact reason", arguments: [
-        (["--audience", "com.other.app"], "unexpected_audience"),
-        (["--audience", Fixtures.bundleID, "--nonce", "other"], "nonce_mismatch"),
-        (["--audience", Fixtures.bundleID, "--at", "2099-01-01T00:00:00Z"], "token_expired"),
-        (["--audience", Fixtures.bundleID, "--at", "1000000000"], "issued_in_future"),
-    ])
+    @Test(
+        "token verify exits 1 with the exact reason",
+        arguments: [
+            (["--audience", "com.other.app"], "unexpected_audience"),
+            (["--audience", Fixtures.bundleID, "--nonce", "other"], "nonce_mismatch"),
+            (["--audience", Fixtures.bundleID, "--at", "2099-01-01T00:00:00Z"], "token_expired"),
+            (["--audience", Fixtures.bundleID, "--at", "1000000000"], "issued_in_future"),
+        ])
     func verifyRefusals(extra: [String], code: String) throws {
         try withJWKSFile { keys in
             let result = try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--jwks", keys] + extra)
@@ -122,8 +138,11 @@ struct ToolTests {
             #expect(noAudience.status == 64)
             #expect(noAudience.stderr.contains("--audience"))
             #expect(try CLI.run(["token", "verify", Self.appleToken, "--provider", "yahoo", "--audience", "a", "--jwks", keys]).status == 1)
-            #expect(try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", "/nonexistent.json"]).stdout.contains("keys_unavailable"))
-            #expect(try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", keys, "--at", "yesterday"]).status == 64)
+            #expect(
+                try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", "/nonexistent.json"]).stdout.contains(
+                    "keys_unavailable"))
+            #expect(
+                try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", keys, "--at", "yesterday"]).status == 64)
         }
     }
 }

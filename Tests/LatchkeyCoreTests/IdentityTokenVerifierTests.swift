@@ -19,7 +19,9 @@ struct IdentityTokenVerifierTests {
     }
 
     @discardableResult
-    func expectError(_ code: LatchkeyError.Code, _ token: String, expecting: IdentityTokenExpectations = .init(), verifier: IdentityTokenVerifier? = nil) async -> LatchkeyError? {
+    func expectError(_ code: LatchkeyError.Code, _ token: String, expecting: IdentityTokenExpectations = .init(), verifier: IdentityTokenVerifier? = nil) async
+        -> LatchkeyError?
+    {
         do {
             let identity = try await (verifier ?? self.verifier).verify(token, expecting: expecting)
             Issue.record("expected \(code), got identity \(identity.subject)")
@@ -48,10 +50,11 @@ struct IdentityTokenVerifierTests {
 
     @Test("booleans arrive as strings or booleans; transfer_sub and org_id are kept")
     func tolerantClaims() async throws {
-        let token = key.sign(claims: appleClaims(extra: [
-            "email_verified": false, "is_private_email": "false", "real_user_status": 0,
-            "transfer_sub": "760417.ebbf12acbc78e1be1668ba852d492d8a.1827", "org_id": "org-1",
-        ]))
+        let token = key.sign(
+            claims: appleClaims(extra: [
+                "email_verified": false, "is_private_email": "false", "real_user_status": 0,
+                "transfer_sub": "760417.ebbf12acbc78e1be1668ba852d492d8a.1827", "org_id": "org-1",
+            ]))
         let identity = try await verifier.verify(token)
         #expect(identity.emailVerified == false)
         #expect(identity.isPrivateEmail == false)
@@ -78,10 +81,12 @@ struct IdentityTokenVerifierTests {
 
     // MARK: shape
 
-    @Test("tokens that are not three base64url segments of JSON are malformed", arguments: [
-        "abc", "a.b", "a.b.c.d", "!!!.e30.c2ln", "eyJhbGciOiJSUzI1NiJ9.!!!.c2ln", "bm90IGpzb24.e30.c2ln",
-        "eyJhbGciOiJSUzI1NiJ9=.e30.c2ln", "e30.e30.c2ln",
-    ])
+    @Test(
+        "tokens that are not three base64url segments of JSON are malformed",
+        arguments: [
+            "abc", "a.b", "a.b.c.d", "!!!.e30.c2ln", "eyJhbGciOiJSUzI1NiJ9.!!!.c2ln", "bm90IGpzb24.e30.c2ln",
+            "eyJhbGciOiJSUzI1NiJ9=.e30.c2ln", "e30.e30.c2ln",
+        ])
     func malformed(token: String) async {
         await expectError(.malformedToken, token)
     }
@@ -222,10 +227,12 @@ struct IdentityTokenVerifierTests {
         let strict = IdentityTokenVerifier(policy: policy, keys: StaticKeyResolver(keys), timeSource: .fixed(Fixtures.now))
         await expectError(.nonceMismatch, key.sign(claims: appleClaims(extra: ["nonce": "raw"])), expecting: .init(rawNonce: "raw"), verifier: strict)
         // The app's server must send the raw nonce; sending the hash again does not match in hashed mode.
-        await expectError(.nonceMismatch, key.sign(claims: appleClaims(extra: ["nonce": sha256Hex("raw")])), expecting: .init(rawNonce: sha256Hex("raw")), verifier: strict)
+        await expectError(
+            .nonceMismatch, key.sign(claims: appleClaims(extra: ["nonce": sha256Hex("raw")])), expecting: .init(rawNonce: sha256Hex("raw")), verifier: strict)
         policy.nonceMatching = .verbatim
         let verbatim = IdentityTokenVerifier(policy: policy, keys: StaticKeyResolver(keys), timeSource: .fixed(Fixtures.now))
-        await expectError(.nonceMismatch, key.sign(claims: appleClaims(extra: ["nonce": sha256Hex("raw")])), expecting: .init(rawNonce: "raw"), verifier: verbatim)
+        await expectError(
+            .nonceMismatch, key.sign(claims: appleClaims(extra: ["nonce": sha256Hex("raw")])), expecting: .init(rawNonce: "raw"), verifier: verbatim)
     }
 
     @Test("an expected nonce must be present unless the token says nonces are unsupported")
@@ -264,7 +271,9 @@ struct IdentityTokenVerifierTests {
         let tid = "9188040d-6c67-4c5b-b112-36a304b66dad"
         let good = key.sign(claims: appleClaims(audience: "app-1", extra: ["iss": "https://login.microsoftonline.com/\(tid)/v2.0", "tid": tid]))
         #expect(try await microsoft.verify(good).tenantID == tid)
-        let other = key.sign(claims: appleClaims(audience: "app-1", extra: ["iss": "https://login.microsoftonline.com/\(tid)/v2.0", "tid": "00000000-0000-0000-0000-000000000001"]))
+        let other = key.sign(
+            claims: appleClaims(
+                audience: "app-1", extra: ["iss": "https://login.microsoftonline.com/\(tid)/v2.0", "tid": "00000000-0000-0000-0000-000000000001"]))
         await expectError(.unexpectedIssuer, other, verifier: microsoft)
     }
 }

@@ -20,9 +20,11 @@ struct KeySetTests {
         #expect(keys["W6WcOKB"]?.algorithm == "RS256")
     }
 
-    @Test("documents that are not a JWKS, or hold no usable key, are refused", arguments: [
-        "not json", #"{"keys":[]}"#, #"{"nokeys":1}"#, #"{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}"#,
-    ])
+    @Test(
+        "documents that are not a JWKS, or hold no usable key, are refused",
+        arguments: [
+            "not json", #"{"keys":[]}"#, #"{"nokeys":1}"#, #"{"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0"}]}"#,
+        ])
     func invalid(document: String) async {
         await #expect(throws: LatchkeyError(.keysUnavailable, "")) {
             _ = try await VerificationKeySet(jwksJSON: Array(document.utf8))

@@ -20,25 +20,29 @@ struct LeanJSONDecoderTests {
         struct Nested: Codable, Equatable { var x: [Double] }
     }
 
-    @Test("decodes what Foundation's JSONDecoder decodes, identically", arguments: [
-        #"{}"#,
-        #"{"s":"plain","i":42,"i64":-9007199254740993,"u8":255,"d":1.5e3,"f":0.25,"b":true}"#,
-        #"  {"s" : "esc \" \\ \/ \b\f\n\r\t \u00e9 \ud83d\ude00", "a": ["x", "y"], "o": {"k": 1}}  "#,
-        #"{"n":{"x":[0,-0.5,1E2,3e-2]},"s":null,"d":123456789012345678901234}"#,
-        #"{"s":"ünïcødé ✓","i":0,"d":-0}"#,
-        #"{"unknown":{"deep":[[[{"a":1}]]]},"i":7}"#,
-    ])
+    @Test(
+        "decodes what Foundation's JSONDecoder decodes, identically",
+        arguments: [
+            #"{}"#,
+            #"{"s":"plain","i":42,"i64":-9007199254740993,"u8":255,"d":1.5e3,"f":0.25,"b":true}"#,
+            #"  {"s" : "esc \" \\ \/ \b\f\n\r\t \u00e9 \ud83d\ude00", "a": ["x", "y"], "o": {"k": 1}}  "#,
+            #"{"n":{"x":[0,-0.5,1E2,3e-2]},"s":null,"d":123456789012345678901234}"#,
+            #"{"s":"ünïcødé ✓","i":0,"d":-0}"#,
+            #"{"unknown":{"deep":[[[{"a":1}]]]},"i":7}"#,
+        ])
     func matchesFoundation(json: String) throws {
         let ours = try LeanJSONDecoder().decode(Sample.self, from: Array(json.utf8))
         let foundation = try JSONDecoder().decode(Sample.self, from: Data(json.utf8))
         #expect(ours == foundation)
     }
 
-    @Test("rejects what is not RFC 8259 JSON", arguments: [
-        "", " ", "{", "}", #"{"a":1,}"#, #"{"a" 1}"#, #"{a:1}"#, #"{'a':1}"#, #"{"a":01}"#, #"{"a":1.}"#, #"{"a":.5}"#, #"{"a":-}"#,
-        #"{"a":1e}"#, #"{"a":tru}"#, #"{"a":nul}"#, #"{"a":"\x"}"#, #"{"a":"\u12"}"#, "{\"a\":\"tab\there\"}", #"{"a":[1,]}"#,
-        #"{"a":1} x"#, #"{"a":"unterminated}"#, #"{"a":NaN}"#, #"{"a":+1}"#,
-    ])
+    @Test(
+        "rejects what is not RFC 8259 JSON",
+        arguments: [
+            "", " ", "{", "}", #"{"a":1,}"#, #"{"a" 1}"#, #"{a:1}"#, #"{'a':1}"#, #"{"a":01}"#, #"{"a":1.}"#, #"{"a":.5}"#, #"{"a":-}"#,
+            #"{"a":1e}"#, #"{"a":tru}"#, #"{"a":nul}"#, #"{"a":"\x"}"#, #"{"a":"\u12"}"#, "{\"a\":\"tab\there\"}", #"{"a":[1,]}"#,
+            #"{"a":1} x"#, #"{"a":"unterminated}"#, #"{"a":NaN}"#, #"{"a":+1}"#,
+        ])
     func rejectsInvalid(json: String) {
         #expect(throws: (any Error).self) { _ = try LeanJSONDecoder().decode(Sample.self, from: Array(json.utf8)) }
     }
@@ -49,14 +53,18 @@ struct LeanJSONDecoderTests {
         #expect(throws: (any Error).self) { _ = try LeanJSONDecoder().decode(Sample.self, from: bytes) }
     }
 
-    @Test("duplicate members are an error, also when escapes spell the same name", arguments: [
-        #"{"s":"a","s":"b"}"#, #"{"s":"a","\u0073":"b"}"#, #"{"n":{"x":[1],"x":[2]}}"#,
-    ])
+    @Test(
+        "duplicate members are an error, also when escapes spell the same name",
+        arguments: [
+            #"{"s":"a","s":"b"}"#, #"{"s":"a","\u0073":"b"}"#, #"{"n":{"x":[1],"x":[2]}}"#,
+        ])
     func duplicates(json: String) {
         #expect(throws: LeanJSONError.self) { _ = try LeanJSONDecoder().decode(Sample.self, from: Array(json.utf8)) }
     }
 
-    @Test("type mismatches name the member", arguments: [(#"{"i":"1"}"#, "i"), (#"{"b":1}"#, "b"), (#"{"a":"x"}"#, "a"), (#"{"u8":256}"#, "u8"), (#"{"i":1.5}"#, "i")])
+    @Test(
+        "type mismatches name the member",
+        arguments: [(#"{"i":"1"}"#, "i"), (#"{"b":1}"#, "b"), (#"{"a":"x"}"#, "a"), (#"{"u8":256}"#, "u8"), (#"{"i":1.5}"#, "i")])
     func mismatch(json: String, member: String) {
         do {
             _ = try LeanJSONDecoder().decode(Sample.self, from: Array(json.utf8))

@@ -15,14 +15,34 @@ struct AuthorizePageTests {
         ("missing client id", [("redirect_uri", redirect), ("response_type", "code")], "invalid_request"),
         ("unknown client id", [("client_id", "com.unknown"), ("redirect_uri", redirect), ("response_type", "code")], "invalid_client"),
         ("no redirect_uri", [("client_id", Fixtures.servicesID), ("response_type", "code")], "unauthorized_client"),
-        ("unregistered redirect_uri", [("client_id", Fixtures.servicesID), ("redirect_uri", "https://evil.example/cb"), ("response_type", "code")], "unauthorized_client"),
-        ("localhost redirect_uri", [("client_id", Fixtures.servicesID), ("redirect_uri", "https://localhost/cb"), ("response_type", "code")], "invalid_request"),
+        (
+            "unregistered redirect_uri", [("client_id", Fixtures.servicesID), ("redirect_uri", "https://evil.example/cb"), ("response_type", "code")],
+            "unauthorized_client"
+        ),
+        (
+            "localhost redirect_uri", [("client_id", Fixtures.servicesID), ("redirect_uri", "https://localhost/cb"), ("response_type", "code")],
+            "invalid_request"
+        ),
         ("IP redirect_uri", [("client_id", Fixtures.servicesID), ("redirect_uri", "https://127.0.0.1/cb"), ("response_type", "code")], "invalid_request"),
-        ("plain HTTP redirect_uri", [("client_id", Fixtures.servicesID), ("redirect_uri", "http://app.example.com/callback"), ("response_type", "code")], "invalid_request"),
-        ("id_token alone", [("client_id", Fixtures.servicesID), ("redirect_uri", redirect), ("response_type", "id_token"), ("response_mode", "fragment")], "invalid_request"),
+        (
+            "plain HTTP redirect_uri", [("client_id", Fixtures.servicesID), ("redirect_uri", "http://app.example.com/callback"), ("response_type", "code")],
+            "invalid_request"
+        ),
+        (
+            "id_token alone", [("client_id", Fixtures.servicesID), ("redirect_uri", redirect), ("response_type", "id_token"), ("response_mode", "fragment")],
+            "invalid_request"
+        ),
         ("id_token by query", [("client_id", Fixtures.servicesID), ("redirect_uri", redirect), ("response_type", "code id_token")], "invalid_request"),
-        ("scopes without form_post", [("client_id", Fixtures.servicesID), ("redirect_uri", redirect), ("response_type", "code"), ("scope", "name email"), ("response_mode", "query")], "invalid_request"),
-        ("unknown scope", [("client_id", Fixtures.servicesID), ("redirect_uri", redirect), ("response_type", "code"), ("scope", "phone"), ("response_mode", "form_post")], "invalid_scope"),
+        (
+            "scopes without form_post",
+            [("client_id", Fixtures.servicesID), ("redirect_uri", redirect), ("response_type", "code"), ("scope", "name email"), ("response_mode", "query")],
+            "invalid_request"
+        ),
+        (
+            "unknown scope",
+            [("client_id", Fixtures.servicesID), ("redirect_uri", redirect), ("response_type", "code"), ("scope", "phone"), ("response_mode", "form_post")],
+            "invalid_scope"
+        ),
     ]
 
     @Test("bad authorization requests are refused with a 400 JSON error", arguments: refused)
@@ -60,7 +80,8 @@ struct AuthorizePageTests {
     @Test("Continue answers by form_post with code, id_token, state and the user JSON on the first sign-in only")
     func formPost() async throws {
         try await EmulatorHarness.with { harness in
-            let decision = Self.good + [("email", "web@example.com"), ("given_name", "Web"), ("family_name", "User"), ("hide_my_email", "on"), ("action", "continue")]
+            let decision =
+                Self.good + [("email", "web@example.com"), ("given_name", "Web"), ("family_name", "User"), ("hide_my_email", "on"), ("action", "continue")]
             let first = try await harness.send("POST", "/auth/authorize", form: decision)
             #expect(first.status == 200)
             #expect(first.text.contains(#"action="\#(Self.redirect)""#))

@@ -64,7 +64,8 @@ struct EmulatorClientSecretTests {
         try await EmulatorHarness.with { harness in
             let sub = try await harness.createUser()
             let signIn = try await harness.nativeSignIn(sub: sub)
-            let answer = try await harness.send("POST", "/auth/token", form: try harness.tokenForm(secret: secret, [("grant_type", "authorization_code"), ("code", signIn.code)]))
+            let answer = try await harness.send(
+                "POST", "/auth/token", form: try harness.tokenForm(secret: secret, [("grant_type", "authorization_code"), ("code", signIn.code)]))
             #expect(answer.status == 400, "\(name)")
             #expect(answer.text == #"{"error":"invalid_client"}"#, "\(name)")
         }
@@ -73,11 +74,13 @@ struct EmulatorClientSecretTests {
     @Test("a missing client secret or client id is invalid_request; an unknown client id is invalid_client")
     func missing() async throws {
         try await EmulatorHarness.with { harness in
-            let noSecret = try await harness.send("POST", "/auth/token", form: [("client_id", Fixtures.bundleID), ("grant_type", "authorization_code"), ("code", "x")])
+            let noSecret = try await harness.send(
+                "POST", "/auth/token", form: [("client_id", Fixtures.bundleID), ("grant_type", "authorization_code"), ("code", "x")])
             #expect(noSecret.json["error"] as? String == "invalid_request")
             let noClient = try await harness.send("POST", "/auth/token", form: [("client_secret", Self.secret()), ("grant_type", "authorization_code")])
             #expect(noClient.json["error"] as? String == "invalid_request")
-            let unknown = try await harness.send("POST", "/auth/token", form: try harness.tokenForm(clientID: "com.unknown", secret: Self.secret(), [("grant_type", "refresh_token")]))
+            let unknown = try await harness.send(
+                "POST", "/auth/token", form: try harness.tokenForm(clientID: "com.unknown", secret: Self.secret(), [("grant_type", "refresh_token")]))
             #expect(unknown.json["error"] as? String == "invalid_client")
         }
     }
@@ -89,7 +92,8 @@ struct EmulatorClientSecretTests {
             claims.exp = Int(Date().timeIntervalSince1970) + 15_777_000 - 5
             let sub = try await harness.createUser()
             let signIn = try await harness.nativeSignIn(sub: sub)
-            let answer = try await harness.send("POST", "/auth/token", form: try harness.tokenForm(secret: Self.secret(claims), [("grant_type", "authorization_code"), ("code", signIn.code)]))
+            let answer = try await harness.send(
+                "POST", "/auth/token", form: try harness.tokenForm(secret: Self.secret(claims), [("grant_type", "authorization_code"), ("code", signIn.code)]))
             #expect(answer.status == 200, "\(answer.text)")
         }
     }
@@ -97,7 +101,8 @@ struct EmulatorClientSecretTests {
     @Test("the request log says why a secret was refused")
     func logged() async throws {
         try await EmulatorHarness.with { harness in
-            _ = try await harness.send("POST", "/auth/token", form: try harness.tokenForm(secret: Self.derSigned(), [("grant_type", "refresh_token"), ("refresh_token", "r")]))
+            _ = try await harness.send(
+                "POST", "/auth/token", form: try harness.tokenForm(secret: Self.derSigned(), [("grant_type", "refresh_token"), ("refresh_token", "r")]))
             let entry = try #require(try await harness.requestLog().last)
             #expect(entry["error"] as? String == "invalid_client")
             #expect((entry["detail"] as? String)?.contains("DER") == true)

@@ -20,7 +20,9 @@ struct ControlAndFaultTests {
             #expect(unknown.json["error"] as? String == "not_found")
             let sub = try await harness.createUser()
             #expect(try await harness.send("POST", "/emulator/authorizations", json: ["sub": sub, "clientId": "com.unknown"]).status == 400)
-            #expect(try await harness.send("POST", "/emulator/authorizations", json: ["sub": sub, "clientId": Fixtures.bundleID, "scopes": ["phone"]]).status == 400)
+            #expect(
+                try await harness.send("POST", "/emulator/authorizations", json: ["sub": sub, "clientId": Fixtures.bundleID, "scopes": ["phone"]]).status == 400
+            )
             #expect(try await harness.send("POST", "/emulator/users/nobody/consent-revocation").status == 404)
             #expect(try await harness.send("POST", "/emulator/users/\(sub)/email-forwarding", json: ["nope": 1]).status == 400)
             #expect(try await harness.send("POST", "/emulator/faults", json: ["endpoint": "/auth/token", "kind": "bogus"]).status == 400)
@@ -31,21 +33,28 @@ struct ControlAndFaultTests {
     @Test("a 5xx fault is retried through by safe calls; faults can be cleared")
     func statusFault() async throws {
         try await EmulatorHarness.with { harness in
-            let tokens = try await harness.apple.exchangeCode(try await harness.nativeSignIn(sub: try await harness.createUser()).code, clientID: Fixtures.bundleID)
-            #expect(try await harness.send("POST", "/emulator/faults", json: ["endpoint": "/auth/token", "kind": "status", "status": 503, "count": 1]).status == 201)
+            let tokens = try await harness.apple.exchangeCode(
+                try await harness.nativeSignIn(sub: try await harness.createUser()).code, clientID: Fixtures.bundleID)
+            #expect(
+                try await harness.send("POST", "/emulator/faults", json: ["endpoint": "/auth/token", "kind": "status", "status": 503, "count": 1]).status == 201
+            )
             _ = try await harness.apple.validateRefreshToken(tokens.refreshToken!, clientID: Fixtures.bundleID)
             let attempts = try await harness.requestLog().filter { $0["endpoint"] as? String == "/auth/token" }.count
             #expect(attempts == 3)  // the code exchange, the refused attempt, the retry
             _ = try await harness.send("POST", "/emulator/faults", json: ["endpoint": "/auth/token", "kind": "status", "status": 500])
-            await #expect(throws: LatchkeyError(.providerUnavailable, "")) { _ = try await harness.apple.validateRefreshToken(tokens.refreshToken!, clientID: Fixtures.bundleID) }
+            await #expect(throws: LatchkeyError(.providerUnavailable, "")) {
+                _ = try await harness.apple.validateRefreshToken(tokens.refreshToken!, clientID: Fixtures.bundleID)
+            }
             #expect(try await harness.send("DELETE", "/emulator/faults").status == 204)
             _ = try await harness.apple.validateRefreshToken(tokens.refreshToken!, clientID: Fixtures.bundleID)
         }
     }
 
-    @Test("429, malformed JSON, dropped connections and latency reach the client as typed errors", arguments: [
-        ("rate_limit", LatchkeyError.Code.providerRateLimited), ("malformed_json", .invalidProviderResponse), ("drop_connection", .providerUnavailable),
-    ])
+    @Test(
+        "429, malformed JSON, dropped connections and latency reach the client as typed errors",
+        arguments: [
+            ("rate_limit", LatchkeyError.Code.providerRateLimited), ("malformed_json", .invalidProviderResponse), ("drop_connection", .providerUnavailable),
+        ])
     func otherFaults(kind: String, code: LatchkeyError.Code) async throws {
         try await EmulatorHarness.with { harness in
             _ = try await harness.send("POST", "/emulator/faults", json: ["endpoint": "/auth/token", "kind": kind])
@@ -73,7 +82,8 @@ struct ControlAndFaultTests {
             _ = try await harness.nativeSignIn(sub: sub)
             let transferSub = try await harness.apple.makeTransferSubject(for: sub, recipientTeamID: "TEAMB12345", clientID: Fixtures.bundleID)
             let credentials = try AppleSigningCredentials(teamID: "TEAMB12345", keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8)
-            let teamB = try AppleClient(configuration: AppleConfiguration(credentials: credentials, clientIDs: ["com.teamb.app"], baseURL: harness.emulator.baseURL, retry: .never))
+            let teamB = try AppleClient(
+                configuration: AppleConfiguration(credentials: credentials, clientIDs: ["com.teamb.app"], baseURL: harness.emulator.baseURL, retry: .never))
             let migrated = try await teamB.exchangeTransferSubject(transferSub, clientID: "com.teamb.app")
             #expect(migrated.sub != sub)
             #expect(migrated.isPrivateEmail == true)
@@ -85,7 +95,9 @@ struct ControlAndFaultTests {
             let noBearer = try await harness.send("POST", "/auth/usermigrationinfo", form: try harness.tokenForm([("transfer_sub", transferSub)]))
             #expect(noBearer.json["error"] as? String == "invalid_request")
             // Team A cannot redeem a transfer meant for team B.
-            await #expect(throws: LatchkeyError(.invalidRequest, "")) { _ = try await harness.apple.exchangeTransferSubject(transferSub, clientID: Fixtures.bundleID) }
+            await #expect(throws: LatchkeyError(.invalidRequest, "")) {
+                _ = try await harness.apple.exchangeTransferSubject(transferSub, clientID: Fixtures.bundleID)
+            }
 
             let later: TimeInterval = 61 * 86_400
             _ = try await harness.send("POST", "/emulator/clock", json: ["offsetSeconds": later])
@@ -93,7 +105,9 @@ struct ControlAndFaultTests {
                 configuration: AppleConfiguration(credentials: credentials, clientIDs: ["com.teamb.app"], baseURL: harness.emulator.baseURL, retry: .never),
                 timeSource: TimeSource { Date().addingTimeInterval(later) }
             )
-            await #expect(throws: LatchkeyError(.invalidRequest, "")) { _ = try await teamBLater.exchangeTransferSubject(transferSub, clientID: "com.teamb.app") }
+            await #expect(throws: LatchkeyError(.invalidRequest, "")) {
+                _ = try await teamBLater.exchangeTransferSubject(transferSub, clientID: "com.teamb.app")
+            }
         }
     }
 
@@ -121,7 +135,9 @@ struct ControlAndFaultTests {
             return await receiver.receive(Array(buffer: body)) ? .ok : .internalServerError
         }
         let ports = AsyncStream<Int>.makeStream()
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { ports.continuation.yield($0.localAddress!.port!) })
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { ports.continuation.yield($0.localAddress!.port!) })
         let server = Task { try await app.runService(gracefulShutdownSignals: []) }
         defer { server.cancel() }
         var iterator = ports.stream.makeAsyncIterator()

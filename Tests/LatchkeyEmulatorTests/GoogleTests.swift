@@ -41,7 +41,8 @@ struct GoogleEmulatorTests {
             #expect(missing.json["error"] as? String == "invalid_grant")
             let downgrade = try await exchange(harness, code: try await code(harness, challenge: nil), verifier: verifier)
             #expect(downgrade.json["error"] as? String == "invalid_grant")
-            let unknownClient = try await harness.send("POST", "/google/token", form: [("client_id", "nope"), ("grant_type", "authorization_code"), ("code", "x")])
+            let unknownClient = try await harness.send(
+                "POST", "/google/token", form: [("client_id", "nope"), ("grant_type", "authorization_code"), ("code", "x")])
             #expect(unknownClient.status == 401)
             #expect(unknownClient.json["error"] as? String == "invalid_client")
         }
@@ -65,7 +66,9 @@ struct GoogleEmulatorTests {
             let plain = try await exchange(harness, code: try await code(harness, challenge: verifier, method: "plain"), verifier: verifier)
             #expect(plain.status == 200)
 
-            let refreshed = try await harness.send("POST", "/google/token", form: [("client_id", Self.client), ("grant_type", "refresh_token"), ("refresh_token", answer.json["refresh_token"] as! String)])
+            let refreshed = try await harness.send(
+                "POST", "/google/token",
+                form: [("client_id", Self.client), ("grant_type", "refresh_token"), ("refresh_token", answer.json["refresh_token"] as! String)])
             #expect(refreshed.json["id_token"] != nil)
 
             let info = try await harness.send("GET", "/google/tokeninfo?id_token=\(idToken)")

@@ -7,7 +7,10 @@ import Testing
 
 @Suite("Emulator: /auth/token and /auth/revoke")
 struct TokenEndpointTests {
-    func expectError(_ harness: EmulatorHarness, _ form: [(String, String)], _ code: String, headers: [(String, String)] = [], sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    func expectError(
+        _ harness: EmulatorHarness, _ form: [(String, String)], _ code: String, headers: [(String, String)] = [],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let answer = try await harness.send("POST", "/auth/token", form: form, headers: headers)
         #expect(answer.status == 400, sourceLocation: sourceLocation)
         #expect(answer.json.keys.sorted() == ["error"], sourceLocation: sourceLocation)
@@ -38,8 +41,11 @@ struct TokenEndpointTests {
     func binding() async throws {
         try await EmulatorHarness.with { harness in
             let signIn = try await harness.nativeSignIn(sub: try await harness.createUser())
-            try await expectError(harness, try harness.tokenForm(clientID: Fixtures.servicesID, [("grant_type", "authorization_code"), ("code", signIn.code)]), "invalid_grant")
-            try await expectError(harness, try harness.tokenForm([("grant_type", "authorization_code"), ("code", signIn.code), ("redirect_uri", EmulatorHarness.redirectURI)]), "invalid_grant")
+            try await expectError(
+                harness, try harness.tokenForm(clientID: Fixtures.servicesID, [("grant_type", "authorization_code"), ("code", signIn.code)]), "invalid_grant")
+            try await expectError(
+                harness, try harness.tokenForm([("grant_type", "authorization_code"), ("code", signIn.code), ("redirect_uri", EmulatorHarness.redirectURI)]),
+                "invalid_grant")
             try await expectError(harness, try harness.tokenForm([("grant_type", "authorization_code"), ("code", "c0000.0.abcd.unknown")]), "invalid_grant")
         }
     }
@@ -52,14 +58,18 @@ struct TokenEndpointTests {
             try await expectError(harness, try harness.tokenForm([("grant_type", "authorization_code")]), "invalid_request")
             try await expectError(harness, try harness.tokenForm([("grant_type", "refresh_token")]), "invalid_request")
             try await expectError(harness, try harness.tokenForm([("grant_type", "authorization_code"), ("code", "a"), ("code", "b")]), "invalid_request")
-            try await expectError(harness, try harness.tokenForm([("grant_type", "refresh_token"), ("refresh_token", "r")]), "invalid_request", headers: [("Content-Type", "application/json")])
+            try await expectError(
+                harness, try harness.tokenForm([("grant_type", "refresh_token"), ("refresh_token", "r")]), "invalid_request",
+                headers: [("Content-Type", "application/json")])
             try await expectError(harness, try harness.tokenForm([("grant_type", "client_credentials"), ("scope", "openid")]), "invalid_scope")
         }
     }
 
-    @Test("bodies that are not form encoding are invalid_request, never a crash", arguments: [
-        #"{"client_id":"com.example.app"}"#, "refresh_token=José", "a=%zz", "a=b c", "grant_type=x|y",
-    ])
+    @Test(
+        "bodies that are not form encoding are invalid_request, never a crash",
+        arguments: [
+            #"{"client_id":"com.example.app"}"#, "refresh_token=José", "a=%zz", "a=b c", "grant_type=x|y",
+        ])
     func malformedBodies(body: String) async throws {
         try await EmulatorHarness.with { harness in
             for path in ["/auth/token", "/auth/revoke", "/auth/usermigrationinfo"] {
@@ -67,8 +77,11 @@ struct TokenEndpointTests {
                 #expect(answer.status == 400)
                 #expect(answer.json["error"] as? String == "invalid_request")
             }
-            #expect(try await harness.send("POST", "/google/token", rawBody: body, headers: [("Content-Type", "application/x-www-form-urlencoded")]).status == 400)
-            #expect(try await harness.send("POST", "/auth/authorize", rawBody: body, headers: [("Content-Type", "application/x-www-form-urlencoded")]).status == 400)
+            #expect(
+                try await harness.send("POST", "/google/token", rawBody: body, headers: [("Content-Type", "application/x-www-form-urlencoded")]).status == 400)
+            #expect(
+                try await harness.send("POST", "/auth/authorize", rawBody: body, headers: [("Content-Type", "application/x-www-form-urlencoded")]).status == 400
+            )
             #expect(try await harness.send("GET", "/auth/keys").status == 200)  // still alive
         }
     }
@@ -87,17 +100,22 @@ struct TokenEndpointTests {
             let refreshed = try await harness.apple.validateRefreshToken(refreshToken, clientID: Fixtures.bundleID)
             #expect(refreshed.refreshToken == nil)
             #expect(refreshed.idToken != nil)
-            await #expect(throws: LatchkeyError(.invalidGrant, "")) { _ = try await harness.apple.validateRefreshToken(refreshToken, clientID: Fixtures.servicesID) }
+            await #expect(throws: LatchkeyError(.invalidGrant, "")) {
+                _ = try await harness.apple.validateRefreshToken(refreshToken, clientID: Fixtures.servicesID)
+            }
 
             try await harness.apple.revoke(refreshToken, clientID: Fixtures.bundleID)
-            await #expect(throws: LatchkeyError(.invalidGrant, "")) { _ = try await harness.apple.validateRefreshToken(refreshToken, clientID: Fixtures.bundleID) }
+            await #expect(throws: LatchkeyError(.invalidGrant, "")) {
+                _ = try await harness.apple.validateRefreshToken(refreshToken, clientID: Fixtures.bundleID)
+            }
         }
     }
 
     @Test("revoking an unknown token answers 200 with an empty body; a token of another client is invalid_grant")
     func revokeUnknown() async throws {
         try await EmulatorHarness.with { harness in
-            let answer = try await harness.send("POST", "/auth/revoke", form: try harness.tokenForm([("token", "unknown"), ("token_type_hint", "refresh_token")]))
+            let answer = try await harness.send(
+                "POST", "/auth/revoke", form: try harness.tokenForm([("token", "unknown"), ("token_type_hint", "refresh_token")]))
             #expect(answer.status == 200)
             #expect(answer.body.isEmpty)
             let signIn = try await harness.nativeSignIn(sub: try await harness.createUser())
@@ -127,12 +145,16 @@ struct TokenEndpointTests {
             let sub = try await harness.createUser()
             let tokens = try await harness.apple.exchangeCode(try await harness.nativeSignIn(sub: sub).code, clientID: Fixtures.bundleID)
             #expect(try await harness.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
-            await #expect(throws: LatchkeyError(.invalidGrant, "")) { _ = try await harness.apple.validateRefreshToken(tokens.refreshToken!, clientID: Fixtures.bundleID) }
+            await #expect(throws: LatchkeyError(.invalidGrant, "")) {
+                _ = try await harness.apple.validateRefreshToken(tokens.refreshToken!, clientID: Fixtures.bundleID)
+            }
 
             let other = try await harness.createUser(email: "other@example.com")
             let otherTokens = try await harness.apple.exchangeCode(try await harness.nativeSignIn(sub: other).code, clientID: Fixtures.bundleID)
             #expect(try await harness.send("DELETE", "/emulator/users/\(other)").status == 204)
-            await #expect(throws: LatchkeyError(.invalidGrant, "")) { _ = try await harness.apple.validateRefreshToken(otherTokens.refreshToken!, clientID: Fixtures.bundleID) }
+            await #expect(throws: LatchkeyError(.invalidGrant, "")) {
+                _ = try await harness.apple.validateRefreshToken(otherTokens.refreshToken!, clientID: Fixtures.bundleID)
+            }
             #expect(try await harness.send("DELETE", "/emulator/users/\(other)").status == 404)
         }
     }

@@ -26,9 +26,11 @@ struct PKCETests {
         #expect(!PKCE.verify(verifier: PKCE.makeVerifier(), challenge: Self.appendixBChallenge, method: .s256))
     }
 
-    @Test("verifiers of the wrong length or with reserved characters are invalid", arguments: [
-        String(repeating: "a", count: 42), String(repeating: "a", count: 129), String(repeating: "a", count: 42) + "/", String(repeating: "é", count: 43),
-    ])
+    @Test(
+        "verifiers of the wrong length or with reserved characters are invalid",
+        arguments: [
+            String(repeating: "a", count: 42), String(repeating: "a", count: 129), String(repeating: "a", count: 42) + "/", String(repeating: "é", count: 43),
+        ])
     func invalidVerifier(verifier: String) {
         #expect(!PKCE.isValidVerifier(verifier))
         #expect(!PKCE.verify(verifier: verifier, challenge: PKCE.challenge(for: verifier), method: .s256))

@@ -45,7 +45,9 @@ struct AppleClientSecretTests {
         _ = try AppleClientSecretProvider.makeSecret(credentials: credentials, clientID: Fixtures.bundleID, issuedAt: Fixtures.now, lifetime: 15_777_000)
     }
 
-    @Test("team ids and key ids of the wrong shape name the field", arguments: [("TEAM", "TESTKEY123", "team id"), ("teamid1234", "TESTKEY123", "team id"), (Fixtures.teamID, "KEY-1", "key id")])
+    @Test(
+        "team ids and key ids of the wrong shape name the field",
+        arguments: [("TEAM", "TESTKEY123", "team id"), ("teamid1234", "TESTKEY123", "team id"), (Fixtures.teamID, "KEY-1", "key id")])
     func identifiers(team: String, key: String, field: String) {
         do {
             _ = try AppleSigningCredentials(teamID: team, keyID: key, privateKeyPEM: Fixtures.p8)
@@ -56,9 +58,11 @@ struct AppleClientSecretTests {
         }
     }
 
-    @Test("keys that are not a P-256 .p8 are explained", arguments: [
-        (Fixtures.p384, "P-384"), (Fixtures.p8PublicKey, "public key"), ("not a pem", "not PEM"), (Fixtures.text("apple-rs256.pem"), "not a PKCS#8 P-256"),
-    ])
+    @Test(
+        "keys that are not a P-256 .p8 are explained",
+        arguments: [
+            (Fixtures.p384, "P-384"), (Fixtures.p8PublicKey, "public key"), ("not a pem", "not PEM"), (Fixtures.text("apple-rs256.pem"), "not a PKCS#8 P-256"),
+        ])
     func keys(pem: String, mention: String) {
         do {
             _ = try AppleSigningCredentials(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: pem)

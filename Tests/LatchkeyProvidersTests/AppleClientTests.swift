@@ -48,7 +48,8 @@ struct AppleClientTests {
             if request.url.hasSuffix("/auth/revoke") { return OutboundResponse(status: 200) }
             if request.url.hasSuffix("/auth/usermigrationinfo") {
                 if fields["transfer_sub"] != nil {
-                    return OutboundResponse(status: 200, body: Array(#"{"sub":"820417.faa3.0219","email":"x@privaterelay.appleid.com","is_private_email":true}"#.utf8))
+                    return OutboundResponse(
+                        status: 200, body: Array(#"{"sub":"820417.faa3.0219","email":"x@privaterelay.appleid.com","is_private_email":true}"#.utf8))
                 }
                 return OutboundResponse(status: 200, body: Array(#"{"transfer_sub":"760417.ebbf.1827"}"#.utf8))
             }
@@ -71,11 +72,13 @@ struct AppleClientTests {
         #expect(migrated == AppleMigratedUser(sub: "820417.faa3.0219", email: "x@privaterelay.appleid.com", isPrivateEmail: true))
     }
 
-    @Test("Apple's error codes become explained errors", arguments: [
-        ("invalid_client", LatchkeyError.Code.invalidClient), ("invalid_grant", .invalidGrant), ("invalid_request", .invalidRequest),
-        ("unauthorized_client", .unauthorizedClient), ("unsupported_grant_type", .unsupportedGrantType), ("invalid_scope", .invalidScope),
-        ("something_new", .invalidProviderResponse),
-    ])
+    @Test(
+        "Apple's error codes become explained errors",
+        arguments: [
+            ("invalid_client", LatchkeyError.Code.invalidClient), ("invalid_grant", .invalidGrant), ("invalid_request", .invalidRequest),
+            ("unauthorized_client", .unauthorizedClient), ("unsupported_grant_type", .unsupportedGrantType), ("invalid_scope", .invalidScope),
+            ("something_new", .invalidProviderResponse),
+        ])
     func errors(wire: String, code: LatchkeyError.Code) async throws {
         let transport = InMemoryTransport.answering(400, #"{"error":"\#(wire)"}"#)
         do {
@@ -154,7 +157,8 @@ struct AppleClientTests {
     @Test("an unreachable Apple surfaces as provider_unavailable through the real HTTP client")
     func unreachable() async throws {
         let credentials = try AppleSigningCredentials(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8)
-        let configuration = AppleConfiguration(credentials: credentials, clientIDs: [Fixtures.bundleID], baseURL: "http://127.0.0.1:1", requestTimeout: .seconds(2), retry: .never)
+        let configuration = AppleConfiguration(
+            credentials: credentials, clientIDs: [Fixtures.bundleID], baseURL: "http://127.0.0.1:1", requestTimeout: .seconds(2), retry: .never)
         let apple = try AppleClient(configuration: configuration)
         await #expect(throws: LatchkeyError(.providerUnavailable, "")) { _ = try await apple.exchangeCode("c", clientID: Fixtures.bundleID) }
     }

@@ -31,15 +31,18 @@ struct AppleNotificationTests {
         #expect(object.event.subject == "000123.abc.0456")
         #expect(object.id == "jti-1")
         #expect(object.event.eventTime == Date(timeIntervalSince1970: 1_767_225_000))
-        let string = try await verifier.verify(body: body(events: json(["type": "consent-revoked", "sub": "000123.abc.0456", "event_time": 1_767_225_000_123])))
+        let string = try await verifier.verify(
+            body: body(events: json(["type": "consent-revoked", "sub": "000123.abc.0456", "event_time": 1_767_225_000_123])))
         #expect(string.event.type == .consentRevoked)
         #expect(string.event.eventTime == Date(timeIntervalSince1970: 1_767_225_000.123))
     }
 
-    @Test("every event type, both spellings of account deletion", arguments: [
-        ("email-disabled", AppleNotificationEventType.emailDisabled), ("email-enabled", .emailEnabled), ("consent-revoked", .consentRevoked),
-        ("account-delete", .accountDeleted), ("account-deleted", .accountDeleted), ("future-thing", .other("future-thing")),
-    ])
+    @Test(
+        "every event type, both spellings of account deletion",
+        arguments: [
+            ("email-disabled", AppleNotificationEventType.emailDisabled), ("email-enabled", .emailEnabled), ("consent-revoked", .consentRevoked),
+            ("account-delete", .accountDeleted), ("account-deleted", .accountDeleted), ("future-thing", .other("future-thing")),
+        ])
     func types(wire: String, type: AppleNotificationEventType) async throws {
         let events: [String: any Sendable] = ["type": wire, "sub": "s", "event_time": 1, "email": "x@privaterelay.appleid.com", "is_private_email": "true"]
         let notification = try await verifier.verify(body: body(events: json(events)))
@@ -60,9 +63,15 @@ struct AppleNotificationTests {
 
     @Test("forged, foreign, wrong-audience and incomplete notifications are refused")
     func refusals() async {
-        await #expect(throws: LatchkeyError(.invalidSignature, "")) { _ = try await verifier.verify(body: body(events: Self.consentRevoked, key: Fixtures.attackerKey)) }
-        await #expect(throws: LatchkeyError(.unexpectedIssuer, "")) { _ = try await verifier.verify(body: body(events: Self.consentRevoked, extra: ["iss": "https://evil.example"])) }
-        await #expect(throws: LatchkeyError(.unexpectedAudience, "")) { _ = try await verifier.verify(body: body(events: Self.consentRevoked, extra: ["aud": "com.other"])) }
+        await #expect(throws: LatchkeyError(.invalidSignature, "")) {
+            _ = try await verifier.verify(body: body(events: Self.consentRevoked, key: Fixtures.attackerKey))
+        }
+        await #expect(throws: LatchkeyError(.unexpectedIssuer, "")) {
+            _ = try await verifier.verify(body: body(events: Self.consentRevoked, extra: ["iss": "https://evil.example"]))
+        }
+        await #expect(throws: LatchkeyError(.unexpectedAudience, "")) {
+            _ = try await verifier.verify(body: body(events: Self.consentRevoked, extra: ["aud": "com.other"]))
+        }
         await #expect(throws: LatchkeyError(.tokenExpired, "")) {
             _ = try await verifier.verify(body: body(events: Self.consentRevoked, extra: ["exp": Int(Fixtures.now.timeIntervalSince1970) - 3600]))
         }

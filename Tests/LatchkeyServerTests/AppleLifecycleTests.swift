@@ -110,7 +110,8 @@ struct AppleLifecycleTests {
             return .ok
         }
         let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let receiver = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress!.port!) })
+        let receiver = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress!.port!) })
         let task = Task { try await receiver.run() }
         defer { task.cancel() }
         var iterator = ports.makeAsyncIterator()
@@ -131,7 +132,8 @@ struct AppleLifecycleTests {
             #expect(identity.emailForwardingEnabled == false)
             let events = try await harness.store.auditEvents(userID: identity.userID, limit: 50).filter { $0.kind == "apple_email_disabled" }
             #expect(events.count == 1)
-            let forged = try await harness.post("/v1/apple/notifications", json: ["payload": Fixtures.attackerKey.sign(claims: ["iss": "https://appleid.apple.com"])])
+            let forged = try await harness.post(
+                "/v1/apple/notifications", json: ["payload": Fixtures.attackerKey.sign(claims: ["iss": "https://appleid.apple.com"])])
             #expect(forged.status == 401)
             #expect(try await harness.send("POST", "/v1/apple/notifications", body: "{}").status == 400)
         }

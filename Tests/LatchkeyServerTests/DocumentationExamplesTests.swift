@@ -27,7 +27,9 @@ struct DocumentationExamplesTests {
         for example in examples {
             #expect(!example.lines.isEmpty, "\(example.location): the example is empty")
             let copied = here.indices.contains { start in here[start...].starts(with: example.lines) }
-            #expect(copied, "\(example.location): this example is not copied verbatim into DocumentationExamplesTests.swift:\n\(example.lines.joined(separator: "\n"))")
+            #expect(
+                copied,
+                "\(example.location): this example is not copied verbatim into DocumentationExamplesTests.swift:\n\(example.lines.joined(separator: "\n"))")
         }
     }
 
@@ -72,7 +74,7 @@ struct DocumentationExamplesTests {
     @Test("PKCE.swift: a verifier, its S256 challenge, and the check")
     func pkce() {
         let verifier = PKCE.makeVerifier()
-        let challenge = PKCE.challenge(for: verifier)      // send with the authorization request
+        let challenge = PKCE.challenge(for: verifier)  // send with the authorization request
         let ok = PKCE.verify(verifier: verifier, challenge: challenge, method: .s256)
         #expect(ok)
         #expect(PKCE.isValidVerifier(verifier))
@@ -154,7 +156,7 @@ struct DocumentationExamplesTests {
         let configuration = EmulatorHarness.configuration()
         let emulator = try await Emulator.start(configuration: configuration)
         defer { Task { await emulator.stop() } }
-        print(emulator.baseURL)   // http://127.0.0.1:53127
+        print(emulator.baseURL)  // http://127.0.0.1:53127
         #expect(emulator.baseURL == "http://127.0.0.1:\(emulator.port)")
         let keys = try await AsyncHTTPClientTransport().send(OutboundRequest(url: emulator.baseURL + "/auth/keys"))
         #expect(keys.status == 200)
@@ -173,7 +175,8 @@ struct DocumentationExamplesTests {
             let sub = try await harness.createUser()
             let code = try await harness.nativeSignIn(sub: sub).code
             let credentials = try AppleSigningCredentials(teamID: "TEAMID1234", keyID: "KEYID12345", privateKeyPEM: Fixtures.p8)
-            let client = try AppleClient(configuration: AppleConfiguration(credentials: credentials, clientIDs: ["com.example.app"], baseURL: harness.emulator.baseURL))
+            let client = try AppleClient(
+                configuration: AppleConfiguration(credentials: credentials, clientIDs: ["com.example.app"], baseURL: harness.emulator.baseURL))
             let tokens = try await client.exchangeCode(code, clientID: "com.example.app")
             #expect(tokens.refreshToken != nil)
         }

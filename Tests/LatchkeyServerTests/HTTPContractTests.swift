@@ -22,7 +22,10 @@ struct HTTPContractTests {
         ("POST", "/v1/token", "grant_type=refresh_token", "application/x-www-form-urlencoded", []),
         ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=%zz", "application/x-www-form-urlencoded", []),
         ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=a&refresh_token=b", "application/x-www-form-urlencoded", []),
-        ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=lkr_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "application/x-www-form-urlencoded", []),
+        (
+            "POST", "/v1/token", "grant_type=refresh_token&refresh_token=lkr_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "application/x-www-form-urlencoded",
+            []
+        ),
         ("POST", "/v1/token", "{", "application/json", []),
         ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=x", "text/plain", []),
         ("GET", "/v1/me", nil, "application/json", []),
@@ -65,7 +68,8 @@ struct HTTPContractTests {
             #expect(replayed.status == 401)
             #expect(replayed.error == "token_already_used")
             let other = try await harness.emulator.nativeSignIn(sub: sub, nonce: sha256Hex("nonce-2"))
-            let foreignCode = try await harness.post("/v1/auth/apple", json: ["identityToken": other.identityToken, "rawNonce": "nonce-2", "authorizationCode": signIn.code])
+            let foreignCode = try await harness.post(
+                "/v1/auth/apple", json: ["identityToken": other.identityToken, "rawNonce": "nonce-2", "authorizationCode": signIn.code])
             #expect(foreignCode.status == 401)
             #expect(foreignCode.error == "code_hash_mismatch")
         }
@@ -120,7 +124,9 @@ struct HTTPContractTests {
             _ = try await harness.signedIn()
             _ = try await harness.refresh("lkr_x")
             let metrics = try await harness.send("GET", "/metrics").text
-            #expect(metrics.contains(#"latchkey_sign_ins_total{provider="apple",outcome="new_user"} 1"#) || metrics.contains(#"latchkey_sign_ins_total{outcome="new_user",provider="apple"} 1"#), "\(metrics)")
+            #expect(
+                metrics.contains(#"latchkey_sign_ins_total{provider="apple",outcome="new_user"} 1"#)
+                    || metrics.contains(#"latchkey_sign_ins_total{outcome="new_user",provider="apple"} 1"#), "\(metrics)")
             #expect(metrics.contains("latchkey_refreshes_total"))
             #expect(metrics.contains("latchkey_apple_calls_total"))
             #expect(metrics.contains("latchkey_http_requests_total"))
@@ -145,7 +151,8 @@ struct HTTPContractTests {
             #expect(error.status == 401)
             #expect(error.error == "invalid_token")
             #expect(error.headers["access-control-allow-origin"] == "https://app.example.com")
-            let preflight = try await harness.send("OPTIONS", "/v1/token", headers: [("Origin", "https://app.example.com"), ("Access-Control-Request-Method", "POST")])
+            let preflight = try await harness.send(
+                "OPTIONS", "/v1/token", headers: [("Origin", "https://app.example.com"), ("Access-Control-Request-Method", "POST")])
             #expect(preflight.status == 204)
             #expect(preflight.headers["access-control-allow-methods"]?.contains("POST") == true)
             let foreign = try await harness.send("GET", "/healthz", headers: [("Origin", "https://evil.example")])
@@ -168,7 +175,9 @@ struct HTTPContractTests {
 
     @Test("web sign-ins redeem their code with the configured redirect URI; others are refused")
     func webSignIn() async throws {
-        try await ServerHarness.with(configure: { $0.apple?.redirectURIs = [EmulatorHarness.redirectURI]; $0.apple?.nonceMatching = .verbatim }) { harness in
+        try await ServerHarness.with(configure: {
+            $0.apple?.redirectURIs = [EmulatorHarness.redirectURI]; $0.apple?.nonceMatching = .verbatim
+        }) { harness in
             let form: [(String, String)] = [
                 ("client_id", Fixtures.servicesID), ("redirect_uri", EmulatorHarness.redirectURI), ("response_type", "code id_token"),
                 ("response_mode", "form_post"), ("scope", "email"), ("nonce", "web-nonce"), ("email", "web@example.com"), ("action", "continue"),
@@ -180,9 +189,12 @@ struct HTTPContractTests {
             let page = try await harness.emulator.send("POST", "/auth/authorize", form: form).text
             let code = try #require(field("code", page))
             let token = try #require(field("id_token", page))
-            let refused = try await harness.post("/v1/auth/apple", json: ["identityToken": token, "authorizationCode": code, "rawNonce": "web-nonce", "redirectUri": "https://evil.example/cb"])
+            let refused = try await harness.post(
+                "/v1/auth/apple", json: ["identityToken": token, "authorizationCode": code, "rawNonce": "web-nonce", "redirectUri": "https://evil.example/cb"])
             #expect(refused.status == 400)
-            let answer = try await harness.post("/v1/auth/apple", json: ["identityToken": token, "authorizationCode": code, "rawNonce": "web-nonce", "redirectUri": EmulatorHarness.redirectURI])
+            let answer = try await harness.post(
+                "/v1/auth/apple",
+                json: ["identityToken": token, "authorizationCode": code, "rawNonce": "web-nonce", "redirectUri": EmulatorHarness.redirectURI])
             #expect(answer.status == 200, "\(answer.text)")
             #expect(try answer.decode(SignInResponse.self).user.email == "web@example.com")
         }
@@ -201,7 +213,11 @@ struct HTTPContractTests {
 @Suite("Server: configuration")
 struct ConfigurationTests {
     func read(_ values: [String: String]) throws(LatchkeyError) -> ServerConfiguration {
-        let provider = InMemoryProvider(values: Dictionary(uniqueKeysWithValues: values.map { (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false)) }))
+        let provider = InMemoryProvider(
+            values: Dictionary(
+                uniqueKeysWithValues: values.map {
+                    (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false))
+                }))
         return try ServerConfiguration(reading: ConfigReader(provider: provider))
     }
 
@@ -213,20 +229,25 @@ struct ConfigurationTests {
         #expect(configuration.apple == nil)
     }
 
-    @Test("settings are read and validated, and errors name the setting", arguments: [
-        (["port": "eighty"], "port"),
-        (["port": "70000"], "port"),
-        (["mode": "staging"], "mode"),
-        (["mode": "production"], "apple"),
-        (["accessToken.lifetime": "5"], "accessToken.lifetime"),
-        (["encryptionKey": "c2hvcnQ="], "encryption key"),
-        (["database.url": "mysql://x"], "database.url"),
-        (["apple.teamId": "TEAMID1234"], "apple.keyId"),
-        (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.clientIds": "com.example.app"], "apple.privateKeyFile"),
-        (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.privateKeyFile": "/nonexistent.p8", "apple.clientIds": "a"], "apple.privateKeyFile"),
-        (["apple.teamId": "team", "apple.keyId": "TESTKEY123", "apple.privateKey": Fixtures.p8, "apple.clientIds": "a"], "apple.teamId"),
-        (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.privateKey": Fixtures.p384, "apple.clientIds": "a"], "apple.privateKeyFile"),
-    ])
+    @Test(
+        "settings are read and validated, and errors name the setting",
+        arguments: [
+            (["port": "eighty"], "port"),
+            (["port": "70000"], "port"),
+            (["mode": "staging"], "mode"),
+            (["mode": "production"], "apple"),
+            (["accessToken.lifetime": "5"], "accessToken.lifetime"),
+            (["encryptionKey": "c2hvcnQ="], "encryption key"),
+            (["database.url": "mysql://x"], "database.url"),
+            (["apple.teamId": "TEAMID1234"], "apple.keyId"),
+            (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.clientIds": "com.example.app"], "apple.privateKeyFile"),
+            (
+                ["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.privateKeyFile": "/nonexistent.p8", "apple.clientIds": "a"],
+                "apple.privateKeyFile"
+            ),
+            (["apple.teamId": "team", "apple.keyId": "TESTKEY123", "apple.privateKey": Fixtures.p8, "apple.clientIds": "a"], "apple.teamId"),
+            (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.privateKey": Fixtures.p384, "apple.clientIds": "a"], "apple.privateKeyFile"),
+        ])
     func invalid(values: [String: String], setting: String) {
         do {
             _ = try read(values)

@@ -49,7 +49,8 @@ struct OpenAPIContractTests {
             let errors = document.roundTrip(example.value, example.schema, at: example.location, done: &roundTripped)
             #expect(errors.isEmpty, "\(errors.joined(separator: "\n"))")
         }
-        #expect(roundTripped == Set(OpenAPI.wireTypes.keys), "wire types without a documented example: \(Set(OpenAPI.wireTypes.keys).subtracting(roundTripped))")
+        #expect(
+            roundTripped == Set(OpenAPI.wireTypes.keys), "wire types without a documented example: \(Set(OpenAPI.wireTypes.keys).subtracting(roundTripped))")
     }
 
     @Test("every wire type's members are exactly its schema's properties, at every depth; its non-optional members are required")
@@ -57,19 +58,30 @@ struct OpenAPIContractTests {
         let document = try await OpenAPI.fetch()
         let date = Date(timeIntervalSince1970: 1_768_469_400)
         let identity = IdentityResponse(
-            provider: "apple", subject: "001234.abc.1234", email: "jane@example.com", isPrivateEmail: false, realUserStatus: 2, emailForwardingEnabled: true, firstSeenAt: date
+            provider: "apple", subject: "001234.abc.1234", email: "jane@example.com", isPrivateEmail: false, realUserStatus: 2, emailForwardingEnabled: true,
+            firstSeenAt: date
         )
-        let user = UserResponse(id: "u", email: "jane@example.com", emailVerified: true, givenName: "Jane", familyName: "Appleseed", createdAt: date, identities: [identity])
+        let user = UserResponse(
+            id: "u", email: "jane@example.com", emailVerified: true, givenName: "Jane", familyName: "Appleseed", createdAt: date, identities: [identity])
         let tokens = TokenPairResponse(accessToken: "a.b.c", expiresIn: 600, refreshToken: "lkr_x")
         // Every optional member set, and every array non-empty, so every member is encoded (checked by reflection below).
         let full: [(String, any Encodable)] = [
-            ("AppleSignInRequest", AppleSignInRequest(identityToken: "t", authorizationCode: "c", rawNonce: "n", fullName: .init(givenName: "Jane", familyName: "Appleseed"), redirectUri: "https://app.example.com/callback")),
+            (
+                "AppleSignInRequest",
+                AppleSignInRequest(
+                    identityToken: "t", authorizationCode: "c", rawNonce: "n", fullName: .init(givenName: "Jane", familyName: "Appleseed"),
+                    redirectUri: "https://app.example.com/callback")
+            ),
             ("FullName", AppleSignInRequest.FullName(givenName: "Jane", familyName: "Appleseed")),
             ("TokenPairResponse", tokens),
             ("SignInResponse", SignInResponse(tokens: tokens, user: user, isNewUser: true)),
             ("UserResponse", user),
             ("IdentityResponse", identity),
-            ("SessionResponse", SessionResponse(id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", current: true)),
+            (
+                "SessionResponse",
+                SessionResponse(
+                    id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", current: true)
+            ),
             ("Error", OAuthErrorResponse(error: "invalid_grant", errorDescription: "no")),
         ]
         // Every optional member nil and every array empty: what is left must be required. An answer omits exactly its nil
@@ -80,9 +92,19 @@ struct OpenAPIContractTests {
             ("AppleSignInRequest", AppleSignInRequest(identityToken: "t")),
             ("FullName", AppleSignInRequest.FullName()),
             ("TokenPairResponse", tokens),
-            ("SignInResponse", SignInResponse(tokens: tokens, user: UserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: []), isNewUser: false)),
+            (
+                "SignInResponse",
+                SignInResponse(
+                    tokens: tokens,
+                    user: UserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: []),
+                    isNewUser: false)
+            ),
             ("UserResponse", UserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: [])),
-            ("IdentityResponse", IdentityResponse(provider: "apple", subject: "s", email: nil, isPrivateEmail: nil, realUserStatus: nil, emailForwardingEnabled: nil, firstSeenAt: date)),
+            (
+                "IdentityResponse",
+                IdentityResponse(
+                    provider: "apple", subject: "s", email: nil, isPrivateEmail: nil, realUserStatus: nil, emailForwardingEnabled: nil, firstSeenAt: date)
+            ),
             ("SessionResponse", SessionResponse(id: "s", clientId: "c", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: nil, current: false)),
             ("Error", OAuthErrorResponse(error: "invalid_grant")),
         ]
@@ -97,7 +119,9 @@ struct OpenAPIContractTests {
             let schema = try #require(document.schemas[name])
             let required = Set(schema["required"]?.arrayValue?.compactMap(\.stringValue) ?? [])
             let closed = schema["additionalProperties"] == .bool(false)
-            #expect(closed ? keys.union(alwaysSent[name] ?? []) == required : keys.isSubset(of: required), "\(name): always-present members \(keys.sorted()), required \(required.sorted())")
+            #expect(
+                closed ? keys.union(alwaysSent[name] ?? []) == required : keys.isSubset(of: required),
+                "\(name): always-present members \(keys.sorted()), required \(required.sorted())")
         }
     }
 
@@ -124,7 +148,8 @@ struct OpenAPIContractTests {
         let token = try #require(document.operations.first { $0.label == "POST /v1/token" })
         let text = (token.definition["summary"]?.stringValue ?? "") + (token.definition["description"]?.stringValue ?? "")
         #expect(text.contains("app-facing") && text.contains("camelCase") && text.contains("not RFC 6749 §5.1"))
-        #expect(Set(token.definition["requestBody"]?["content"]?.objectValue?.keys.map { $0 } ?? []) == ["application/x-www-form-urlencoded", "application/json"])
+        #expect(
+            Set(token.definition["requestBody"]?["content"]?.objectValue?.keys.map { $0 } ?? []) == ["application/x-www-form-urlencoded", "application/json"])
         #expect(document.schemas["Discovery"]?["properties"]?["token_endpoint"] == nil)
     }
 
@@ -155,9 +180,11 @@ struct OpenAPIContractTests {
             // Refresh in all three shapes; each answer's successor feeds the next.
             let form = try await harness.refresh(session.refreshToken)
             contract.expectConforms(form, "POST", "/v1/token", status: 200)
-            let snake = try await harness.post("/v1/token", json: ["grant_type": "refresh_token", "refresh_token": try form.decode(TokenPairResponse.self).refreshToken])
+            let snake = try await harness.post(
+                "/v1/token", json: ["grant_type": "refresh_token", "refresh_token": try form.decode(TokenPairResponse.self).refreshToken])
             contract.expectConforms(snake, "POST", "/v1/token", status: 200)
-            let camel = try await harness.post("/v1/token", json: ["grantType": "refresh_token", "refreshToken": try snake.decode(TokenPairResponse.self).refreshToken])
+            let camel = try await harness.post(
+                "/v1/token", json: ["grantType": "refresh_token", "refreshToken": try snake.decode(TokenPairResponse.self).refreshToken])
             contract.expectConforms(camel, "POST", "/v1/token", status: 200)
             contract.expectConforms(try await harness.refresh(session.refreshToken), "POST", "/v1/token", status: 400, error: "invalid_grant")
             let access = try camel.decode(TokenPairResponse.self).accessToken
@@ -167,7 +194,9 @@ struct OpenAPIContractTests {
             contract.expectConforms(sessions, "GET", "/v1/me/sessions", status: 200)
             // The replayed refresh token above ended the first session; the second and third are active.
             #expect((sessions.json["sessions"] as? [Any])?.count == 2)
-            contract.expectConforms(try await harness.send("DELETE", "/v1/me/sessions/\(UUID().uuidString.lowercased())", bearer: other.accessToken), "DELETE", "/v1/me/sessions/{id}", status: 404, error: "not_found")
+            contract.expectConforms(
+                try await harness.send("DELETE", "/v1/me/sessions/\(UUID().uuidString.lowercased())", bearer: other.accessToken), "DELETE",
+                "/v1/me/sessions/{id}", status: 404, error: "not_found")
             let sessionID = try #require(OpenAPI.claim("sid", of: access))
             let ended = try await harness.send("DELETE", "/v1/me/sessions/\(sessionID)", bearer: other.accessToken)
             contract.expectConforms(ended, "DELETE", "/v1/me/sessions/{id}", status: 204)
@@ -176,7 +205,8 @@ struct OpenAPIContractTests {
 
             contract.expectConforms(try await harness.send("POST", "/v1/logout", bearer: other.accessToken), "POST", "/v1/logout", status: 200)
             let third = try await harness.signIn(sub: sub).decode(SignInResponse.self)
-            contract.expectConforms(try await harness.send("POST", "/v1/logout", body: #"{"all": true}"#, bearer: third.accessToken), "POST", "/v1/logout", status: 200)
+            contract.expectConforms(
+                try await harness.send("POST", "/v1/logout", body: #"{"all": true}"#, bearer: third.accessToken), "POST", "/v1/logout", status: 200)
             let last = try await harness.signIn(sub: sub).decode(SignInResponse.self)
             contract.expectConforms(try await harness.send("DELETE", "/v1/me", bearer: last.accessToken), "DELETE", "/v1/me", status: 200)
             contract.expectConforms(try await harness.send("GET", "/v1/me", bearer: last.accessToken), "GET", "/v1/me", status: 401, error: "invalid_token")
@@ -197,7 +227,8 @@ struct OpenAPIContractTests {
             return .ok
         }
         let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let receiver = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress!.port!) })
+        let receiver = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress!.port!) })
         let task = Task { try await receiver.run() }
         defer { task.cancel() }
         var iterator = ports.makeAsyncIterator()
@@ -211,7 +242,8 @@ struct OpenAPIContractTests {
             let body = try #require(await capture.bodies.first)
             contract.expectConforms(try await harness.send("POST", "/v1/apple/notifications", body: body), "POST", "/v1/apple/notifications", status: 200)
             contract.expectConforms(try await harness.send("POST", "/v1/apple/notifications", body: body), "POST", "/v1/apple/notifications", status: 200)
-            let forged = try await harness.post("/v1/apple/notifications", json: ["payload": Fixtures.attackerKey.sign(claims: ["iss": "https://appleid.apple.com"])])
+            let forged = try await harness.post(
+                "/v1/apple/notifications", json: ["payload": Fixtures.attackerKey.sign(claims: ["iss": "https://appleid.apple.com"])])
             contract.expectConforms(forged, "POST", "/v1/apple/notifications", status: 401)
         }
     }
@@ -237,16 +269,28 @@ struct OpenAPIContractTests {
         ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=%zz", "application/x-www-form-urlencoded", [], 400, "invalid_request"),
         ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=a&refresh_token=b", "application/x-www-form-urlencoded", [], 400, "invalid_request"),
         ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=lkr_x", "application/x-www-form-urlencoded", [], 400, "invalid_grant"),
-        ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=lkr_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "application/x-www-form-urlencoded", [], 400, "invalid_grant"),
+        (
+            "POST", "/v1/token", "grant_type=refresh_token&refresh_token=lkr_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "application/x-www-form-urlencoded",
+            [], 400, "invalid_grant"
+        ),
         ("POST", "/v1/token", "{", "application/json", [], 400, "invalid_request"),
         ("POST", "/v1/token", #"{"grant_type": 1, "refresh_token": "lkr_x"}"#, "application/json", [], 400, "invalid_request"),
         ("POST", "/v1/token", #"{"grantType": "refresh_token"}"#, "application/json", [], 400, "invalid_request"),
         ("POST", "/v1/token", #"{"grantType": "client_credentials", "refreshToken": "lkr_x"}"#, "application/json", [], 400, "unsupported_grant_type"),
         ("POST", "/v1/token", #"{"grantType": "refresh_token", "refreshToken": "lkr_x"}"#, "application/json", [], 400, "invalid_grant"),
         // A snake_case member wins over its camelCase twin unless it is null.
-        ("POST", "/v1/token", #"{"grant_type": "refresh_token", "refresh_token": "", "refreshToken": "lkr_x"}"#, "application/json", [], 400, "invalid_request"),
-        ("POST", "/v1/token", #"{"grant_type": "password", "grantType": "refresh_token", "refreshToken": "lkr_x"}"#, "application/json", [], 400, "unsupported_grant_type"),
-        ("POST", "/v1/token", #"{"grant_type": null, "grantType": "refresh_token", "refresh_token": null, "refreshToken": "lkr_x"}"#, "application/json", [], 400, "invalid_grant"),
+        (
+            "POST", "/v1/token", #"{"grant_type": "refresh_token", "refresh_token": "", "refreshToken": "lkr_x"}"#, "application/json", [], 400,
+            "invalid_request"
+        ),
+        (
+            "POST", "/v1/token", #"{"grant_type": "password", "grantType": "refresh_token", "refreshToken": "lkr_x"}"#, "application/json", [], 400,
+            "unsupported_grant_type"
+        ),
+        (
+            "POST", "/v1/token", #"{"grant_type": null, "grantType": "refresh_token", "refresh_token": null, "refreshToken": "lkr_x"}"#, "application/json", [],
+            400, "invalid_grant"
+        ),
         ("POST", "/v1/token", #"{"grant_type": "refresh_token", "refresh_token": "lkr_x", "grantType": 7}"#, "application/json", [], 400, "invalid_request"),
         ("POST", "/v1/token", "grant_type=refresh_token&refresh_token=x", "text/plain", [], 400, "invalid_request"),
         ("POST", "/v1/token", nil, "application/json", [], 400, "invalid_request"),
@@ -280,7 +324,9 @@ struct OpenAPIContractTests {
             let contract = try await OpenAPI.fetch(harness)
             let (_, tokens) = try await harness.signedIn()
             for body in ["[", #"{"all": "yes"}"#, "5"] {
-                contract.expectConforms(try await harness.send("POST", "/v1/logout", body: body, bearer: tokens.accessToken), "POST", "/v1/logout", status: 400, error: "invalid_request")
+                contract.expectConforms(
+                    try await harness.send("POST", "/v1/logout", body: body, bearer: tokens.accessToken), "POST", "/v1/logout", status: 400,
+                    error: "invalid_request")
             }
             for (method, path) in [("GET", "/v1/nothing-here"), ("PUT", "/v1/me"), ("GET", "/v1/token"), ("POST", "/healthz"), ("DELETE", "/v1/me/sessions/")] {
                 let answer = try await harness.send(method, path, bearer: tokens.accessToken)
@@ -296,11 +342,17 @@ struct OpenAPIContractTests {
             let contract = try await OpenAPI.fetch(harness)
             let (_, tokens) = try await harness.signedIn()
             let big = String(repeating: "a", count: 40_000)
-            contract.expectConforms(try await harness.send("POST", "/v1/auth/apple", body: #"{"identityToken":"\#(big)"}"#), "POST", "/v1/auth/apple", status: 413, error: "invalid_request")
+            contract.expectConforms(
+                try await harness.send("POST", "/v1/auth/apple", body: #"{"identityToken":"\#(big)"}"#), "POST", "/v1/auth/apple", status: 413,
+                error: "invalid_request")
             contract.expectConforms(try await harness.refresh(big), "POST", "/v1/token", status: 413, error: "invalid_request")
-            contract.expectConforms(try await harness.send("POST", "/v1/logout", body: #"{"all":true,"x":"\#(big)"}"#, bearer: tokens.accessToken), "POST", "/v1/logout", status: 413, error: "invalid_request")
+            contract.expectConforms(
+                try await harness.send("POST", "/v1/logout", body: #"{"all":true,"x":"\#(big)"}"#, bearer: tokens.accessToken), "POST", "/v1/logout",
+                status: 413, error: "invalid_request")
             let huge = String(repeating: "a", count: 70_000)
-            contract.expectConforms(try await harness.send("POST", "/v1/apple/notifications", body: #"{"payload":"\#(huge)"}"#), "POST", "/v1/apple/notifications", status: 413, error: "invalid_request")
+            contract.expectConforms(
+                try await harness.send("POST", "/v1/apple/notifications", body: #"{"payload":"\#(huge)"}"#), "POST", "/v1/apple/notifications", status: 413,
+                error: "invalid_request")
         }
     }
 
@@ -310,7 +362,8 @@ struct OpenAPIContractTests {
             let contract = try await OpenAPI.fetch(harness)
             contract.expectConforms(try await harness.refresh("lkr_x"), "POST", "/v1/token", status: 400, error: "invalid_grant")
             contract.expectConforms(try await harness.refresh("lkr_x"), "POST", "/v1/token", status: 429, error: "rate_limited")
-            contract.expectConforms(try await harness.post("/v1/auth/apple", json: ["identityToken": "x"]), "POST", "/v1/auth/apple", status: 429, error: "rate_limited")
+            contract.expectConforms(
+                try await harness.post("/v1/auth/apple", json: ["identityToken": "x"]), "POST", "/v1/auth/apple", status: 429, error: "rate_limited")
         }
     }
 
@@ -318,8 +371,11 @@ struct OpenAPIContractTests {
     func outages() async throws {
         try await ServerHarness.with(configure: { $0.apple = nil }) { harness in
             let contract = try await OpenAPI.fetch(harness)
-            contract.expectConforms(try await harness.post("/v1/auth/apple", json: ["identityToken": "x"]), "POST", "/v1/auth/apple", status: 503, error: "temporarily_unavailable")
-            contract.expectConforms(try await harness.post("/v1/apple/notifications", json: ["payload": "x.y.z"]), "POST", "/v1/apple/notifications", status: 503, error: "temporarily_unavailable")
+            contract.expectConforms(
+                try await harness.post("/v1/auth/apple", json: ["identityToken": "x"]), "POST", "/v1/auth/apple", status: 503, error: "temporarily_unavailable")
+            contract.expectConforms(
+                try await harness.post("/v1/apple/notifications", json: ["payload": "x.y.z"]), "POST", "/v1/apple/notifications", status: 503,
+                error: "temporarily_unavailable")
         }
         try await ServerHarness.with(configure: { $0.apple?.keyID = "WRONGKEY99" }) { harness in
             let contract = try await OpenAPI.fetch(harness)
@@ -510,7 +566,8 @@ struct OpenAPI: Sendable {
             guard let wrapped = mirror.children.first?.value else { return [location] }
             return unsetMembers(wrapped, at: location)
         case .collection:
-            return mirror.children.isEmpty ? [location] : mirror.children.enumerated().flatMap { unsetMembers($0.element.value, at: "\(location)[\($0.offset)]") }
+            return mirror.children.isEmpty
+                ? [location] : mirror.children.enumerated().flatMap { unsetMembers($0.element.value, at: "\(location)[\($0.offset)]") }
         case .struct:
             return mirror.children.flatMap { unsetMembers($0.value, at: location + "." + ($0.label ?? "?")) }
         default:
@@ -528,7 +585,8 @@ struct OpenAPI: Sendable {
     /// Expects `answer` to be documented for the operation: its status, media type, required headers and body;
     /// and, when given, the exact status and `error` code.
     func expectConforms(
-        _ answer: ServerHarness.Answer, _ method: String, _ path: String, status: Int? = nil, error code: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
+        _ answer: ServerHarness.Answer, _ method: String, _ path: String, status: Int? = nil, error code: String? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) {
         let label = "\(method) \(path) → \(answer.status) \(answer.text.prefix(300))"
         if let status { #expect(answer.status == status, "\(label): expected \(status)", sourceLocation: sourceLocation) }
@@ -653,7 +711,9 @@ struct SchemaChecker: Sendable {
             errors.append("\(location): the schema uses \(keyword), which this checker does not know")
         }
         if let reference = keywords["$ref"]?.stringValue {
-            guard let target = schemas[String(reference.dropFirst("#/components/schemas/".count))] else { return errors + ["\(location): \(reference) does not resolve"] }
+            guard let target = schemas[String(reference.dropFirst("#/components/schemas/".count))] else {
+                return errors + ["\(location): \(reference) does not resolve"]
+            }
             errors += self.errors(value, target, at: location)
         }
         if let type = keywords["type"] {
@@ -695,7 +755,9 @@ struct SchemaChecker: Sendable {
                 let whole = ISO8601DateFormatter()
                 let fractional = ISO8601DateFormatter()
                 fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-                if whole.date(from: text) == nil && fractional.date(from: text) == nil { errors.append("\(location): \"\(text)\" is not an RFC 3339 date-time") }
+                if whole.date(from: text) == nil && fractional.date(from: text) == nil {
+                    errors.append("\(location): \"\(text)\" is not an RFC 3339 date-time")
+                }
             }
         case .int(let number):
             if case .int(let minimum) = keywords["minimum"], number < minimum { errors.append("\(location): \(number) is below \(minimum)") }
@@ -707,7 +769,9 @@ struct SchemaChecker: Sendable {
 
     static func matches(_ value: Value, _ type: String) -> Bool {
         switch (type, value) {
-        case ("null", .null), ("boolean", .bool), ("integer", .int), ("number", .int), ("number", .double), ("string", .string), ("array", .array), ("object", .object): true
+        case ("null", .null), ("boolean", .bool), ("integer", .int), ("number", .int), ("number", .double), ("string", .string), ("array", .array),
+            ("object", .object):
+            true
         default: false
         }
     }

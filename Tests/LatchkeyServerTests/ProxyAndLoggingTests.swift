@@ -10,18 +10,20 @@ import Testing
 
 @Suite("Server: clients behind proxies, request ids and logs")
 struct ProxyAndLoggingTests {
-    @Test("the client is the right-most address no trusted proxy added", arguments: [
-        // (trusted proxies, peer, X-Forwarded-For, client)
-        (["1"], "10.0.0.1", ["203.0.113.7"], "203.0.113.7"),
-        (["1"], "10.0.0.1", ["spoofed", "203.0.113.7"], "203.0.113.7"),
-        (["2"], "10.0.0.2", ["spoofed", "203.0.113.7", "10.0.0.1"], "203.0.113.7"),
-        (["2"], "10.0.0.2", ["203.0.113.7"], "10.0.0.2"),  // fewer entries than proxies: the request did not come through them
-        (["0"], "198.51.100.1", ["spoofed"], "198.51.100.1"),
-        (["10.0.0.0/8"], "10.0.0.2", ["spoofed", "203.0.113.7", "10.1.2.3"], "203.0.113.7"),
-        (["10.0.0.0/8", "fd00::/8"], "fd00::1", ["203.0.113.7", "10.9.9.9"], "203.0.113.7"),
-        (["10.0.0.0/8"], "198.51.100.1", ["spoofed"], "198.51.100.1"),  // not from a trusted proxy: its header proves nothing
-        (["192.0.2.7"], "192.0.2.7", ["192.0.2.7"], "192.0.2.7"),  // everything trusted: the left-most is all there is
-    ])
+    @Test(
+        "the client is the right-most address no trusted proxy added",
+        arguments: [
+            // (trusted proxies, peer, X-Forwarded-For, client)
+            (["1"], "10.0.0.1", ["203.0.113.7"], "203.0.113.7"),
+            (["1"], "10.0.0.1", ["spoofed", "203.0.113.7"], "203.0.113.7"),
+            (["2"], "10.0.0.2", ["spoofed", "203.0.113.7", "10.0.0.1"], "203.0.113.7"),
+            (["2"], "10.0.0.2", ["203.0.113.7"], "10.0.0.2"),  // fewer entries than proxies: the request did not come through them
+            (["0"], "198.51.100.1", ["spoofed"], "198.51.100.1"),
+            (["10.0.0.0/8"], "10.0.0.2", ["spoofed", "203.0.113.7", "10.1.2.3"], "203.0.113.7"),
+            (["10.0.0.0/8", "fd00::/8"], "fd00::1", ["203.0.113.7", "10.9.9.9"], "203.0.113.7"),
+            (["10.0.0.0/8"], "198.51.100.1", ["spoofed"], "198.51.100.1"),  // not from a trusted proxy: its header proves nothing
+            (["192.0.2.7"], "192.0.2.7", ["192.0.2.7"], "192.0.2.7"),  // everything trusted: the left-most is all there is
+        ])
     func clientAddress(proxies: [String], peer: String, forwarded: [String], client: String) throws {
         #expect(try TrustedProxies(parsing: proxies).clientAddress(peer: peer, forwardedFor: forwarded) == client)
     }
@@ -40,9 +42,10 @@ struct ProxyAndLoggingTests {
         #expect(configuration.trustedProxies == .hops(1))
         #expect(configuration.deprecations.count == 1)
         #expect(configuration.deprecations.first?.contains("http.trustedProxies") == true)
-        let both = ConfigReader(provider: InMemoryProvider(values: [
-            "http.trustForwardedFor": .init(.string("true"), isSecret: false), "http.trustedProxies": .init(.string("10.0.0.0/8"), isSecret: false),
-        ]))
+        let both = ConfigReader(
+            provider: InMemoryProvider(values: [
+                "http.trustForwardedFor": .init(.string("true"), isSecret: false), "http.trustedProxies": .init(.string("10.0.0.0/8"), isSecret: false),
+            ]))
         #expect(try ServerConfiguration(reading: both).trustedProxies == .networks([try #require(IPNetwork(cidr: "10.0.0.0/8"))]))
     }
 
@@ -52,7 +55,8 @@ struct ProxyAndLoggingTests {
             $0.rateLimit.perClientIP = 3
             $0.trustedProxies = .hops(hops)
         }) { harness in
-            let statuses = try await withStatuses(harness, hops: hops, ["spoof-0, 203.0.113.7", "spoof-1, 203.0.113.7", "spoof-2, 203.0.113.7", "spoof-new, 203.0.113.7", "203.0.113.7"])
+            let statuses = try await withStatuses(
+                harness, hops: hops, ["spoof-0, 203.0.113.7", "spoof-1, 203.0.113.7", "spoof-2, 203.0.113.7", "spoof-new, 203.0.113.7", "203.0.113.7"])
             #expect(statuses == [400, 400, 400, 429, 429])
             // Another client has its own bucket.
             #expect(try await withStatuses(harness, hops: hops, ["198.51.100.9"]) == [400])
@@ -97,7 +101,8 @@ struct ProxyAndLoggingTests {
             let sub = try await harness.emulator.createUser()
             let apple = try await harness.emulator.nativeSignIn(sub: sub, nonce: sha256Hex("raw-nonce-for-the-log-test"), scopes: ["name", "email"])
             secrets += [apple.identityToken, apple.code, "raw-nonce-for-the-log-test"]
-            let signIn = try await harness.post("/v1/auth/apple", json: ["identityToken": apple.identityToken, "authorizationCode": apple.code, "rawNonce": "raw-nonce-for-the-log-test"])
+            let signIn = try await harness.post(
+                "/v1/auth/apple", json: ["identityToken": apple.identityToken, "authorizationCode": apple.code, "rawNonce": "raw-nonce-for-the-log-test"])
             #expect(signIn.status == 200)
             let tokens = try signIn.decode(SignInResponse.self)
             secrets += [tokens.accessToken, tokens.refreshToken]

@@ -43,20 +43,26 @@ struct ServerHarness: Sendable {
         await harness.stop()
     }
 
-    static func start(configure: (inout ServerConfiguration) -> Void, emulator emulatorConfiguration: EmulatorConfiguration, logger: Logger? = nil) async throws -> ServerHarness {
+    static func start(configure: (inout ServerConfiguration) -> Void, emulator emulatorConfiguration: EmulatorConfiguration, logger: Logger? = nil) async throws
+        -> ServerHarness
+    {
         let emulator = try await EmulatorHarness.start(emulatorConfiguration)
         var configuration = ServerConfiguration()
         configuration.port = 0
-        configuration.apple = .init(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID, Fixtures.servicesID], baseURL: emulator.emulator.baseURL)
+        configuration.apple = .init(
+            teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID, Fixtures.servicesID],
+            baseURL: emulator.emulator.baseURL)
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000
         configure(&configuration)
         let path = NSTemporaryDirectory() + "latchkey-server-\(UUID().uuidString).sqlite"
-        let logger = logger ?? {
-            var quiet = Logger(label: "latchkey.test")
-            quiet.logLevel = .critical
-            return quiet
-        }()
+        let logger =
+            logger
+            ?? {
+                var quiet = Logger(label: "latchkey.test")
+                quiet.logLevel = .critical
+                return quiet
+            }()
         let store = try await SQLAuthStore.open(.sqlite(path: path), logger: logger)
         try await store.migrate()
         let clock = MutableClock(Date())
@@ -75,7 +81,8 @@ struct ServerHarness: Sendable {
         await emulator.emulator.setNotificationURL(baseURL + "/v1/apple/notifications", for: Fixtures.bundleID)
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
         return ServerHarness(
-            emulator: emulator, server: server, store: store, baseURL: baseURL, clock: clock, encryptionKey: encryptionKey, group: group, task: task, path: path, http: http
+            emulator: emulator, server: server, store: store, baseURL: baseURL, clock: clock, encryptionKey: encryptionKey, group: group, task: task,
+            path: path, http: http
         )
     }
 
@@ -107,7 +114,9 @@ struct ServerHarness: Sendable {
         }
     }
 
-    func send(_ method: String, _ path: String, body: String? = nil, contentType: String = "application/json", bearer: String? = nil, headers: [(String, String)] = []) async throws -> Answer {
+    func send(
+        _ method: String, _ path: String, body: String? = nil, contentType: String = "application/json", bearer: String? = nil, headers: [(String, String)] = []
+    ) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = HTTPMethod(rawValue: method)
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }

@@ -20,7 +20,8 @@ struct SignInHardeningTests {
             #expect(stolen.error == "nonce_required")
             #expect((stolen.json["error_description"] as? String)?.contains("send the raw nonce the app generated") == true)
             // The same token with its raw nonce still signs in: the refusal did not use it up.
-            let owner = try await harness.post("/v1/auth/apple", json: ["identityToken": apple.identityToken, "rawNonce": "the-app-nonce", "authorizationCode": apple.code])
+            let owner = try await harness.post(
+                "/v1/auth/apple", json: ["identityToken": apple.identityToken, "rawNonce": "the-app-nonce", "authorizationCode": apple.code])
             #expect(owner.status == 200, "\(owner.text)")
         }
     }
@@ -62,10 +63,12 @@ struct SignInHardeningTests {
                 configuration: harness.server.configuration, store: harness.store, encryptionKey: harness.encryptionKey,
                 transport: AsyncHTTPClientTransport(), timeSource: harness.clock.source
             )
-            let claims = try await second.sessions.store.recordSignInToken(provider: "apple", subject: sub, tokenHash: sha256Hex(apple.identityToken), expiresAt: .distantFuture)
+            let claims = try await second.sessions.store.recordSignInToken(
+                provider: "apple", subject: sub, tokenHash: sha256Hex(apple.identityToken), expiresAt: .distantFuture)
             #expect(claims == false)
             await #expect(throws: LatchkeyError(.tokenAlreadyUsed, "")) {
-                try await second.sessions.claimSignIn(apple.identityToken, provider: "apple", identity: try await verifiedIdentity(apple.identityToken, harness))
+                try await second.sessions.claimSignIn(
+                    apple.identityToken, provider: "apple", identity: try await verifiedIdentity(apple.identityToken, harness))
             }
             #expect(try await harness.store.sessions(userID: try #require(try await harness.store.identity(provider: "apple", subject: sub)).userID).count == 1)
         }

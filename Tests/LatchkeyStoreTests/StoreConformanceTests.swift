@@ -47,14 +47,21 @@ struct StoreConformanceTests {
 
     func makeUser(_ store: any AuthStore, subject: String = "000123.\(UUID().uuidString).0456") async throws -> (UserAccount, LinkedIdentity) {
         let user = UserAccount(id: newIdentifier(), createdAt: Self.now, email: "a@example.com", emailVerified: true, givenName: "Ann")
-        let identity = LinkedIdentity(id: newIdentifier(), userID: user.id, provider: "apple", subject: subject, email: "a@example.com", isPrivateEmail: false, realUserStatus: 2, firstSeenAt: Self.now, lastSignInAt: Self.now)
+        let identity = LinkedIdentity(
+            id: newIdentifier(), userID: user.id, provider: "apple", subject: subject, email: "a@example.com", isPrivateEmail: false, realUserStatus: 2,
+            firstSeenAt: Self.now, lastSignInAt: Self.now)
         try await store.createUser(user, identity: identity)
         return (user, identity)
     }
 
     func makeSession(_ store: any AuthStore, user: UserAccount, identity: LinkedIdentity, hash: String = newIdentifier()) async throws -> SessionFamily {
-        let family = SessionFamily(id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: "com.example.app", createdAt: Self.now, lastUsedAt: Self.now, absoluteExpiresAt: Self.now.addingTimeInterval(86_400 * 90))
-        try await store.createSession(family, firstToken: RefreshTokenRecord(hash: hash, familyID: family.id, parentHash: nil, createdAt: Self.now, idleExpiresAt: Self.now.addingTimeInterval(86_400 * 30)))
+        let family = SessionFamily(
+            id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: "com.example.app", createdAt: Self.now, lastUsedAt: Self.now,
+            absoluteExpiresAt: Self.now.addingTimeInterval(86_400 * 90))
+        try await store.createSession(
+            family,
+            firstToken: RefreshTokenRecord(
+                hash: hash, familyID: family.id, parentHash: nil, createdAt: Self.now, idleExpiresAt: Self.now.addingTimeInterval(86_400 * 30)))
         return family
     }
 
@@ -87,10 +94,18 @@ struct StoreConformanceTests {
             let (user, identity) = try await makeUser(store)
             let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-h0")
             let next = successor(family, parent: "\(run)-h0", hash: "\(run)-h1")
-            guard case .rotated = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now, graceWindow: 10) else { Issue.record("not rotated"); return }
-            guard case .retried = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now.addingTimeInterval(5), graceWindow: 10) else { Issue.record("not retried"); return }
-            guard case .reuseDetected = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now.addingTimeInterval(11), graceWindow: 10) else { Issue.record("no reuse"); return }
-            guard case .revoked = try await store.rotate(presentedHash: "\(run)-h1", successor: successor(family, parent: "\(run)-h1"), now: Self.now.addingTimeInterval(12), graceWindow: 10) else { Issue.record("successor survived"); return }
+            guard case .rotated = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now, graceWindow: 10) else {
+                Issue.record("not rotated"); return
+            }
+            guard case .retried = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now.addingTimeInterval(5), graceWindow: 10)
+            else { Issue.record("not retried"); return }
+            guard
+                case .reuseDetected = try await store.rotate(presentedHash: "\(run)-h0", successor: next, now: Self.now.addingTimeInterval(11), graceWindow: 10)
+            else { Issue.record("no reuse"); return }
+            guard
+                case .revoked = try await store.rotate(
+                    presentedHash: "\(run)-h1", successor: successor(family, parent: "\(run)-h1"), now: Self.now.addingTimeInterval(12), graceWindow: 10)
+            else { Issue.record("successor survived"); return }
             #expect(try await store.session(id: family.id)?.revocationReason == "refresh_token_reuse")
             #expect(try await store.rotate(presentedHash: "nope", successor: next, now: Self.now, graceWindow: 10) == .unknown)
         }
@@ -101,8 +116,12 @@ struct StoreConformanceTests {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
             let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-a0")
-            _ = try await store.rotate(presentedHash: "\(run)-a0", successor: successor(family, parent: "\(run)-a0", hash: "\(run)-a1"), now: Self.now, graceWindow: 10)
-            guard case .reuseDetected = try await store.rotate(presentedHash: "\(run)-a0", successor: successor(family, parent: "\(run)-a0", hash: "\(run)-a2"), now: Self.now, graceWindow: 10) else {
+            _ = try await store.rotate(
+                presentedHash: "\(run)-a0", successor: successor(family, parent: "\(run)-a0", hash: "\(run)-a1"), now: Self.now, graceWindow: 10)
+            guard
+                case .reuseDetected = try await store.rotate(
+                    presentedHash: "\(run)-a0", successor: successor(family, parent: "\(run)-a0", hash: "\(run)-a2"), now: Self.now, graceWindow: 10)
+            else {
                 Issue.record("accepted another successor"); return
             }
         }
@@ -115,8 +134,11 @@ struct StoreConformanceTests {
             let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-s0")
             let first = successor(family, parent: "\(run)-s0", hash: "\(run)-s1")
             _ = try await store.rotate(presentedHash: "\(run)-s0", successor: first, now: Self.now, graceWindow: 10)
-            _ = try await store.rotate(presentedHash: "\(run)-s1", successor: successor(family, parent: "\(run)-s1", hash: "\(run)-s2"), now: Self.now, graceWindow: 10)
-            guard case .reuseDetected = try await store.rotate(presentedHash: "\(run)-s0", successor: first, now: Self.now.addingTimeInterval(1), graceWindow: 10) else {
+            _ = try await store.rotate(
+                presentedHash: "\(run)-s1", successor: successor(family, parent: "\(run)-s1", hash: "\(run)-s2"), now: Self.now, graceWindow: 10)
+            guard
+                case .reuseDetected = try await store.rotate(presentedHash: "\(run)-s0", successor: first, now: Self.now.addingTimeInterval(1), graceWindow: 10)
+            else {
                 Issue.record("a spent successor was handed out again"); return
             }
         }
@@ -127,7 +149,10 @@ struct StoreConformanceTests {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
             let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-e0")
-            #expect(try await store.rotate(presentedHash: "\(run)-e0", successor: successor(family, parent: "\(run)-e0"), now: Self.now.addingTimeInterval(86_400 * 31), graceWindow: 10) == .expired)
+            #expect(
+                try await store.rotate(
+                    presentedHash: "\(run)-e0", successor: successor(family, parent: "\(run)-e0"), now: Self.now.addingTimeInterval(86_400 * 31),
+                    graceWindow: 10) == .expired)
         }
     }
 
@@ -166,7 +191,8 @@ struct StoreConformanceTests {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
             _ = try await makeSession(store, user: user, identity: identity, hash: "\(run)-d0")
-            try await store.saveProviderGrant(ProviderGrant(identityID: identity.id, clientID: "com.example.app", sealedRefreshToken: "v1.x", lastValidatedAt: Self.now, createdAt: Self.now))
+            try await store.saveProviderGrant(
+                ProviderGrant(identityID: identity.id, clientID: "com.example.app", sealedRefreshToken: "v1.x", lastValidatedAt: Self.now, createdAt: Self.now))
             #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.x")
             try await store.deleteUser(id: user.id)
             #expect(try await store.user(id: user.id) == nil)
@@ -194,7 +220,8 @@ struct StoreConformanceTests {
             try await store.saveSigningKey(retiring)
             #expect(try await store.signingKeys().first { $0.keyID == key.keyID } == retiring)
 
-            var item = OutboxItem(id: newIdentifier(), kind: OutboxItem.appleRevocation, clientID: "c", sealedPayload: "v1.t", nextAttemptAt: Self.now, createdAt: Self.now)
+            var item = OutboxItem(
+                id: newIdentifier(), kind: OutboxItem.appleRevocation, clientID: "c", sealedPayload: "v1.t", nextAttemptAt: Self.now, createdAt: Self.now)
             try await store.enqueue(item)
             #expect(try await store.dueOutboxItems(now: Self.now, limit: 10).map(\.id).contains(item.id))
             item.completedAt = Self.now
@@ -228,8 +255,13 @@ struct StoreConformanceTests {
             #expect(try await store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.new"))
 
             let older = try await makeSession(store, user: user, identity: identity)
-            var later = SessionFamily(id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: "c", createdAt: Self.now.addingTimeInterval(100), lastUsedAt: Self.now, absoluteExpiresAt: Self.now.addingTimeInterval(86_400))
-            try await store.createSession(later, firstToken: RefreshTokenRecord(hash: newIdentifier(), familyID: later.id, parentHash: nil, createdAt: Self.now, idleExpiresAt: Self.now.addingTimeInterval(86_400)))
+            var later = SessionFamily(
+                id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: "c", createdAt: Self.now.addingTimeInterval(100), lastUsedAt: Self.now,
+                absoluteExpiresAt: Self.now.addingTimeInterval(86_400))
+            try await store.createSession(
+                later,
+                firstToken: RefreshTokenRecord(
+                    hash: newIdentifier(), familyID: later.id, parentHash: nil, createdAt: Self.now, idleExpiresAt: Self.now.addingTimeInterval(86_400)))
             #expect(try await store.revokeSessions(identityID: identity.id, createdBefore: Self.now.addingTimeInterval(50), reason: "x", at: Self.now) == 1)
             #expect(try await store.session(id: older.id)?.isRevoked == true)
             later = try #require(try await store.session(id: later.id))

@@ -28,11 +28,15 @@ public struct EmulatorHarness: Sendable {
         return configuration
     }
 
-    public static func start(_ configuration: EmulatorConfiguration = configuration(), retry: RetryPolicy = .init(maximumAttempts: 3, initialBackoff: .milliseconds(5))) async throws -> EmulatorHarness {
+    public static func start(
+        _ configuration: EmulatorConfiguration = configuration(), retry: RetryPolicy = .init(maximumAttempts: 3, initialBackoff: .milliseconds(5))
+    ) async throws -> EmulatorHarness {
         let emulator = try await Emulator.start(configuration: configuration)
         let credentials = try AppleSigningCredentials(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8)
         let apple = try AppleClient(
-            configuration: AppleConfiguration(credentials: credentials, clientIDs: [Fixtures.bundleID, Fixtures.servicesID], baseURL: emulator.baseURL, requestTimeout: .seconds(5), retry: retry)
+            configuration: AppleConfiguration(
+                credentials: credentials, clientIDs: [Fixtures.bundleID, Fixtures.servicesID], baseURL: emulator.baseURL, requestTimeout: .seconds(5),
+                retry: retry)
         )
         var cacheConfiguration = JWKSCache.Configuration()
         cacheConfiguration.refetchCooldown = .zero  // tests rotate keys and expect the next token to refetch
@@ -76,7 +80,10 @@ public struct EmulatorHarness: Sendable {
     }
 
     /// A raw request to the emulator; redirects are not followed.
-    public func send(_ method: String, _ path: String, json: [String: any Sendable]? = nil, form: [(String, String)]? = nil, rawBody: String? = nil, headers: [(String, String)] = []) async throws -> Answer {
+    public func send(
+        _ method: String, _ path: String, json: [String: any Sendable]? = nil, form: [(String, String)]? = nil, rawBody: String? = nil,
+        headers: [(String, String)] = []
+    ) async throws -> Answer {
         var request = HTTPClientRequest(url: emulator.baseURL + path)
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
@@ -99,14 +106,22 @@ public struct EmulatorHarness: Sendable {
     }
 
     /// Creates a test user; returns its `sub` for the fixture team.
-    public func createUser(email: String = "jane@example.com", hideMyEmail: Bool = false, realUserStatus: Int = 2, givenName: String = "Jane", familyName: String = "Appleseed") async throws -> String {
-        let answer = try await send("POST", "/emulator/users", json: ["email": email, "hideMyEmail": hideMyEmail, "realUserStatus": realUserStatus, "givenName": givenName, "familyName": familyName])
-        guard answer.status == 201, let sub = answer.json["sub"] as? String else { throw HarnessError("creating a user answered \(answer.status): \(answer.text)") }
+    public func createUser(
+        email: String = "jane@example.com", hideMyEmail: Bool = false, realUserStatus: Int = 2, givenName: String = "Jane", familyName: String = "Appleseed"
+    ) async throws -> String {
+        let answer = try await send(
+            "POST", "/emulator/users",
+            json: ["email": email, "hideMyEmail": hideMyEmail, "realUserStatus": realUserStatus, "givenName": givenName, "familyName": familyName])
+        guard answer.status == 201, let sub = answer.json["sub"] as? String else {
+            throw HarnessError("creating a user answered \(answer.status): \(answer.text)")
+        }
         return sub
     }
 
     /// What an iPhone hands the app after a native sign-in.
-    public func nativeSignIn(sub: String, clientID: String = Fixtures.bundleID, nonce: String? = nil, scopes: [String]? = nil) async throws -> (identityToken: String, code: String, user: [String: Any]?) {
+    public func nativeSignIn(sub: String, clientID: String = Fixtures.bundleID, nonce: String? = nil, scopes: [String]? = nil) async throws -> (
+        identityToken: String, code: String, user: [String: Any]?
+    ) {
         var body: [String: any Sendable] = ["sub": sub, "clientId": clientID]
         if let nonce { body["nonce"] = nonce }
         if let scopes { body["scopes"] = scopes }

@@ -61,7 +61,8 @@ public struct RSAKey: Sendable {
     /// This key's public JWK as JSON text.
     public var jwk: String {
         let primitives = try! privateKey.publicKey.getKeyPrimitives()
-        return #"{"kty":"RSA","kid":"\#(keyID)","use":"sig","alg":"RS256","n":"\#(base64URL(Array(primitives.modulus)))","e":"\#(base64URL(Array(primitives.publicExponent)))"}"#
+        return
+            #"{"kty":"RSA","kid":"\#(keyID)","use":"sig","alg":"RS256","n":"\#(base64URL(Array(primitives.modulus)))","e":"\#(base64URL(Array(primitives.publicExponent)))"}"#
     }
 
     /// Signs an RS256 compact JWS over exactly these header and payload bytes.

@@ -46,12 +46,16 @@ public final class AccessTokenKeys: Sendable {
     /// The public keys as a JWKS document (`/.well-known/jwks.json`).
     public var jwks: [String: [[String: String]]] {
         let records = current?.published ?? []
-        return ["keys": records.compactMap { record in
-            guard let key = try? P256.Signing.PublicKey(pemRepresentation: record.publicKeyPEM) else { return nil }
-            let raw = Array(key.rawRepresentation)
-            return ["kty": "EC", "crv": "P-256", "kid": record.keyID, "use": "sig", "alg": "ES256",
-                    "x": base64URL(Array(raw.prefix(32))), "y": base64URL(Array(raw.suffix(32)))]
-        }]
+        return [
+            "keys": records.compactMap { record in
+                guard let key = try? P256.Signing.PublicKey(pemRepresentation: record.publicKeyPEM) else { return nil }
+                let raw = Array(key.rawRepresentation)
+                return [
+                    "kty": "EC", "crv": "P-256", "kid": record.keyID, "use": "sig", "alg": "ES256",
+                    "x": base64URL(Array(raw.prefix(32))), "y": base64URL(Array(raw.suffix(32))),
+                ]
+            }
+        ]
     }
 
     /// Makes a new signing key record, its private half sealed.
@@ -59,7 +63,9 @@ public final class AccessTokenKeys: Sendable {
         let key = P256.Signing.PrivateKey()
         let digest = SHA256.hash(data: Array(key.publicKey.rawRepresentation))
         let keyID = base64URL(Array(Array(digest).prefix(12)))
-        return SigningKeyRecord(keyID: keyID, algorithm: "ES256", sealedPrivateKey: try box.seal(key.pemRepresentation), publicKeyPEM: key.publicKey.pemRepresentation, state: .active, createdAt: now)
+        return SigningKeyRecord(
+            keyID: keyID, algorithm: "ES256", sealedPrivateKey: try box.seal(key.pemRepresentation), publicKeyPEM: key.publicKey.pemRepresentation,
+            state: .active, createdAt: now)
     }
 }
 
@@ -94,7 +100,9 @@ public struct AccessTokenService: Sendable {
     public let leeway: TimeInterval
     private let envelope: SignedTokenVerifier
 
-    public init(issuer: String, audience: String, lifetime: TimeInterval = 600, keys: AccessTokenKeys, timeSource: TimeSource = .system, leeway: TimeInterval = 30) {
+    public init(
+        issuer: String, audience: String, lifetime: TimeInterval = 600, keys: AccessTokenKeys, timeSource: TimeSource = .system, leeway: TimeInterval = 30
+    ) {
         self.issuer = issuer
         self.audience = audience
         self.lifetime = lifetime
@@ -119,7 +127,8 @@ public struct AccessTokenService: Sendable {
     public func issue(userID: String, sessionID: String, clientID: String) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
         guard let snapshot = keys.current else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
         let now = Int(timeSource.now.timeIntervalSince1970)
-        let claims = Claims(iss: issuer, sub: userID, aud: audience, exp: now + Int(lifetime), iat: now, jti: newIdentifier(), client_id: clientID, sid: sessionID)
+        let claims = Claims(
+            iss: issuer, sub: userID, aud: audience, exp: now + Int(lifetime), iat: now, jti: newIdentifier(), client_id: clientID, sid: sessionID)
         return (try JWSSigner.es256(claims, keyID: snapshot.activeKeyID, key: snapshot.activeKey, type: "at+jwt"), Int(lifetime))
     }
 
@@ -139,12 +148,15 @@ public struct AccessTokenService: Sendable {
         let claims: (sub: String?, aud: [String]?, iss: String?, exp: Double?, iat: Double?, jti: String?, clientID: String?, sid: String?)
         do {
             let object = try LeanJSONObject(parsing: jws.payload)
-            claims = (try object.string("sub"), try object.stringOrStrings("aud"), try object.string("iss"), try object.number("exp"),
-                      try object.number("iat"), try object.string("jti"), try object.string("client_id"), try object.string("sid"))
+            claims = (
+                try object.string("sub"), try object.stringOrStrings("aud"), try object.string("iss"), try object.number("exp"),
+                try object.number("iat"), try object.string("jti"), try object.string("client_id"), try object.string("sid")
+            )
         } catch {
             throw LatchkeyError(.invalidToken, "the token's claims are malformed")
         }
-        guard let sub = claims.sub, let exp = claims.exp, let iat = claims.iat, let sid = claims.sid, let clientID = claims.clientID, let jti = claims.jti else {
+        guard let sub = claims.sub, let exp = claims.exp, let iat = claims.iat, let sid = claims.sid, let clientID = claims.clientID, let jti = claims.jti
+        else {
             throw LatchkeyError(.invalidToken, "the token lacks a required claim (sub, exp, iat, jti, client_id, sid)")
         }
         guard claims.iss == issuer else { throw LatchkeyError(.invalidToken, "the token was issued by another issuer") }

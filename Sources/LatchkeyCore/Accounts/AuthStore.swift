@@ -77,7 +77,9 @@ public protocol AuthStore: Sendable {
 
 extension AuthStore {
     public func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
-        guard let session = try await session(id: sessionID), session.userID == userID, !session.isRevoked, let user = try await user(id: userID) else { return nil }
+        guard let session = try await session(id: sessionID), session.userID == userID, !session.isRevoked, let user = try await user(id: userID) else {
+            return nil
+        }
         return (user, try await identities(userID: userID))
     }
 }

@@ -31,7 +31,9 @@ public actor MemoryAuthStore: AuthStore {
     public func updateUser(_ user: UserAccount) { usersByID[user.id] = user }
     public func updateIdentity(_ identity: LinkedIdentity) { identitiesByID[identity.id] = identity }
     public func user(id: String) -> UserAccount? { usersByID[id] }
-    public func identities(userID: String) -> [LinkedIdentity] { identitiesByID.values.filter { $0.userID == userID }.sorted { $0.firstSeenAt < $1.firstSeenAt } }
+    public func identities(userID: String) -> [LinkedIdentity] {
+        identitiesByID.values.filter { $0.userID == userID }.sorted { $0.firstSeenAt < $1.firstSeenAt }
+    }
     public func users(limit: Int) -> [UserAccount] { Array(usersByID.values.sorted { $0.createdAt < $1.createdAt }.prefix(limit)) }
 
     public func deleteUser(id: String) {
@@ -76,7 +78,8 @@ public actor MemoryAuthStore: AuthStore {
         guard var record = tokens[presentedHash], var family = families[record.familyID] else { return .unknown }
         if family.isRevoked { return .revoked(family) }
         if let rotatedAt = record.rotatedAt {
-            if now.timeIntervalSince(rotatedAt) <= graceWindow, record.successorHash == successor.hash, let next = tokens[successor.hash], next.rotatedAt == nil {
+            if now.timeIntervalSince(rotatedAt) <= graceWindow, record.successorHash == successor.hash, let next = tokens[successor.hash], next.rotatedAt == nil
+            {
                 return .retried(family)
             }
             family.revokedAt = now
@@ -116,7 +119,9 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func revokeSessions(identityID: String, reason: String, at: Date) -> Int {
-        families.values.filter { $0.identityID == identityID }.reduce(0) { count, family in count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0) }
+        families.values.filter { $0.identityID == identityID }.reduce(0) { count, family in
+            count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0)
+        }
     }
 
     public func signingKeys() -> [SigningKeyRecord] { keys.values.sorted { $0.createdAt < $1.createdAt } }

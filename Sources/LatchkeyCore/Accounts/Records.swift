@@ -124,7 +124,8 @@ public struct RefreshTokenRecord: Sendable, Equatable {
     public var rotatedAt: Date?
     public var successorHash: String?
 
-    public init(hash: String, familyID: String, parentHash: String?, createdAt: Date, idleExpiresAt: Date, rotatedAt: Date? = nil, successorHash: String? = nil) {
+    public init(hash: String, familyID: String, parentHash: String?, createdAt: Date, idleExpiresAt: Date, rotatedAt: Date? = nil, successorHash: String? = nil)
+    {
         self.hash = hash
         self.familyID = familyID
         self.parentHash = parentHash
@@ -194,7 +195,10 @@ public struct OutboxItem: Sendable, Equatable {
 
     public static let appleRevocation = "apple_revocation"
 
-    public init(id: String, kind: String, clientID: String, sealedPayload: String, attempts: Int = 0, nextAttemptAt: Date, lastError: String? = nil, createdAt: Date, completedAt: Date? = nil) {
+    public init(
+        id: String, kind: String, clientID: String, sealedPayload: String, attempts: Int = 0, nextAttemptAt: Date, lastError: String? = nil, createdAt: Date,
+        completedAt: Date? = nil
+    ) {
         self.id = id
         self.kind = kind
         self.clientID = clientID

@@ -30,9 +30,10 @@ public struct RefreshTokens: Sendable {
 
     /// Whether `token` has the shape of a Latchkey refresh token (cheap check before any lookup).
     public static func isWellFormed(_ token: String) -> Bool {
-        token.hasPrefix(prefix) && token.utf8.count == prefix.utf8.count + 43 && token.utf8.dropFirst(4).allSatisfy {
-            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
-        }
+        token.hasPrefix(prefix) && token.utf8.count == prefix.utf8.count + 43
+            && token.utf8.dropFirst(4).allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F
+            }
     }
 
     private static func encode(_ bytes: [UInt8]) -> String {

@@ -1,6 +1,6 @@
 public import Crypto
-import Foundation
 import ExtrasBase64
+import Foundation
 
 /// Seals secrets at rest (Apple refresh tokens, private keys) with AES-256-GCM.
 ///

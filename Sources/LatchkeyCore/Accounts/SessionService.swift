@@ -112,7 +112,8 @@ public struct SessionService: Sendable {
             guard let found = try await store.user(id: existing.userID) else { throw AuthStoreError.notFound }
             user = found
         } else {
-            user = UserAccount(id: newIdentifier(), createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
+            user = UserAccount(
+                id: newIdentifier(), createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
             identity = LinkedIdentity(
                 id: newIdentifier(), userID: user.id, provider: provider, subject: verified.subject, email: email, emailVerified: verified.emailVerified,
                 isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
@@ -124,7 +125,8 @@ public struct SessionService: Sendable {
                 try await audit(user.id, "user_created", "provider=\(provider)")
             } catch AuthStoreError.duplicate {
                 // A concurrent first sign-in of the same person won; use its user.
-                guard let winner = try await store.identity(provider: provider, subject: verified.subject), let found = try await store.user(id: winner.userID) else { throw AuthStoreError.notFound }
+                guard let winner = try await store.identity(provider: provider, subject: verified.subject), let found = try await store.user(id: winner.userID)
+                else { throw AuthStoreError.notFound }
                 identity = winner
                 user = found
             }
@@ -150,7 +152,9 @@ public struct SessionService: Sendable {
             try await store.updateIdentity(identity)
         }
         if let providerRefreshToken {
-            let grant = ProviderGrant(identityID: identity.id, clientID: verified.audience, sealedRefreshToken: try box.seal(providerRefreshToken), lastValidatedAt: now, createdAt: now)
+            let grant = ProviderGrant(
+                identityID: identity.id, clientID: verified.audience, sealedRefreshToken: try box.seal(providerRefreshToken), lastValidatedAt: now,
+                createdAt: now)
             try await store.saveProviderGrant(grant)
         }
         let tokens = try await startSession(userID: user.id, identityID: identity.id, clientID: verified.audience, userAgent: userAgent)
@@ -188,7 +192,9 @@ public struct SessionService: Sendable {
             id: newIdentifier(), userID: userID, identityID: identityID, clientID: clientID, createdAt: now, lastUsedAt: now,
             absoluteExpiresAt: now.addingTimeInterval(policy.refreshAbsoluteLifetime), userAgent: userAgent.map { String($0.prefix(256)) }
         )
-        let record = RefreshTokenRecord(hash: RefreshTokens.hash(refreshToken), familyID: family.id, parentHash: nil, createdAt: now, idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime))
+        let record = RefreshTokenRecord(
+            hash: RefreshTokens.hash(refreshToken), familyID: family.id, parentHash: nil, createdAt: now,
+            idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime))
         try await store.createSession(family, firstToken: record)
         let access = try accessTokens.issue(userID: userID, sessionID: family.id, clientID: clientID)
         return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken, sessionID: family.id)
@@ -212,7 +218,8 @@ public struct SessionService: Sendable {
         let now = timeSource.now
         let successor = refreshTokens.successor(of: refreshToken)
         let successorRecord = RefreshTokenRecord(
-            hash: RefreshTokens.hash(successor), familyID: family.id, parentHash: hash, createdAt: now, idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime)
+            hash: RefreshTokens.hash(successor), familyID: family.id, parentHash: hash, createdAt: now,
+            idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime)
         )
         switch try await store.rotate(presentedHash: hash, successor: successorRecord, now: now, graceWindow: policy.reuseGraceWindow) {
         case .rotated(let family), .retried(let family):
@@ -255,7 +262,9 @@ public struct SessionService: Sendable {
         } else {
             result = await validations.run(identityID) {
                 // Another refresh may have validated while this one waited.
-                if let fresh = try? await store.providerGrant(identityID: identityID), now.timeIntervalSince(fresh.lastValidatedAt) < policy.providerValidationInterval {
+                if let fresh = try? await store.providerGrant(identityID: identityID),
+                    now.timeIntervalSince(fresh.lastValidatedAt) < policy.providerValidationInterval
+                {
                     return .valid
                 }
                 guard let token = try? box.open(grant.sealedRefreshToken) else { return .unreachable("the stored token cannot be opened") }
@@ -266,7 +275,8 @@ public struct SessionService: Sendable {
                     _ = try? await store.markProviderGrantValidated(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now)
                 case .unreachable(let reason):
                     // Once per identity per backoff: the operator may have to fix credentials or reach Apple.
-                    logger?.warning("Apple could not validate an authorization; sessions keep working within the grace period", metadata: ["reason": "\(reason)"])
+                    logger?.warning(
+                        "Apple could not validate an authorization; sessions keep working within the grace period", metadata: ["reason": "\(reason)"])
                     validations.recordFailure(identityID, reason: reason, at: timeSource.now)
                 case .revoked:
                     break
@@ -280,9 +290,12 @@ public struct SessionService: Sendable {
         case .revoked:
             // A sign-in that brought a new authorization while Apple was asked keeps its grant and session.
             guard try await store.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return }
-            let revoked = try await store.revokeSessions(identityID: identityID, createdBefore: started, reason: "apple_authorization_revoked", at: timeSource.now)
+            let revoked = try await store.revokeSessions(
+                identityID: identityID, createdBefore: started, reason: "apple_authorization_revoked", at: timeSource.now)
             try await audit(userID, "apple_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
-            throw LatchkeyError(.invalidGrant, "the Apple authorization was revoked (Apple refused the stored refresh token); all sessions of this Apple ID were ended — sign in again")
+            throw LatchkeyError(
+                .invalidGrant,
+                "the Apple authorization was revoked (Apple refused the stored refresh token); all sessions of this Apple ID were ended — sign in again")
         case .unreachable(let reason):
             logger?.debug("Apple could not validate the authorization", metadata: ["reason": "\(reason)"])
             if now.timeIntervalSince(grant.lastValidatedAt) > policy.providerUnreachableGrace {
@@ -299,7 +312,8 @@ public struct SessionService: Sendable {
     /// Ends one session, or every session of its user.
     public func logout(sessionID: String, userID: String, all: Bool) async throws -> Int {
         let now = timeSource.now
-        let count = all
+        let count =
+            all
             ? try await store.revokeSessions(userID: userID, reason: "signed_out", at: now)
             : (try await store.revokeSession(id: sessionID, reason: "signed_out", at: now) ? 1 : 0)
         try await audit(userID, all ? "signed_out_everywhere" : "signed_out", "sessions=\(count)")

@@ -1,6 +1,6 @@
-public import Foundation
 import Crypto
 import ExtrasBase64
+public import Foundation
 import LatchkeyModels
 
 /// Verifies OpenID Connect identity tokens: signature against the provider's keys, then `iss`, `aud`,
@@ -160,11 +160,12 @@ public struct IdentityTokenVerifier: Sendable {
         case .hashedOrVerbatim: matches = constantTimeEquals(hashed, claim) || constantTimeEquals(rawNonce, claim)
         }
         guard matches else {
-            let expectation = switch policy.nonceMatching {
-            case .hashed: "is not SHA-256(hex) of the sent nonce"
-            case .verbatim: "is not the sent nonce"
-            case .hashedOrVerbatim: "matches neither SHA-256(hex) of the sent nonce nor the nonce itself"
-            }
+            let expectation =
+                switch policy.nonceMatching {
+                case .hashed: "is not SHA-256(hex) of the sent nonce"
+                case .verbatim: "is not the sent nonce"
+                case .hashedOrVerbatim: "matches neither SHA-256(hex) of the sent nonce nor the nonce itself"
+                }
             throw LatchkeyError(.nonceMismatch, "the token's nonce \(expectation); send the raw nonce the app generated for this sign-in, not its hash")
         }
     }

@@ -1,5 +1,5 @@
-import Foundation
 import ExtrasBase64
+import Foundation
 
 /// A compact JWS split into its parts, with the header decoded. Nothing is verified yet.
 public struct CompactJWS: Sendable {
@@ -86,7 +86,9 @@ public enum UnverifiedJWT {
         let bytes = Array(token.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
         guard bytes.count <= maximumSize else { throw LatchkeyError(.tokenTooLarge, "the token is \(bytes.count) bytes") }
         let segments = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard segments.count == 3 else { throw LatchkeyError(.malformedToken, "a JWT has exactly three dot-separated segments (header.payload.signature); this has \(segments.count)") }
+        guard segments.count == 3 else {
+            throw LatchkeyError(.malformedToken, "a JWT has exactly three dot-separated segments (header.payload.signature); this has \(segments.count)")
+        }
         func decode(_ segment: ArraySlice<UInt8>, _ name: String) throws(LatchkeyError) -> [UInt8] {
             do {
                 return try Base64.decode(bytes: segment, options: [.base64UrlAlphabet, .omitPaddingCharacter])

@@ -119,7 +119,8 @@ public struct AppleClient: Sendable {
     public func makeTransferSubject(for subject: String, recipientTeamID: String, clientID: String) async throws(LatchkeyError) -> String {
         let token = try await teamTransferToken(clientID: clientID)
         let fields = [("sub", subject), ("target", recipientTeamID)]
-        let response = try await post("/auth/usermigrationinfo", clientID: clientID, fields: fields, bearer: token, operation: .migration, retry: configuration.retry)
+        let response = try await post(
+            "/auth/usermigrationinfo", clientID: clientID, fields: fields, bearer: token, operation: .migration, retry: configuration.retry)
         struct Answer: Decodable { let transfer_sub: String }
         return try decode(Answer.self, from: response, endpoint: "/auth/usermigrationinfo").transfer_sub
     }
@@ -128,7 +129,8 @@ public struct AppleClient: Sendable {
     public func exchangeTransferSubject(_ transferSubject: String, clientID: String) async throws(LatchkeyError) -> AppleMigratedUser {
         let token = try await teamTransferToken(clientID: clientID)
         let fields = [("transfer_sub", transferSubject)]
-        let response = try await post("/auth/usermigrationinfo", clientID: clientID, fields: fields, bearer: token, operation: .migration, retry: configuration.retry)
+        let response = try await post(
+            "/auth/usermigrationinfo", clientID: clientID, fields: fields, bearer: token, operation: .migration, retry: configuration.retry)
         return try decode(AppleMigratedUser.self, from: response, endpoint: "/auth/usermigrationinfo")
     }
 
@@ -177,7 +179,8 @@ public struct AppleClient: Sendable {
                 return response
             case .failure(let error):
                 let transient = error.code == .providerUnavailable || error.code == .providerRateLimited
-                logger?.debug("apple call failed", metadata: ["apple.operation": "\(operation.rawValue)", "error": "\(error.errorCode)", "attempt": "\(attempt)"])
+                logger?.debug(
+                    "apple call failed", metadata: ["apple.operation": "\(operation.rawValue)", "error": "\(error.errorCode)", "attempt": "\(attempt)"])
                 guard transient, attempt < retry.maximumAttempts else { throw error }
                 try? await Task.sleep(for: retry.backoff(beforeAttempt: attempt))
                 attempt += 1
@@ -232,7 +235,9 @@ public struct AppleClient: Sendable {
                     "Apple refused the refresh token: the user revoked this app's access, changed their Apple Account password or deleted the account, or the token belongs to another client id than \"\(clientID)\""
                 )
             case .revocation:
-                return LatchkeyError(.invalidGrant, "Apple refused to revoke the token: it was issued to another client id than \"\(clientID)\", or does not match the type hint")
+                return LatchkeyError(
+                    .invalidGrant, "Apple refused to revoke the token: it was issued to another client id than \"\(clientID)\", or does not match the type hint"
+                )
             default:
                 return LatchkeyError(
                     .invalidGrant,

@@ -50,7 +50,8 @@ public struct AppleSigningCredentials: Sendable {
         }
         if let key = try? P256.Signing.PrivateKey(pemRepresentation: trimmed) { return key }
         if (try? P384.Signing.PrivateKey(pemRepresentation: trimmed)) != nil {
-            throw LatchkeyError(.invalidKey, "the private key is a P-384 key; Sign in with Apple keys are P-256 (ES256): download the .p8 for the Sign in with Apple key")
+            throw LatchkeyError(
+                .invalidKey, "the private key is a P-384 key; Sign in with Apple keys are P-256 (ES256): download the .p8 for the Sign in with Apple key")
         }
         if (try? P521.Signing.PrivateKey(pemRepresentation: trimmed)) != nil {
             throw LatchkeyError(.invalidKey, "the private key is a P-521 key; Sign in with Apple keys are P-256 (ES256)")
@@ -106,7 +107,9 @@ public final class AppleClientSecretProvider: Sendable {
     }
 
     /// Signs one client secret.
-    public static func makeSecret(credentials: AppleSigningCredentials, clientID: String, issuedAt: Date, lifetime: TimeInterval) throws(LatchkeyError) -> String {
+    public static func makeSecret(credentials: AppleSigningCredentials, clientID: String, issuedAt: Date, lifetime: TimeInterval) throws(LatchkeyError)
+        -> String
+    {
         try checkLifetime(lifetime)
         guard !clientID.isEmpty else {
             throw LatchkeyError(.invalidConfiguration, "client id is empty; use your app's bundle id (native sign-ins) or your Services ID (web)")

@@ -22,7 +22,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         if let body = request.body { outbound.body = .bytes(ByteBuffer(bytes: body)) }
         let host = URL(string: request.url)?.host ?? "the provider"
         do {
-            let response = try await client.execute(outbound, timeout: .nanoseconds(Int64(request.timeout.components.seconds * 1_000_000_000 + request.timeout.components.attoseconds / 1_000_000_000)))
+            let response = try await client.execute(
+                outbound,
+                timeout: .nanoseconds(Int64(request.timeout.components.seconds * 1_000_000_000 + request.timeout.components.attoseconds / 1_000_000_000)))
             let body = try await response.body.collect(upTo: maximumResponseBytes)
             var headers: [String: String] = [:]
             for (name, value) in response.headers { headers[name.lowercased()] = value }

@@ -18,7 +18,9 @@ public struct OutboundRequest: Sendable {
     }
 
     /// A `POST` of `application/x-www-form-urlencoded` fields, the only body Apple's token endpoints take.
-    public static func form(url: String, fields: [(String, String)], headers: [(name: String, value: String)] = [], timeout: Duration = .seconds(10)) -> OutboundRequest {
+    public static func form(url: String, fields: [(String, String)], headers: [(name: String, value: String)] = [], timeout: Duration = .seconds(10))
+        -> OutboundRequest
+    {
         OutboundRequest(
             method: "POST",
             url: url,

@@ -157,7 +157,7 @@ public final class JWKSCache: VerificationKeyResolver {
         }
         do {
             return try await refresh()
-        } catch where error.code == .keysUnavailable && !cachedKeys.isEmpty {
+        } catch  where error.code == .keysUnavailable && !cachedKeys.isEmpty {
             return nil
         }
     }

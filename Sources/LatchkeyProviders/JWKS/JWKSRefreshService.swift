@@ -1,7 +1,7 @@
-public import Logging
-public import ServiceLifecycle
 import Foundation
 import LatchkeyCore
+public import Logging
+public import ServiceLifecycle
 
 /// Keeps JWKS caches warm: refreshes each one shortly before its keys go stale, so no sign-in waits for a fetch.
 public struct JWKSRefreshService: Service {
