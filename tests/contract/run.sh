@@ -94,7 +94,8 @@ status=0
     --checks "$checks" \
     --max-examples "${CONTRACT_EXAMPLES:-200}" "${seed[@]}" --workers 2 --request-timeout 30 \
     --generation-database none --no-color
-) || status=$?
+) > >(tee "$work/schemathesis.out") || status=$?
+sleep 0.2  # let tee drain
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
   echo "contract: the server exited during the run; its log:" >&2
@@ -103,5 +104,12 @@ if ! kill -0 "$server_pid" 2>/dev/null; then
 elif [ "$status" -ne 0 ]; then
   echo "contract: schemathesis found problems (exit $status); the server's warnings and errors:" >&2
   tail -n 50 "$work/server.log" >&2
+fi
+# One plain closing line for CI: the cases schemathesis generated, passed and failed.
+read -r generated passed < <(sed -nE 's/^ *([0-9]+) generated, ([0-9]+) passed.*/\1 \2/p' "$work/schemathesis.out" | tail -1) || true
+if [ -n "${generated:-}" ]; then
+  failed=$((generated - passed))
+  if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  echo "contract: $passed passed, $failed failed"
 fi
 exit "$status"
