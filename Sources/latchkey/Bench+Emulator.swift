@@ -14,13 +14,8 @@ struct EmulatorBench {
     static let clientID = "com.example.app"
 
     func rows() async throws -> [BenchRow] {
-        var logger = Logger(label: "latchkey.bench")
-        logger.logLevel = .critical
-        let directory = NSTemporaryDirectory() + "latchkey-bench-\(UUID().uuidString.prefix(8))"
+        let (logger, directory, _, configuration) = try BenchSetUp.quietEmulator(clientID: Self.clientID)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let team = try TestTeam.createOrLoad(in: directory + "/team")
-        var configuration = try Runtime.emulatorConfiguration(team: team, clientIDs: [Self.clientID], notificationURL: "")
-        configuration.apps[0].notificationURL = nil
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = http.shutdown() }
 

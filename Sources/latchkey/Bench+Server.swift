@@ -7,6 +7,20 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
+/// What the server and emulator rows share: a silent logger, a temporary directory (the caller removes it), a
+/// development team in it, and an emulator configuration for one app that sends no notifications.
+enum BenchSetUp {
+    static func quietEmulator(clientID: String) throws -> (Logger, String, (teamID: String, keyID: String, keyFile: String), EmulatorConfiguration) {
+        var logger = Logger(label: "latchkey.bench")
+        logger.logLevel = .critical
+        let directory = NSTemporaryDirectory() + "latchkey-bench-\(UUID().uuidString.prefix(8))"
+        let team = try TestTeam.createOrLoad(in: directory + "/team")
+        var configuration = try Runtime.emulatorConfiguration(team: team, clientIDs: [clientID], notificationURL: "")
+        configuration.apps[0].notificationURL = nil
+        return (logger, directory, team, configuration)
+    }
+}
+
 /// The server rows of `latchkey bench`: a real `latchkey serve` child process on loopback, the Apple emulator
 /// in this process, and a load generator with 32 concurrent connections.
 struct ServerBench {
@@ -14,13 +28,8 @@ struct ServerBench {
     let concurrency = 32
 
     func rows() async throws -> [BenchRow] {
-        var logger = Logger(label: "latchkey.bench")
-        logger.logLevel = .critical
-        let directory = NSTemporaryDirectory() + "latchkey-bench-\(UUID().uuidString.prefix(8))"
+        let (logger, directory, team, emulatorConfiguration) = try BenchSetUp.quietEmulator(clientID: "com.example.app")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let team = try TestTeam.createOrLoad(in: directory + "/team")
-        var emulatorConfiguration = try Runtime.emulatorConfiguration(team: team, clientIDs: ["com.example.app"], notificationURL: "")
-        emulatorConfiguration.apps[0].notificationURL = nil
         let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
         var clientConfiguration = HTTPClient.Configuration()
         clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 96

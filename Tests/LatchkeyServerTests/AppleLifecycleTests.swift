@@ -96,33 +96,18 @@ struct AppleLifecycleTests {
         }
     }
 
-    actor Capture {
-        var bodies: [String] = []
-        func add(_ body: String) { bodies.append(body) }
-    }
-
     @Test("a notification replayed twice is processed once; a forged one is refused")
     func replay() async throws {
-        let capture = Capture()
-        let router = Router()
-        router.post("/capture") { request, _ -> HTTPResponse.Status in
-            await capture.add(String(buffer: try await request.body.collect(upTo: 1 << 16)))
-            return .ok
-        }
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let receiver = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress!.port!) })
-        let task = Task { try await receiver.run() }
-        defer { task.cancel() }
-        var iterator = ports.makeAsyncIterator()
-        let port = try #require(await iterator.next())
+        let capture = try await NotificationCapture.start()
+        defer { capture.stop() }
+        let port = capture.port
 
         try await ServerHarness.with { harness in
             let (sub, _) = try await harness.signedIn()
             await harness.emulator.emulator.setNotificationURL("http://127.0.0.1:\(port)/capture", for: Fixtures.bundleID)
             _ = try await harness.emulator.send("POST", "/emulator/users/\(sub)/email-forwarding", json: ["enabled": false])
-            #expect(try await harness.eventually { await !capture.bodies.isEmpty })
-            let body = try #require(await capture.bodies.first)
+            #expect(try await harness.eventually { await !capture.bodies().isEmpty })
+            let body = try #require(await capture.bodies().first)
             let first = try await harness.send("POST", "/v1/apple/notifications", body: body)
             #expect(first.json["status"] as? String == "processed")
             let second = try await harness.send("POST", "/v1/apple/notifications", body: body)

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Hummingbird
 import LatchkeyCore
 import LatchkeyEmulator
 import LatchkeyModels
@@ -167,4 +168,39 @@ struct ServerHarness: Sendable {
         }
         return false
     }
+}
+
+/// A loopback HTTP receiver that keeps the bodies POSTed to `/capture`: where tests point the emulator's
+/// notifications to hold them back and replay them by hand.
+struct NotificationCapture: Sendable {
+    private actor Bodies {
+        var received: [String] = []
+        func add(_ body: String) { received.append(body) }
+    }
+
+    let port: Int
+    private let bodiesReceived: Bodies
+    private let task: Task<Void, any Error>
+
+    static func start() async throws -> NotificationCapture {
+        let bodies = Bodies()
+        let router = Router()
+        router.post("/capture") { request, _ -> HTTPResponse.Status in
+            await bodies.add(String(buffer: try await request.body.collect(upTo: 1 << 16)))
+            return .ok
+        }
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let receiver = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress!.port!) })
+        let task = Task { try await receiver.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw HarnessError("the capture receiver did not start") }
+        return NotificationCapture(port: port, bodiesReceived: bodies, task: task)
+    }
+
+    /// The bodies received so far, oldest first.
+    func bodies() async -> [String] { await bodiesReceived.received }
+
+    func stop() { task.cancel() }
 }
