@@ -63,7 +63,7 @@ extension ServerConfiguration {
             do { trustedProxies = try TrustedProxies(parsing: proxies) } catch { throw setting("http.trustedProxies", error.reason) }
         } else if try Self.bool(config, "http.trustForwardedFor") == true {
             trustedProxies = .hops(1)
-            deprecations.append(
+            warnings.append(
                 "setting http.trustForwardedFor is deprecated and now means http.trustedProxies = 1 (one proxy in front); set http.trustedProxies instead")
         }
         if let level = config.string(forKey: "log.level") {
@@ -94,6 +94,11 @@ extension ServerConfiguration {
                     throw setting("apple.nonceMatching", "is \"\(mode)\"; use hashed, verbatim or hashed_or_verbatim")
                 }
                 nonceMatching = parsed
+                if parsed != .hashed {
+                    warnings.append(
+                        "apple.nonceMatching is \(mode): a token whose nonce claim is the raw nonce itself carries the proof with it, so a stolen token signs in anyway; use hashed (the default: the app puts SHA-256 of its raw nonce in the request)"
+                    )
+                }
             }
             apple = Apple(
                 teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs,

@@ -33,8 +33,9 @@ public struct ServerConfiguration: Sendable {
     public var logLevel: Logger.Level = .info
     /// How log lines are written.
     public var logFormat: LogFormat = .text
-    /// Settings that still work but will go away, each with what to use instead; `serve` prints them at start-up.
-    public var deprecations: [String] = []
+    /// Settings that work but weaken something or will go away, each with what to use instead;
+    /// `serve` logs them at start-up and `doctor` reports them.
+    public var warnings: [String] = []
 
     /// Log lines for people (`text`) or one JSON object per line for log shippers (`json`).
     public enum LogFormat: String, Sendable, CaseIterable { case text, json }

@@ -94,7 +94,10 @@ struct IPAddressBytes: Sendable, Equatable, CustomStringConvertible {
         guard let address = try? SocketAddress(ipAddress: trimmed, port: 0) else { return nil }
         switch address {
         case .v4(let v4): bytes = withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
-        case .v6(let v6): bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+        case .v6(let v6):
+            let raw = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            // A dual-stack listener reports IPv4 peers as ::ffff:a.b.c.d; match them against IPv4 networks.
+            bytes = raw.prefix(10).allSatisfy { $0 == 0 } && raw[10] == 0xFF && raw[11] == 0xFF ? Array(raw.suffix(4)) : raw
         default: return nil
         }
         description = trimmed

@@ -53,7 +53,8 @@ struct DoctorCommand: AsyncParsableCommand {
             reader = try await Runtime.configReader(file: nil)
         }
         do {
-            _ = try ServerConfiguration(reading: reader)
+            let configuration = try ServerConfiguration(reading: reader)
+            for warning in configuration.warnings { add(.warning, "config", warning, fix: "change the setting it names") }
         } catch {
             add(.error, "config", "latchkey serve refuses this configuration: \(error.reason)", fix: "change the setting it names")
         }

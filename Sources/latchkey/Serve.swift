@@ -44,14 +44,31 @@ struct Serve: AsyncParsableCommand {
             throw Self.failure(error)
         }
         if dev, configuration.mode != .development { throw ValidationError("--dev runs only in development mode (mode is \(configuration.mode.rawValue))") }
+        let devClientIDs = clientID.isEmpty ? ["com.example.app"] : clientID
+        var devTeam: (teamID: String, keyID: String, keyFile: String)?
+        if dev {
+            // The emulator's team replaces only Apple's credentials and address; the other apple.* settings
+            // (requireNonce, nonceMatching, redirectUris) still come from the configuration.
+            do {
+                let team = try TestTeam.createOrLoad(in: (Runtime.dataDirectory(configuration) as NSString).appendingPathComponent("dev-team"))
+                overrides["apple.teamId"] = team.teamID
+                overrides["apple.keyId"] = team.keyID
+                overrides["apple.privateKeyFile"] = team.keyFile
+                overrides["apple.clientIds"] = devClientIDs.joined(separator: ",")
+                overrides["apple.baseUrl"] = "http://127.0.0.1:\(emulatorPort)"
+                configuration = try await Runtime.configuration(file: config, overrides: overrides)
+                devTeam = team
+            } catch {
+                throw Self.failure(error)
+            }
+        }
         LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
         let logger = Logger(label: "latchkey")
-        for deprecation in configuration.deprecations { logger.warning("\(deprecation)") }
+        for warning in configuration.warnings { logger.warning("\(warning)") }
         do {
             var services: [any Service] = []
-            if dev {
-                let clientIDs = clientID.isEmpty ? ["com.example.app"] : clientID
-                let team = try TestTeam.createOrLoad(in: (Runtime.dataDirectory(configuration) as NSString).appendingPathComponent("dev-team"))
+            if let team = devTeam {
+                let clientIDs = devClientIDs
                 let emulatorConfiguration = try Runtime.emulatorConfiguration(
                     team: team, clientIDs: clientIDs, notificationURL: "http://127.0.0.1:\(configuration.port)/v1/apple/notifications"
                 )
@@ -59,10 +76,6 @@ struct Serve: AsyncParsableCommand {
                 emulatorLogger.logLevel = .warning
                 let emulator = try Emulator(configuration: emulatorConfiguration, logger: emulatorLogger)
                 services += [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
-                configuration.apple = .init(
-                    teamID: team.teamID, keyID: team.keyID, privateKeyPEM: try String(contentsOfFile: team.keyFile, encoding: .utf8),
-                    clientIDs: clientIDs, baseURL: "http://127.0.0.1:\(emulatorPort)"
-                )
                 print(
                     "Apple emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/), team \(team.teamID), client ids \(clientIDs.joined(separator: ", "))"
                 )

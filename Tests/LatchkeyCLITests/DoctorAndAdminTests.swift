@@ -63,6 +63,19 @@ struct DoctorAndAdminTests {
         #expect(finding?["fix"] != nil)
     }
 
+    @Test("nonce matching that lets a stolen token carry its own proof is a warning in doctor", arguments: ["verbatim", "hashed_or_verbatim"])
+    func weakNonceMatching(mode: String) throws {
+        var config = Self.goodConfig()
+        var apple = config["apple"] as! [String: Any]
+        apple["nonceMatching"] = mode
+        config["apple"] = apple
+        let result = try doctor(config)
+        #expect(result.status == 0, "\(result.stdout)")
+        let warning = findings(result).first { $0["check"] == "config" && $0["status"] == "warning" }
+        #expect(warning?["message"]?.contains("apple.nonceMatching is \(mode)") == true, "\(findings(result))")
+        #expect(!findings(try doctor(Self.goodConfig())).contains { $0["check"] == "config" && $0["status"] == "warning" })
+    }
+
     @Test("production without an encryption key or public URL, and a bad key, are errors; missing Apple settings are named")
     func productionAndMissing() throws {
         var config = Self.goodConfig()

@@ -91,6 +91,12 @@ struct ServeAndEmulateTests {
         #expect(logLines.contains { $0.contains("http.trustForwardedFor is deprecated") })
         #expect(lines.last?.hasPrefix("latchkey serve: cannot listen") == true)
 
+        // --dev points Apple at its emulator but keeps the other apple.* settings, which are checked as usual.
+        let dev = try CLI.run(
+            ["serve", "--dev", "--port", String(socket.port), "--emulator-port", "0"], environment: ["LATCHKEY_APPLE_NONCE_MATCHING": "verbatim"],
+            directory: directory)
+        #expect(dev.stderr.contains("apple.nonceMatching is verbatim"), "\(dev.stderr)")
+
         let quiet = try CLI.run(["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_LEVEL": "error"], directory: directory)
         #expect(quiet.stderr.split(separator: "\n").count == 1, "\(quiet.stderr)")
         let bad = try CLI.run(["serve"], environment: ["LATCHKEY_LOG_LEVEL": "loud"], directory: directory)

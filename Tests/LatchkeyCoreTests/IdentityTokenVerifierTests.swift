@@ -91,6 +91,20 @@ struct IdentityTokenVerifierTests {
         await expectError(.malformedToken, token)
     }
 
+    @Test("a signature whose last character has unused bits set is refused, although it decodes to the same bytes")
+    func nonCanonicalBase64URL() async throws {
+        let token = key.sign(claims: appleClaims())
+        _ = try await verifier.verify(token)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let signature = try #require(token.split(separator: ".").last)
+        #expect(signature.count % 4 == 2, "an RS256 signature (256 bytes) ends in a 2-character group with 4 unused bits")
+        let lastCharacter = try #require(signature.last)
+        let last = try #require(alphabet.firstIndex(of: lastCharacter))
+        let twin = String(token.dropLast()) + String(alphabet[last | 1])
+        let error = await expectError(.malformedToken, twin)
+        #expect(error?.reason.contains("canonical") == true)
+    }
+
     @Test("a payload that is not JSON is malformed")
     func payloadNotJSON() async {
         await expectError(.malformedToken, key.sign(headerJSON: #"{"alg":"RS256","kid":"W6WcOKB"}"#, payloadJSON: "not json"))

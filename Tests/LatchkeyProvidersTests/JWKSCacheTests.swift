@@ -100,6 +100,25 @@ struct JWKSCacheTests {
         #expect(transport.count == 2 + burst)
     }
 
+    @Test("a flood that spends every refill still fetches the current key set, so a rotation shows within one refill interval")
+    func floodDoesNotHideRotation() async throws {
+        let server = KeyServer()
+        let transport = server.transport()
+        let clock = MutableClock()
+        let cache = JWKSCache(url: Self.url, transport: transport, timeSource: clock.source)
+        try await cache.refresh()
+        for index in 0..<10 {
+            await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "random-\(index)") }
+        }
+        server.document.withLock { $0 = jwks(Fixtures.appleKey, Fixtures.appleKey.withKeyID("ROTATED002")) }
+        // The attacker takes the refilled token first; its fetch brings the rotated key along.
+        clock.advance(TimeInterval(JWKSCache.Configuration().unknownKeyRefetchInterval.components.seconds))
+        await #expect(throws: LatchkeyError(.unknownKeyID, "")) { _ = try await cache.key(forKeyID: "random-after-rotation") }
+        let fetches = transport.count
+        #expect(try await cache.key(forKeyID: "ROTATED002").keyID == "ROTATED002")
+        #expect(transport.count == fetches)
+    }
+
     @Test("a kid a fresh key set did not hold is refused without fetching until its negative entry expires")
     func negativeCache() async throws {
         let transport = KeyServer().transport()

@@ -23,6 +23,7 @@ struct ProxyAndLoggingTests {
             (["10.0.0.0/8", "fd00::/8"], "fd00::1", ["203.0.113.7", "10.9.9.9"], "203.0.113.7"),
             (["10.0.0.0/8"], "198.51.100.1", ["spoofed"], "198.51.100.1"),  // not from a trusted proxy: its header proves nothing
             (["192.0.2.7"], "192.0.2.7", ["192.0.2.7"], "192.0.2.7"),  // everything trusted: the left-most is all there is
+            (["10.0.0.0/8"], "::ffff:10.0.0.2", ["203.0.113.7"], "203.0.113.7"),  // a dual-stack listener's IPv4 peer
         ])
     func clientAddress(proxies: [String], peer: String, forwarded: [String], client: String) throws {
         #expect(try TrustedProxies(parsing: proxies).clientAddress(peer: peer, forwardedFor: forwarded) == client)
@@ -40,8 +41,8 @@ struct ProxyAndLoggingTests {
         let reader = ConfigReader(provider: InMemoryProvider(values: ["http.trustForwardedFor": .init(.string("true"), isSecret: false)]))
         let configuration = try ServerConfiguration(reading: reader)
         #expect(configuration.trustedProxies == .hops(1))
-        #expect(configuration.deprecations.count == 1)
-        #expect(configuration.deprecations.first?.contains("http.trustedProxies") == true)
+        #expect(configuration.warnings.count == 1)
+        #expect(configuration.warnings.first?.contains("http.trustedProxies") == true)
         let both = ConfigReader(
             provider: InMemoryProvider(values: [
                 "http.trustForwardedFor": .init(.string("true"), isSecret: false), "http.trustedProxies": .init(.string("10.0.0.0/8"), isSecret: false),

@@ -58,17 +58,23 @@ struct SignInHardeningTests {
             #expect(again.status == 401)
             #expect(again.error == "token_already_used")
 
+            let signedPart = apple.identityToken[..<(try #require(apple.identityToken.lastIndex(of: ".")))]
             // A second instance on the same database refuses it too.
             let second = try await LatchkeyServer.make(
                 configuration: harness.server.configuration, store: harness.store, encryptionKey: harness.encryptionKey,
                 transport: AsyncHTTPClientTransport(), timeSource: harness.clock.source
             )
             let claims = try await second.sessions.store.recordSignInToken(
-                provider: "apple", subject: sub, tokenHash: sha256Hex(apple.identityToken), expiresAt: .distantFuture)
+                provider: "apple", subject: sub, tokenHash: sha256Hex(String(signedPart)), expiresAt: .distantFuture)
             #expect(claims == false)
+            let identity = try await verifiedIdentity(apple.identityToken, harness)
             await #expect(throws: LatchkeyError(.tokenAlreadyUsed, "")) {
-                try await second.sessions.claimSignIn(
-                    apple.identityToken, provider: "apple", identity: try await verifiedIdentity(apple.identityToken, harness))
+                try await second.sessions.claimSignIn(apple.identityToken, provider: "apple", identity: identity)
+            }
+            // The claim is on what the signature covers: another signature over the same claims (ECDSA allows
+            // one) is the same sign-in.
+            await #expect(throws: LatchkeyError(.tokenAlreadyUsed, "")) {
+                try await second.sessions.claimSignIn(signedPart + ".b3RoZXItc2lnbmF0dXJl", provider: "apple", identity: identity)
             }
             #expect(try await harness.store.sessions(userID: try #require(try await harness.store.identity(provider: "apple", subject: sub)).userID).count == 1)
         }

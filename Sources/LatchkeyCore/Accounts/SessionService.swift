@@ -1,3 +1,4 @@
+import Crypto
 public import Foundation
 public import Logging
 import Synchronization
@@ -157,9 +158,16 @@ public struct SessionService: Sendable {
                 createdAt: now)
             try await store.saveProviderGrant(grant)
         }
+        let identities = try await store.identities(userID: user.id)
+        // Nothing after the session starts may fail the sign-in: the caller would release the identity token
+        // for a retry while a session made from it exists.
         let tokens = try await startSession(userID: user.id, identityID: identity.id, clientID: verified.audience, userAgent: userAgent)
-        try await audit(user.id, "signed_in", "provider=\(provider) session=\(tokens.sessionID)")
-        return SignInOutcome(tokens: tokens, user: user, identities: try await store.identities(userID: user.id), isNewUser: isNewUser)
+        do {
+            try await audit(user.id, "signed_in", "provider=\(provider) session=\(tokens.sessionID)")
+        } catch {
+            logger?.warning("could not record the sign-in in the audit log", metadata: ["session": "\(tokens.sessionID)", "error": "\(error)"])
+        }
+        return SignInOutcome(tokens: tokens, user: user, identities: identities, isNewUser: isNewUser)
     }
 
     /// Claims a verified identity token for one sign-in: the first claim succeeds, any later one (from this
@@ -168,7 +176,7 @@ public struct SessionService: Sendable {
     public func claimSignIn(_ token: String, provider: String, identity: VerifiedIdentity) async throws {
         // Kept past `exp` by more than any verifier's leeway, so the token cannot be accepted again after its record is swept.
         let keepUntil = identity.expiresAt.addingTimeInterval(Self.signInRecordMargin)
-        guard try await store.recordSignInToken(provider: provider, subject: identity.subject, tokenHash: sha256Hex(token), expiresAt: keepUntil) else {
+        guard try await store.recordSignInToken(provider: provider, subject: identity.subject, tokenHash: Self.signInKey(token), expiresAt: keepUntil) else {
             throw LatchkeyError(
                 .tokenAlreadyUsed,
                 "this identity token already started a session; sign-ins are single use — sign in again to get a fresh token"
@@ -178,7 +186,15 @@ public struct SessionService: Sendable {
 
     /// Undoes ``claimSignIn(_:provider:identity:)`` after a failure, so the app may retry with the same token.
     public func releaseSignIn(_ token: String, provider: String, identity: VerifiedIdentity) async {
-        try? await store.deleteSignInToken(provider: provider, subject: identity.subject, tokenHash: sha256Hex(token))
+        try? await store.deleteSignInToken(provider: provider, subject: identity.subject, tokenHash: Self.signInKey(token))
+    }
+
+    /// A sign-in is keyed by what the signature covers (`header.payload`), not by the whole string: some
+    /// signature schemes (ECDSA) admit a second valid signature for the same claims.
+    static func signInKey(_ token: String) -> String {
+        let bytes = Array(token.utf8)
+        let signed = bytes.lastIndex(of: UInt8(ascii: ".")).map { bytes[..<$0] } ?? bytes[...]
+        return lowercaseHex(SHA256.hash(data: signed))
     }
 
     /// How long past its `exp` a used identity token is remembered.

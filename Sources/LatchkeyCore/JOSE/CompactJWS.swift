@@ -43,11 +43,18 @@ public struct CompactJWS: Sendable {
         if segment.contains(UInt8(ascii: "=")) {
             throw LatchkeyError(.malformedToken, "the \(name) segment is padded; JWTs use unpadded base64url")
         }
+        let decoded: [UInt8]
         do {
-            return try Base64.decode(bytes: segment, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+            decoded = try Base64.decode(bytes: segment, options: [.base64UrlAlphabet, .omitPaddingCharacter])
         } catch {
             throw LatchkeyError(.malformedToken, "the \(name) segment is not valid base64url")
         }
+        // A last character with unused bits set decodes to the same bytes as the canonical one; refusing it
+        // keeps one token one string, which single-use sign-ins and token hashes rely on.
+        guard Base64.encodeToBytes(bytes: decoded, options: [.base64UrlAlphabet, .omitPaddingCharacter]).elementsEqual(segment) else {
+            throw LatchkeyError(.malformedToken, "the \(name) segment is not canonical base64url (its last character has unused bits set)")
+        }
+        return decoded
     }
 }
 
