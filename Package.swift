@@ -63,6 +63,7 @@ let package = Package(
         .target(
             name: "LatchkeyProviders",
             dependencies: [
+                "LatchkeyModels",
                 "LatchkeyCore",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -34,6 +34,37 @@ public struct SignInResponse: Codable, Sendable, Equatable {
     }
 }
 
+/// `POST /v1/auth/{provider}`'s body for every provider but Apple, and `POST /v1/me/identities/{provider}`'s.
+/// Which fields a provider needs: `{idToken, rawNonce?}` (Google, Microsoft, generic OpenID Connect, Facebook
+/// Limited Login), `{authorizationCode, codeVerifier, redirectUri}` (Google, Microsoft, Dropbox, generic
+/// OpenID Connect), `{accessToken}` (Facebook classic login).
+public struct ProviderSignInRequest: Codable, Sendable, Equatable {
+    public var idToken: String?
+    public var rawNonce: String?
+    public var authorizationCode: String?
+    public var codeVerifier: String?
+    public var redirectUri: String?
+    public var accessToken: String?
+    /// Which of the provider's configured client ids the code was issued to, when there are several.
+    public var clientId: String?
+    /// Needed for a new user when the server's `signup.mode` is `invite`.
+    public var inviteCode: String?
+
+    public init(
+        idToken: String? = nil, rawNonce: String? = nil, authorizationCode: String? = nil, codeVerifier: String? = nil, redirectUri: String? = nil,
+        accessToken: String? = nil, clientId: String? = nil, inviteCode: String? = nil
+    ) {
+        self.idToken = idToken
+        self.rawNonce = rawNonce
+        self.authorizationCode = authorizationCode
+        self.codeVerifier = codeVerifier
+        self.redirectUri = redirectUri
+        self.accessToken = accessToken
+        self.clientId = clientId
+        self.inviteCode = inviteCode
+    }
+}
+
 /// `POST /v1/auth/apple`'s body: what the app got from `ASAuthorizationAppleIDCredential`.
 public struct AppleSignInRequest: Codable, Sendable, Equatable {
     public var identityToken: String
@@ -44,6 +75,8 @@ public struct AppleSignInRequest: Codable, Sendable, Equatable {
     public var fullName: FullName?
     /// Web sign-ins only: the `redirect_uri` the code was obtained with (native codes have none).
     public var redirectUri: String?
+    /// Needed for a new user when the server's `signup.mode` is `invite`.
+    public var inviteCode: String?
 
     public struct FullName: Codable, Sendable, Equatable {
         public var givenName: String?
@@ -54,7 +87,11 @@ public struct AppleSignInRequest: Codable, Sendable, Equatable {
         }
     }
 
-    public init(identityToken: String, authorizationCode: String? = nil, rawNonce: String? = nil, fullName: FullName? = nil, redirectUri: String? = nil) {
+    public init(
+        identityToken: String, authorizationCode: String? = nil, rawNonce: String? = nil, fullName: FullName? = nil, redirectUri: String? = nil,
+        inviteCode: String? = nil
+    ) {
+        self.inviteCode = inviteCode
         self.identityToken = identityToken
         self.authorizationCode = authorizationCode
         self.rawNonce = rawNonce

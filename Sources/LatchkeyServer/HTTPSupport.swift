@@ -109,10 +109,10 @@ struct ErrorMiddleware: RouterMiddleware {
         case .temporarilyUnavailable, .providerUnavailable, .providerRateLimited, .keysUnavailable:
             return APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: error.reason, headers: [.retryAfter: "30"])
         case .invalidClient:
-            // Apple refusing this server's client is the operator's problem; the details stay in the operator's tools.
+            // A provider refusing this server's client is the operator's problem; the details stay in the operator's tools.
             return APIError(
                 status: .badGateway, code: "invalid_client",
-                description: "Apple did not accept this server's client credentials; the operator should run `latchkey doctor --live`")
+                description: "the provider did not accept this server's client credentials; the operator should run `latchkey doctor --live`")
         case .invalidRequest, .unsupportedGrantType, .invalidScope, .unauthorizedClient, .invalidProviderResponse, .invalidConfiguration, .invalidKey:
             // Apple's objections to our own requests, and our own configuration, are not the caller's fault.
             return APIError(status: .badGateway, code: error.errorCode, description: error.reason)
@@ -120,6 +120,12 @@ struct ErrorMiddleware: RouterMiddleware {
             return APIError(status: .notFound, code: "not_found", description: error.reason)
         case .rateLimited:
             return APIError(status: .tooManyRequests, code: "rate_limited", description: error.reason)
+        case .malformedRequest:
+            return APIError(status: .badRequest, code: "invalid_request", description: error.reason)
+        case .identityInUse, .lastIdentity:
+            return APIError(status: .conflict, code: error.errorCode, description: error.reason)
+        case .signupClosed:
+            return APIError(status: .forbidden, code: error.errorCode, description: error.reason)
         case .invalidNotification:
             return APIError(status: .badRequest, code: "invalid_request", description: error.reason)
         default:

@@ -20,7 +20,10 @@ public struct LatchkeyServer: Sendable {
     public let sessions: SessionService
     public let metrics: ServerMetrics
     public let accessKeys: AccessTokenKeys
-    let apple: AppleComponents?
+    /// The providers users sign in with, by name.
+    public let providers: ProviderRegistry
+    /// Verifies Apple's server-to-server notifications, when Apple is configured.
+    let appleNotifications: AppleNotificationVerifier?
     let box: SecretBox
     let timeSource: TimeSource
     let logger: Logger
@@ -28,13 +31,6 @@ public struct LatchkeyServer: Sendable {
     let subjectLimiter: RateLimiter
     let verifiedTokens: VerifiedTokenCache
     let keyReloads = Cooldown(interval: 5)
-
-    struct AppleComponents: Sendable {
-        let client: AppleClient
-        let keys: JWKSCache
-        let verifier: IdentityTokenVerifier
-        let notifications: AppleNotificationVerifier
-    }
 
     /// Loads (or, on first start, creates) signing keys and wires every component.
     /// The store must already be migrated.
@@ -56,26 +52,36 @@ public struct LatchkeyServer: Sendable {
             issuer: configuration.issuer, audience: configuration.audience, lifetime: configuration.accessTokenLifetime, keys: accessKeys,
             timeSource: timeSource
         )
-        var apple: AppleComponents?
+        let observer: ProviderCallObserver = { provider, operation, outcome in metrics.providerCall(provider, operation, outcome: outcome) }
+        var providers: [any IdentityProvider] = []
+        var appleNotifications: AppleNotificationVerifier?
         if let settings = configuration.apple {
             let credentials = try AppleSigningCredentialsCheck.check(settings)
             let appleConfiguration = AppleConfiguration(credentials: credentials, clientIDs: settings.clientIDs, baseURL: settings.baseURL)
-            let client = try AppleClient(configuration: appleConfiguration, transport: transport, timeSource: timeSource, logger: logger)
-            let keys = JWKSCache(url: appleConfiguration.jwksURL, transport: transport, timeSource: timeSource, logger: logger)
-            apple = AppleComponents(
-                client: client, keys: keys,
-                verifier: IdentityTokenVerifier(
-                    policy: Self.signInPolicy(appleConfiguration.identityTokenPolicy, settings), keys: keys, timeSource: timeSource),
-                notifications: AppleNotificationVerifier(keys: keys, audiences: settings.clientIDs, timeSource: timeSource)
-            )
+            let apple = try AppleIdentityProvider(
+                configuration: appleConfiguration, signInPolicy: Self.signInPolicy(appleConfiguration.identityTokenPolicy, settings),
+                redirectURIs: settings.redirectURIs, transport: transport, timeSource: timeSource, logger: logger, observer: observer)
+            providers.append(apple)
+            appleNotifications = AppleNotificationVerifier(keys: apple.keys, audiences: settings.clientIDs, timeSource: timeSource)
         }
-        let link = apple.map { AppleAuthorizationLink(client: $0.client, metrics: metrics) }
+        for provider in configuration.openIDProviders {
+            providers.append(OpenIDProvider(configuration: provider, transport: transport, timeSource: timeSource, logger: logger, observer: observer))
+        }
+        if let facebook = configuration.facebook {
+            providers.append(FacebookProvider(configuration: facebook, transport: transport, timeSource: timeSource, logger: logger, observer: observer))
+        }
+        if let dropbox = configuration.dropbox {
+            providers.append(DropboxProvider(configuration: dropbox, transport: transport, timeSource: timeSource, observer: observer))
+        }
+        let registry = ProviderRegistry(providers)
+        var policy = configuration.session
+        policy.requireInvite = configuration.signUp == .invite
         let sessions = SessionService(
-            store: store, accessTokens: accessTokens, box: box, providerLink: link, policy: configuration.session, timeSource: timeSource, logger: logger)
+            store: store, accessTokens: accessTokens, box: box, providerLinks: registry.links, policy: policy, timeSource: timeSource, logger: logger)
         return LatchkeyServer(
-            configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, apple: apple, box: box,
-            timeSource: timeSource, logger: logger, ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP),
-            subjectLimiter: RateLimiter(perMinute: configuration.rateLimit.perSubject),
+            configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, providers: registry,
+            appleNotifications: appleNotifications, box: box, timeSource: timeSource, logger: logger,
+            ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP), subjectLimiter: RateLimiter(perMinute: configuration.rateLimit.perSubject),
             verifiedTokens: VerifiedTokenCache(timeSource: timeSource)
         )
     }
@@ -110,10 +116,11 @@ public struct LatchkeyServer: Sendable {
         )
     }
 
-    /// Background work: retrying owed Apple revocations, sweeping expired tokens, key upkeep, Apple key refresh.
+    /// Background work: retrying owed provider revocations, sweeping expired tokens, key upkeep, providers' key refresh.
     public var services: [any Service] {
         var services: [any Service] = [MaintenanceService(server: self)]
-        if let apple { services.append(JWKSRefreshService(caches: [apple.keys], logger: logger)) }
+        let caches = providers.all.flatMap(\.keyCaches)
+        if !caches.isEmpty { services.append(JWKSRefreshService(caches: caches, logger: logger)) }
         return services
     }
 }

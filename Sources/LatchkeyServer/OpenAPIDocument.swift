@@ -44,6 +44,9 @@ enum OpenAPIDocument {
     static var operations: [String: JSON] {
         [
             "POST /v1/auth/apple": signInWithApple,
+            "POST /v1/auth/{provider}": signInWithProvider,
+            "POST /v1/me/identities/{provider}": linkIdentity,
+            "DELETE /v1/me/identities/{provider}/{subject}": unlinkIdentity,
             "POST /v1/token": refreshToken,
             "POST /v1/logout": logout,
             "GET /v1/me": me,
@@ -95,6 +98,120 @@ enum OpenAPIDocument {
                     "Apple refused this server's own request (its client credentials or configuration): the operator's problem", codes: appleFailures,
                     example: Examples.invalidClient),
                 "503": unavailable("Sign in with Apple is not configured, Apple or its keys cannot be reached, or the database is unavailable"),
+            ]
+        )
+    }
+
+    private static let providerParameter: JSON = [
+        "name": "provider", "in": "path", "required": true,
+        "description": "A configured provider: google, microsoft, facebook, dropbox, apple, or a generic OpenID Connect provider's name",
+        "schema": ["type": "string", "minLength": 1], "example": "google",
+    ]
+
+    private static var providerBody: JSON {
+        [
+            "required": true,
+            "content": jsonContent(
+                ref("ProviderSignInRequest"),
+                examples: [
+                    "idToken": [
+                        "summary": "An ID token from the provider's app SDK (Google, Microsoft, OpenID Connect, Facebook Limited Login)",
+                        "value": Examples.providerIDToken,
+                    ],
+                    "code": [
+                        "summary": "An authorization code with its PKCE verifier (Google, Microsoft, Dropbox, OpenID Connect)", "value": Examples.providerCode,
+                    ],
+                    "accessToken": ["summary": "A Facebook classic-login access token", "value": Examples.providerAccessToken],
+                ]),
+        ]
+    }
+
+    private static var signInWithProvider: JSON {
+        operation(
+            id: "signInWithProvider", summary: "Exchange a sign-in at any configured provider for a Latchkey session",
+            description: """
+                The body depends on the provider: `{idToken, rawNonce?}`, `{authorizationCode, codeVerifier, redirectUri}` (the server \
+                redeems the code with PKCE) or `{accessToken}` (Facebook classic login, checked with debug_token). `/v1/auth/apple` \
+                takes Apple's own body. Users are found by provider and subject, never by e-mail; each ID token starts one session only.
+                """,
+            parameters: [providerParameter], body: providerBody,
+            responses: [
+                "200": [
+                    "description": "Signed in", "content": jsonContent(ref("SignInResponse"), example: Examples.signIn),
+                    "links": ["RefreshSession": refreshLink("$response.body#/refreshToken", "Rotate the new session's refresh token")],
+                ],
+                "400": error(
+                    "The body lacks what the provider needs, or the provider refused the code (unknown, used, wrong verifier or redirect URI)",
+                    codes: ["invalid_request", "invalid_grant"], example: Examples.invalidBody),
+                "401": error(
+                    "The ID token or access token was refused; the code says which check failed", codes: identityTokenRefusals,
+                    example: ["error": "unexpected_audience", "error_description": "the token is for another client id"]),
+                "403": error(
+                    "Sign-up needs an invitation (signup.mode is invite) and no valid inviteCode was sent", codes: ["signup_closed"],
+                    example: ["error": "signup_closed", "error_description": "sign-up needs an invitation on this server"]),
+                "404": error(
+                    "No such provider is configured; the description lists the configured ones", codes: ["not_found"],
+                    example: ["error": "not_found", "error_description": "no provider \"github\" is configured on this server; configured: apple, google"]),
+                "413": tooLarge,
+                "429": rateLimited,
+                "502": error(
+                    "The provider refused this server's own request (its client credentials or configuration)", codes: appleFailures,
+                    example: Examples.invalidClient),
+                "503": unavailable("The provider or its keys cannot be reached, or the database is unavailable"),
+            ]
+        )
+    }
+
+    private static var linkIdentity: JSON {
+        operation(
+            id: "linkIdentity", summary: "Link another provider account to the signed-in user",
+            description:
+                "Takes the same body as the provider's sign-in. An account already linked to another user is refused; nothing is ever linked by e-mail.",
+            bearer: true,
+            parameters: [providerParameter], body: providerBody,
+            responses: [
+                "200": ["description": "The user with the identity linked", "content": jsonContent(ref("UserResponse"), example: Examples.user)],
+                "400": error(
+                    "The body lacks what the provider needs, or the provider refused the code", codes: ["invalid_request", "invalid_grant"],
+                    example: Examples.invalidBody),
+                "401": unauthorized,
+                "404": error(
+                    "No such provider is configured", codes: ["not_found"],
+                    example: ["error": "not_found", "error_description": "no provider \"github\" is configured on this server; configured: apple, google"]),
+                "409": error(
+                    "The provider account is linked to another user", codes: ["identity_in_use"],
+                    example: ["error": "identity_in_use", "error_description": "this google account is already linked to another user"]),
+                "413": tooLarge,
+                "429": rateLimited,
+                "502": error("The provider refused this server's own request", codes: appleFailures, example: Examples.invalidClient),
+                "503": unavailable("The provider or its keys cannot be reached, or the database is unavailable"),
+            ]
+        )
+    }
+
+    private static var unlinkIdentity: JSON {
+        let subject: JSON = [
+            "name": "subject", "in": "path", "required": true, "description": "The identity's subject, as GET /v1/me lists it",
+            "schema": ["type": "string", "minLength": 1], "example": "108234567890123456789",
+        ]
+        return operation(
+            id: "unlinkIdentity", summary: "Unlink one of the user's identities (never the last)",
+            description:
+                "Sessions begun through the identity end, and its provider grant is revoked (retried in the background when the provider cannot be reached).",
+            bearer: true,
+            parameters: [providerParameter, subject],
+            responses: [
+                "200": ["description": "The user without the identity", "content": jsonContent(ref("UserResponse"), example: Examples.user)],
+                "401": unauthorized,
+                "404": error(
+                    "The user has no such identity", codes: ["not_found"],
+                    example: ["error": "not_found", "error_description": "no google identity with this subject is linked to this account"]),
+                "409": error(
+                    "It is the user's only identity", codes: ["last_identity"],
+                    example: [
+                        "error": "last_identity", "error_description": "this is the account's only identity; link another one first, or delete the account",
+                    ]),
+                "503": unavailable("The database is unavailable"),
             ]
         )
     }
@@ -163,8 +280,8 @@ enum OpenAPIDocument {
 
     private static var deleteMe: JSON {
         operation(
-            id: "deleteMe", summary: "Delete the account: revoke Apple's tokens, then delete everything",
-            description: "A revocation Apple does not take now is retried in the background; the account is deleted regardless.", bearer: true,
+            id: "deleteMe", summary: "Delete the account: revoke every provider's grant, then delete everything",
+            description: "A revocation a provider does not take now is retried in the background; the account is deleted regardless.", bearer: true,
             responses: [
                 "200": ["description": "The account is deleted", "content": jsonContent(ref("AccountDeletion"), example: Examples.accountDeletion)],
                 "401": unauthorized,
@@ -430,7 +547,21 @@ enum OpenAPIDocument {
                     "redirectUri": optionalString.merging([
                         "description": "Web sign-ins only: the redirect URI the code was obtained with; one of apple.redirectUris"
                     ]),
+                    "inviteCode": optionalString.merging(["description": "Needed for a new user while signup.mode is invite"]),
                 ], required: ["identityToken", "rawNonce"], closed: false, examples: [Examples.appleSignInNative, Examples.appleSignInWeb]
+            ),
+            "ProviderSignInRequest": object(
+                "What the app got from the provider; which members a provider needs is in the operation's description",
+                [
+                    "idToken": optionalString.merging(["description": "An OpenID Connect ID token"]),
+                    "rawNonce": optionalString.merging(["description": "The unhashed nonce, when the ID token carries one"]),
+                    "authorizationCode": optionalString.merging(["description": "An authorization code for the server to redeem with PKCE"]),
+                    "codeVerifier": optionalString.merging(["description": "The code's PKCE verifier (RFC 7636)"]),
+                    "redirectUri": optionalString.merging(["description": "The redirect URI the code was issued to"]),
+                    "accessToken": optionalString.merging(["description": "A Facebook classic-login access token"]),
+                    "clientId": optionalString.merging(["description": "Which configured client id the code was issued to, when there are several"]),
+                    "inviteCode": optionalString.merging(["description": "Needed for a new user while signup.mode is invite"]),
+                ], required: [], closed: false, examples: [Examples.providerIDToken, Examples.providerCode, Examples.providerAccessToken]
             ),
             "FullName": object(
                 "The user's name as Apple shares it", ["givenName": optionalString, "familyName": optionalString], required: [], closed: false,
@@ -471,7 +602,8 @@ enum OpenAPIDocument {
             "IdentityResponse": object(
                 "A provider account linked to the user",
                 [
-                    "provider": ["type": "string", "enum": ["apple"]], "subject": nonEmptyString, "email": string, "isPrivateEmail": ["type": "boolean"],
+                    "provider": nonEmptyString.merging(["description": "apple, google, microsoft, facebook, dropbox, or a generic provider's name"]),
+                    "subject": nonEmptyString, "email": string, "isPrivateEmail": ["type": "boolean"],
                     "realUserStatus": [
                         "type": "integer", "enum": [0, 1, 2], "description": "Apple's real_user_status: 0 unsupported, 1 unknown, 2 likely real",
                     ],
@@ -497,9 +629,12 @@ enum OpenAPIDocument {
                 "The account is deleted",
                 [
                     "deleted": ["type": "integer", "enum": [1]],
-                    "appleTokensRevoked": count.merging(["description": "Apple tokens revoked now"]),
-                    "appleRevocationsPending": count.merging(["description": "Revocations Apple did not take now, retried in the background"]),
-                ], required: ["deleted", "appleTokensRevoked", "appleRevocationsPending"], closed: true, examples: [Examples.accountDeletion]
+                    "tokensRevoked": count.merging(["description": "Provider grants revoked now"]),
+                    "revocationsPending": count.merging(["description": "Revocations a provider did not take now, retried in the background"]),
+                    "appleTokensRevoked": count.merging(["description": "The same as tokensRevoked (its name predates other providers)"]),
+                    "appleRevocationsPending": count.merging(["description": "The same as revocationsPending (its name predates other providers)"]),
+                ], required: ["deleted", "tokensRevoked", "revocationsPending", "appleTokensRevoked", "appleRevocationsPending"], closed: true,
+                examples: [Examples.accountDeletion]
             ),
             "AppleNotificationRequest": object(
                 "Apple's notification envelope", ["payload": string.merging(["description": "A JWT signed by Apple"])], required: ["payload"], closed: false,
@@ -583,7 +718,18 @@ enum OpenAPIDocument {
         static let sessionList: JSON = ["sessions": [session]]
         static let logoutRequest: JSON = ["all": true]
         static let logoutResponse: JSON = ["revokedSessions": 2]
-        static let accountDeletion: JSON = ["deleted": 1, "appleTokensRevoked": 1, "appleRevocationsPending": 0]
+        static let accountDeletion: JSON = [
+            "deleted": 1, "tokensRevoked": 2, "revocationsPending": 0, "appleTokensRevoked": 2, "appleRevocationsPending": 0,
+        ]
+        static let providerIDToken: JSON = [
+            "idToken": "eyJhbGciOiJSUzI1NiIsImtpZCI6IjFmMmUzZDRjIn0.eyJpc3MiOiJodHRwczovL2FjY291bnRzLmdvb2dsZS5jb20ifQ.c2lnbmF0dXJl",
+            "rawNonce": "a3f9c1e07b5d4e6f",
+        ]
+        static let providerCode: JSON = [
+            "authorizationCode": "4/0AeanS0b-example-code", "codeVerifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk",
+            "redirectUri": "com.example.app:/oauth2redirect",
+        ]
+        static let providerAccessToken: JSON = ["accessToken": "EAAGm0PX4ZCpsBA-example-token"]
         static let notificationRequest: JSON = [
             "payload": "eyJraWQiOiJZdXlYb1kiLCJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJodHRwczovL2FwcGxlaWQuYXBwbGUuY29tIn0.c2lnbmF0dXJl"
         ]

@@ -7,21 +7,29 @@ import LatchkeyProviders
 extension LatchkeyServer {
     /// Every route the server serves; `/openapi.json` documents exactly these (a test holds them together).
     public static let routes: [(method: String, path: String)] = [
-        ("POST", "/v1/auth/apple"), ("POST", "/v1/token"), ("POST", "/v1/logout"),
+        ("POST", "/v1/auth/apple"), ("POST", "/v1/auth/{provider}"), ("POST", "/v1/token"), ("POST", "/v1/logout"),
         ("GET", "/v1/me"), ("DELETE", "/v1/me"), ("GET", "/v1/me/sessions"), ("DELETE", "/v1/me/sessions/{id}"),
+        ("POST", "/v1/me/identities/{provider}"), ("DELETE", "/v1/me/identities/{provider}/{subject}"),
         ("POST", "/v1/apple/notifications"),
         ("GET", "/.well-known/jwks.json"), ("GET", "/.well-known/openid-configuration"),
         ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/openapi.json"),
     ]
 
     func addRoutes(to router: Router<LatchkeyRequestContext>) {
-        router.post("/v1/auth/apple") { request, _ in try await signInWithApple(request) }
+        router.post("/v1/auth/apple") { request, _ in try await signIn(request, providerName: "apple") }
+        router.post("/v1/auth/:provider") { request, context in try await signIn(request, providerName: try context.parameters.require("provider")) }
         router.post("/v1/token") { request, _ in try await refresh(request) }
         router.post("/v1/logout") { request, _ in try await logout(request) }
         router.get("/v1/me") { request, _ in try await me(request) }
         router.delete("/v1/me") { request, _ in try await deleteMe(request) }
         router.get("/v1/me/sessions") { request, _ in try await listSessions(request) }
         router.delete("/v1/me/sessions/:id") { request, context in try await deleteSession(request, id: try context.parameters.require("id")) }
+        router.post("/v1/me/identities/:provider") { request, context in
+            try await linkIdentity(request, providerName: try context.parameters.require("provider"))
+        }
+        router.delete("/v1/me/identities/:provider/:subject") { request, context in
+            try await unlinkIdentity(request, providerName: try context.parameters.require("provider"), subject: try context.parameters.require("subject"))
+        }
         router.post("/v1/apple/notifications") { request, _ in try await appleNotification(request) }
         router.get("/.well-known/jwks.json") { _, _ in JSONBody.response(accessKeys.jwks, headers: [.cacheControl: "public, max-age=300"]) }
         router.get("/.well-known/openid-configuration") { _, _ in JSONBody.response(discovery, headers: [.cacheControl: "public, max-age=3600"]) }
@@ -59,71 +67,107 @@ extension LatchkeyServer {
 
     // MARK: - Sign-in
 
-    func signInWithApple(_ request: Request) async throws -> Response {
-        guard let apple else {
+    /// What a sign-in or link body says, whichever provider it is for.
+    private struct CredentialBody {
+        var credential: ProviderCredential
+        var givenName: String?
+        var familyName: String?
+        var inviteCode: String?
+    }
+
+    private func provider(_ name: String) throws -> any IdentityProvider {
+        if let provider = providers[name] { return provider }
+        if name == "apple" {
             throw APIError(
                 status: .serviceUnavailable, code: "temporarily_unavailable",
                 description: "Sign in with Apple is not configured on this server (set apple.teamId, apple.keyId, apple.privateKeyFile and apple.clientIds)")
         }
-        let body = try decodeJSON(AppleSignInRequest.self, try await request.bytes(limit: configuration.maximumBodySize))
-        guard !body.identityToken.isEmpty else { throw APIError.invalidRequest("identityToken is empty") }
-        let identity: VerifiedIdentity
-        do {
-            identity = try await apple.verifier.verify(
-                body.identityToken, expecting: .signIn(rawNonce: body.rawNonce, authorizationCode: body.authorizationCode))
-            if let wait = subjectLimiter.check("sub:" + identity.subject) {
-                throw APIError(
-                    status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s",
-                    headers: [.retryAfter: String(wait)])
-            }
-            try await sessions.claimSignIn(body.identityToken, provider: "apple", identity: identity)
-        } catch {
-            metrics.signIn(provider: "apple", outcome: (error as? LatchkeyError)?.errorCode ?? (error as? APIError)?.code ?? "error")
-            throw error
+        let configured = providers.names
+        throw APIError(
+            status: .notFound, code: "not_found",
+            description:
+                "no provider \"\(name.prefix(40))\" is configured on this server; configured: \(configured.isEmpty ? "none" : configured.joined(separator: ", "))"
+        )
+    }
+
+    private func credentialBody(_ request: Request, providerName: String) async throws -> CredentialBody {
+        let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+        if providerName == "apple" {
+            let body = try decodeJSON(AppleSignInRequest.self, bytes)
+            guard !body.identityToken.isEmpty else { throw APIError.invalidRequest("identityToken is empty") }
+            return CredentialBody(
+                credential: ProviderCredential(
+                    idToken: body.identityToken, rawNonce: body.rawNonce, authorizationCode: body.authorizationCode, redirectURI: body.redirectUri),
+                givenName: body.fullName?.givenName, familyName: body.fullName?.familyName, inviteCode: body.inviteCode)
         }
+        let body = try decodeJSON(ProviderSignInRequest.self, bytes)
+        return CredentialBody(
+            credential: ProviderCredential(
+                idToken: body.idToken, rawNonce: body.rawNonce, authorizationCode: body.authorizationCode, codeVerifier: body.codeVerifier,
+                redirectURI: body.redirectUri, accessToken: body.accessToken, clientID: body.clientId),
+            inviteCode: body.inviteCode)
+    }
+
+    /// Verifies a credential and claims its single-use token; then `body` runs, and a failure there releases the
+    /// claim so the app may retry with the same token.
+    private func withVerifiedCredential<T: Sendable>(
+        _ provider: any IdentityProvider, _ credential: ProviderCredential, _ body: (ProviderSignIn) async throws -> T
+    ) async throws -> T {
+        let signIn = try await provider.verify(credential)
+        if let wait = subjectLimiter.check("sub:\(provider.name):" + signIn.identity.subject) {
+            throw APIError(
+                status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s",
+                headers: [.retryAfter: String(wait)])
+        }
+        if let token = signIn.singleUseToken { try await sessions.claimSignIn(token, provider: provider.name, identity: signIn.identity) }
         do {
-            return try await completeAppleSignIn(request, body, identity, apple)
+            return try await body(try await provider.complete(credential, signIn))
         } catch {
-            // Nothing was started: the app may retry with the same token.
-            await sessions.releaseSignIn(body.identityToken, provider: "apple", identity: identity)
+            if let token = signIn.singleUseToken { await sessions.releaseSignIn(token, provider: provider.name, identity: signIn.identity) }
             throw error
         }
     }
 
-    private func completeAppleSignIn(_ request: Request, _ body: AppleSignInRequest, _ identity: VerifiedIdentity, _ apple: AppleComponents) async throws
-        -> Response
-    {
-        var appleRefreshToken: String?
-        if let code = body.authorizationCode, !code.isEmpty {
-            if let redirectURI = body.redirectUri, !(configuration.apple?.redirectURIs.contains(redirectURI) ?? false) {
-                throw APIError.invalidRequest("redirectUri \(redirectURI.prefix(200)) is not one of the configured apple.redirectUris")
+    func signIn(_ request: Request, providerName: String) async throws -> Response {
+        do {
+            let provider = try provider(providerName)
+            let body = try await credentialBody(request, providerName: providerName)
+            let outcome = try await withVerifiedCredential(provider, body.credential) { signIn in
+                try await sessions.signIn(
+                    identity: signIn.identity, provider: provider.name, givenName: body.givenName, familyName: body.familyName,
+                    providerRefreshToken: signIn.grant, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
             }
-            let tokens: AppleTokenResponse
-            do {
-                tokens = try await apple.client.exchangeCode(code, clientID: identity.audience, redirectURI: body.redirectUri)
-                metrics.appleCall("code_exchange", outcome: "ok")
-            } catch {
-                metrics.appleCall("code_exchange", outcome: error.errorCode)
-                metrics.signIn(provider: "apple", outcome: error.errorCode)
-                throw error
+            metrics.signIn(provider: provider.name, outcome: outcome.isNewUser ? "new_user" : "ok")
+            let tokens = TokenPairResponse(
+                accessToken: outcome.tokens.accessToken, expiresIn: outcome.tokens.expiresIn, refreshToken: outcome.tokens.refreshToken)
+            return JSONBody.response(SignInResponse(tokens: tokens, user: Self.userResponse(outcome.user, outcome.identities), isNewUser: outcome.isNewUser))
+        } catch {
+            // Only configured providers get a metrics label: a path segment is the caller's to choose.
+            if providers[providerName] != nil {
+                metrics.signIn(provider: providerName, outcome: (error as? LatchkeyError)?.errorCode ?? (error as? APIError)?.code ?? "error")
             }
-            // The code must belong to the same Apple ID as the identity token; an unverifiable answer proves nothing.
-            if let idToken = tokens.idToken {
-                let exchanged = try await apple.verifier.verify(idToken)
-                guard exchanged.subject == identity.subject else {
-                    metrics.signIn(provider: "apple", outcome: "subject_mismatch")
-                    throw LatchkeyError(.invalidGrant, "the authorization code belongs to another Apple ID than the identity token")
-                }
-            }
-            appleRefreshToken = tokens.refreshToken
+            throw error
         }
-        let outcome = try await sessions.signIn(
-            identity: identity, provider: "apple", givenName: body.fullName?.givenName, familyName: body.fullName?.familyName,
-            providerRefreshToken: appleRefreshToken, userAgent: request.headers[.userAgent]
-        )
-        metrics.signIn(provider: "apple", outcome: outcome.isNewUser ? "new_user" : "ok")
-        let tokens = TokenPairResponse(accessToken: outcome.tokens.accessToken, expiresIn: outcome.tokens.expiresIn, refreshToken: outcome.tokens.refreshToken)
-        return JSONBody.response(SignInResponse(tokens: tokens, user: Self.userResponse(outcome.user, outcome.identities), isNewUser: outcome.isNewUser))
+    }
+
+    // MARK: - Linked identities
+
+    func linkIdentity(_ request: Request, providerName: String) async throws -> Response {
+        let (token, _) = try await authenticate(request)
+        let provider = try provider(providerName)
+        let body = try await credentialBody(request, providerName: providerName)
+        let identities = try await withVerifiedCredential(provider, body.credential) { signIn in
+            try await sessions.link(identity: signIn.identity, provider: provider.name, userID: token.userID, providerRefreshToken: signIn.grant)
+        }
+        guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
+        return JSONBody.response(Self.userResponse(user, identities))
+    }
+
+    func unlinkIdentity(_ request: Request, providerName: String, subject: String) async throws -> Response {
+        let (token, _) = try await authenticate(request)
+        let identities = try await sessions.unlink(userID: token.userID, provider: providerName, subject: subject)
+        guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
+        return JSONBody.response(Self.userResponse(user, identities))
     }
 
     // MARK: - Tokens
@@ -253,18 +297,22 @@ extension LatchkeyServer {
     func deleteMe(_ request: Request) async throws -> Response {
         let (token, _) = try await authenticate(request)
         let report = try await sessions.deleteAccount(userID: token.userID)
-        return JSONBody.response(["deleted": 1, "appleTokensRevoked": report.revoked, "appleRevocationsPending": report.queued])
+        // appleTokensRevoked and appleRevocationsPending predate other providers; they count every provider's grants.
+        return JSONBody.response([
+            "deleted": 1, "tokensRevoked": report.revoked, "revocationsPending": report.queued, "appleTokensRevoked": report.revoked,
+            "appleRevocationsPending": report.queued,
+        ])
     }
 
     // MARK: - Apple notifications
 
     func appleNotification(_ request: Request) async throws -> Response {
-        guard let apple else {
+        guard let appleNotifications else {
             throw APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "Sign in with Apple is not configured")
         }
         let notification: AppleNotification
         do {
-            notification = try await apple.notifications.verify(body: try await request.bytes(limit: AppleNotificationVerifier.maximumBodySize))
+            notification = try await appleNotifications.verify(body: try await request.bytes(limit: AppleNotificationVerifier.maximumBodySize))
         } catch {
             metrics.notification(type: "unknown", outcome: (error as? LatchkeyError)?.errorCode ?? "invalid_request")
             throw error

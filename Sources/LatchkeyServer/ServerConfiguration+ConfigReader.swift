@@ -1,6 +1,7 @@
 public import Configuration
 import Foundation
 public import LatchkeyCore
+import LatchkeyProviders
 import LatchkeyStore
 import Logging
 
@@ -34,6 +35,13 @@ extension ServerConfiguration {
     /// | `rateLimit.perIp`, `rateLimit.perSubject` | requests per minute | 120, 30 |
     /// | `http.maxBodySize` | bytes | 16384 |
     /// | `cors.allowedOrigins` | comma-separated origins | none |
+    /// | `google.clientIds`, `google.clientSecret`, `google.hostedDomains`, `google.discoveryUrl` | Google sign-in | off |
+    /// | `microsoft.clientIds`, `microsoft.tenants`, `microsoft.clientSecret`, `microsoft.authority` | Microsoft sign-in | off |
+    /// | `oidc.providers`; `oidc.<name>.issuer`, `.clientIds`, `.clientSecret`, `.displayName` | generic OpenID Connect providers | none |
+    /// | `facebook.appId`, `facebook.appSecret`, `facebook.graphUrl`, `facebook.jwksUrl`, `facebook.issuers` | Facebook sign-in | off |
+    /// | `dropbox.appKey`, `dropbox.appSecret`, `dropbox.apiUrl`, `dropbox.acceptAccessTokens` | Dropbox sign-in | off |
+    /// | `<provider>.nonceMatching`, `<provider>.requireNonce` | as for Apple; `requireNonce` defaults to false | `hashed`, false |
+    /// | `signup.mode` | `open` or `invite` | `open` |
     public init(reading config: ConfigReader) throws(LatchkeyError) {
         self.init()
         if let mode = config.string(forKey: "mode") {
@@ -88,26 +96,91 @@ extension ServerConfiguration {
             guard let clientIDs, !clientIDs.isEmpty else {
                 throw setting("apple.clientIds", "is missing: list your bundle id and Services ID, comma-separated")
             }
-            var nonceMatching = NonceMatching.hashed
-            if let mode = config.string(forKey: "apple.nonceMatching") {
-                guard let parsed = NonceMatching(rawValue: mode) else {
-                    throw setting("apple.nonceMatching", "is \"\(mode)\"; use hashed, verbatim or hashed_or_verbatim")
-                }
-                nonceMatching = parsed
-                if parsed != .hashed {
-                    warnings.append(
-                        "apple.nonceMatching is \(mode): a token whose nonce claim is the raw nonce itself carries the proof with it, so a stolen token signs in anyway; use hashed (the default: the app puts SHA-256 of its raw nonce in the request)"
-                    )
-                }
-            }
+            let (nonceMatching, requireNonce) = try nonceSettings(config, "apple", requireByDefault: true)
             apple = Apple(
                 teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs,
                 baseURL: config.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com",
-                redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching,
-                requireNonce: try Self.bool(config, "apple.requireNonce") ?? true
+                redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching, requireNonce: requireNonce
             )
         }
+        try readProviders(config)
+        if let mode = config.string(forKey: "signup.mode") {
+            guard let parsed = SignUpMode(rawValue: mode) else { throw setting("signup.mode", "is \"\(mode)\"; use open or invite") }
+            signUp = parsed
+        }
         try validate()
+    }
+
+    /// `<key>.nonceMatching` and `<key>.requireNonce`, with a warning for matching that lets a token carry its own proof.
+    private mutating func nonceSettings(_ config: ConfigReader, _ key: String, requireByDefault: Bool) throws(LatchkeyError) -> (NonceMatching, Bool) {
+        var nonceMatching = NonceMatching.hashed
+        if let mode = config.string(forKey: ConfigKey(key + ".nonceMatching")) {
+            guard let parsed = NonceMatching(rawValue: mode) else {
+                throw setting(key + ".nonceMatching", "is \"\(mode)\"; use hashed, verbatim or hashed_or_verbatim")
+            }
+            nonceMatching = parsed
+            if parsed != .hashed {
+                warnings.append(
+                    "\(key).nonceMatching is \(mode): a token whose nonce claim is the raw nonce itself carries the proof with it, so a stolen token signs in anyway; use hashed (the default: the app puts SHA-256 of its raw nonce in the request)"
+                )
+            }
+        }
+        return (nonceMatching, try Self.bool(config, ConfigKey(key + ".requireNonce")) ?? requireByDefault)
+    }
+
+    private mutating func readProviders(_ config: ConfigReader) throws(LatchkeyError) {
+        func withNonces(_ provider: OpenIDProviderConfiguration, _ key: String) throws(LatchkeyError) -> OpenIDProviderConfiguration {
+            var provider = provider
+            (provider.policy.nonceMatching, provider.policy.requireNonce) = try nonceSettings(config, key, requireByDefault: false)
+            return provider
+        }
+        if let clientIDs = Self.list(config, "google.clientIds") {
+            var google = OpenIDProviderConfiguration.google(
+                clientIDs: clientIDs, hostedDomains: Self.list(config, "google.hostedDomains") ?? [],
+                clientSecret: try Self.secret(config, "google.clientSecret", fileKey: "google.clientSecretFile"))
+            if let url = config.string(forKey: "google.discoveryUrl") { google.discoveryURL = url }
+            openIDProviders.append(try withNonces(google, "google"))
+        }
+        if let clientIDs = Self.list(config, "microsoft.clientIds") {
+            let tenants = Self.list(config, "microsoft.tenants") ?? ["common"]
+            for tenant in tenants where !["common", "organizations", "consumers"].contains(tenant.lowercased()) && UUID(uuidString: tenant) == nil {
+                throw setting("microsoft.tenants", "has \"\(tenant.prefix(60))\"; use common, organizations, consumers or tenant GUIDs")
+            }
+            let microsoft = OpenIDProviderConfiguration.microsoft(
+                clientIDs: clientIDs, tenants: tenants, clientSecret: try Self.secret(config, "microsoft.clientSecret", fileKey: "microsoft.clientSecretFile"),
+                authority: config.string(forKey: "microsoft.authority") ?? "https://login.microsoftonline.com")
+            openIDProviders.append(try withNonces(microsoft, "microsoft"))
+        }
+        for name in Self.list(config, "oidc.providers") ?? [] {
+            guard name.count <= 32, name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-") }), name.first?.isLetter == true else {
+                throw setting(
+                    "oidc.providers", "has \"\(name.prefix(40))\"; a provider name is up to 32 lower-case letters, digits and dashes, starting with a letter")
+            }
+            let key = "oidc.\(name)"
+            guard let issuer = config.string(forKey: ConfigKey(key + ".issuer")), URL(string: issuer)?.scheme != nil else {
+                throw setting(key + ".issuer", "is missing: set the provider's issuer URL (its discovery document is read from there)")
+            }
+            let generic = OpenIDProviderConfiguration.generic(
+                name: name, displayName: config.string(forKey: ConfigKey(key + ".displayName")), issuer: issuer,
+                clientIDs: Self.list(config, ConfigKey(key + ".clientIds")) ?? [],
+                clientSecret: try Self.secret(config, ConfigKey(key + ".clientSecret"), fileKey: ConfigKey(key + ".clientSecretFile")))
+            openIDProviders.append(try withNonces(generic, key))
+        }
+        if let appID = config.string(forKey: "facebook.appId") {
+            var facebook = FacebookConfiguration(
+                appID: appID, appSecret: try Self.secret(config, "facebook.appSecret", fileKey: "facebook.appSecretFile"))
+            facebook.graphURL = config.string(forKey: "facebook.graphUrl") ?? facebook.graphURL
+            facebook.jwksURL = config.string(forKey: "facebook.jwksUrl") ?? facebook.jwksURL
+            if let issuers = Self.list(config, "facebook.issuers") { facebook.limitedLoginIssuers = Set(issuers) }
+            (facebook.nonceMatching, facebook.requireNonce) = try nonceSettings(config, "facebook", requireByDefault: false)
+            self.facebook = facebook
+        }
+        if let appKey = config.string(forKey: "dropbox.appKey") {
+            var dropbox = DropboxConfiguration(appKey: appKey, appSecret: try Self.secret(config, "dropbox.appSecret", fileKey: "dropbox.appSecretFile"))
+            dropbox.apiURL = config.string(forKey: "dropbox.apiUrl") ?? dropbox.apiURL
+            dropbox.acceptAccessTokens = try Self.bool(config, "dropbox.acceptAccessTokens") ?? false
+            self.dropbox = dropbox
+        }
     }
 
     private static func int(_ config: ConfigReader, _ key: ConfigKey) throws(LatchkeyError) -> Int? {

@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyProviders
 public import LatchkeyStore
 public import Logging
 
@@ -22,6 +23,12 @@ public struct ServerConfiguration: Sendable {
     public var accessTokenLifetime: TimeInterval = 600
     public var session = SessionPolicy()
     public var apple: Apple?
+    /// Google, Microsoft and generic OpenID Connect providers.
+    public var openIDProviders: [OpenIDProviderConfiguration] = []
+    public var facebook: FacebookConfiguration?
+    public var dropbox: DropboxConfiguration?
+    /// Who may create an account by signing in.
+    public var signUp: SignUpMode = .open
     public var rateLimit = RateLimits()
     /// Largest request body accepted, in bytes.
     public var maximumBodySize = 16 * 1024
@@ -70,6 +77,14 @@ public struct ServerConfiguration: Sendable {
         }
     }
 
+    /// `open`: anyone who signs in gets an account. `invite`: a new user needs a valid invite code.
+    public enum SignUpMode: String, Sendable { case open, invite }
+
+    /// The names of the configured providers, as they appear in `/v1/auth/{provider}`.
+    public var providerNames: [String] {
+        (apple == nil ? [] : ["apple"]) + openIDProviders.map(\.name) + (facebook == nil ? [] : ["facebook"]) + (dropbox == nil ? [] : ["dropbox"])
+    }
+
     /// Requests per minute.
     public struct RateLimits: Sendable {
         public var perClientIP = 120
@@ -104,9 +119,19 @@ public struct ServerConfiguration: Sendable {
             _ = try AppleSigningCredentialsCheck.check(apple)
             guard URL(string: apple.baseURL)?.scheme != nil else { throw setting("apple.baseUrl", "is not a URL") }
         }
+        let names = providerNames
+        if let repeated = names.first(where: { name in names.filter { $0 == name }.count > 1 }) {
+            throw setting("oidc.providers", "names \(repeated) twice or reuses a built-in provider's name")
+        }
+        for provider in openIDProviders where provider.policy.audiences.isEmpty {
+            throw setting("\(provider.policy.configurationKey ?? provider.name).clientIds", "is empty; list the OAuth client ids your apps use")
+        }
         if mode == .production {
-            guard apple != nil else {
-                throw setting("apple", "production mode needs Apple credentials (apple.teamId, apple.keyId, apple.privateKeyFile, apple.clientIds)")
+            guard !names.isEmpty else {
+                throw setting(
+                    "apple",
+                    "production mode needs at least one provider (apple.teamId, apple.keyId, apple.privateKeyFile and apple.clientIds, or another provider's settings)"
+                )
             }
             guard encryptionKey != nil else {
                 throw setting("encryptionKey", "production mode needs an encryption key (32 random bytes in base64: openssl rand -base64 32)")

@@ -17,7 +17,9 @@ public final class ServerMetrics: Sendable {
     func request(route: String, status: Int) { count("latchkey_http_requests_total", [("route", route), ("status", String(status))]) }
     func signIn(provider: String, outcome: String) { count("latchkey_sign_ins_total", [("provider", provider), ("outcome", outcome)]) }
     func refresh(outcome: String) { count("latchkey_refreshes_total", [("outcome", outcome)]) }
-    func appleCall(_ endpoint: String, outcome: String) { count("latchkey_apple_calls_total", [("endpoint", endpoint), ("outcome", outcome)]) }
+    func providerCall(_ provider: String, _ operation: String, outcome: String) {
+        count("latchkey_provider_calls_total", [("provider", provider), ("operation", operation), ("outcome", outcome)])
+    }
     func notification(type: String, outcome: String) { count("latchkey_apple_notifications_total", [("type", type), ("outcome", outcome)]) }
 
     /// The Prometheus text exposition.

@@ -59,6 +59,20 @@ enum Migrations {
                 "CREATE INDEX used_sign_in_tokens_expiry ON used_sign_in_tokens(expires_at)",
             ]
         ),
+        (
+            3,
+            [
+                // Provider-neutral accounts: grants and owed calls name their provider (rows from before were Apple's),
+                // identities keep a claims document for what only some providers say.
+                "ALTER TABLE provider_grants ADD COLUMN provider TEXT NOT NULL DEFAULT 'apple'",
+                "ALTER TABLE outbox ADD COLUMN provider TEXT NOT NULL DEFAULT 'apple'",
+                "ALTER TABLE identities ADD COLUMN claims TEXT",
+                """
+                CREATE TABLE invites (code_hash TEXT PRIMARY KEY, id TEXT NOT NULL UNIQUE, created_at BIGINT NOT NULL, expires_at BIGINT,
+                  max_uses INTEGER NOT NULL, uses INTEGER NOT NULL, revoked_at BIGINT, note TEXT)
+                """,
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

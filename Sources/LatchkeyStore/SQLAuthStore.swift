@@ -96,6 +96,7 @@ public final class SQLAuthStore: AuthStore {
                 try await db.raw("INSERT INTO schema_migrations (version, applied_at) VALUES (\(bind: migration.version), \(bind: Date().millis))").run()
             }
         }
+        try await backend.schemaChanged()
     }
 
     /// The schema versions applied so far.
@@ -137,11 +138,11 @@ public final class SQLAuthStore: AuthStore {
         try await db.raw(
             """
             INSERT INTO identities (id, user_id, provider, subject, email, email_verified, is_private_email, real_user_status, transfer_subject,
-              given_name, family_name, email_forwarding_enabled, first_seen_at, last_sign_in_at)
+              given_name, family_name, email_forwarding_enabled, claims, first_seen_at, last_sign_in_at)
             VALUES (\(bind: identity.id), \(bind: identity.userID), \(bind: identity.provider), \(bind: identity.subject), \(bind: identity.email),
               \(bind: identity.emailVerified.flag), \(bind: identity.isPrivateEmail.flag), \(bind: identity.realUserStatus), \(bind: identity.transferSubject),
-              \(bind: identity.givenName), \(bind: identity.familyName), \(bind: identity.emailForwardingEnabled.flag), \(bind: identity.firstSeenAt.millis),
-              \(bind: identity.lastSignInAt.millis))
+              \(bind: identity.givenName), \(bind: identity.familyName), \(bind: identity.emailForwardingEnabled.flag), \(bind: Self.claimsDocument(identity.claims)),
+              \(bind: identity.firstSeenAt.millis), \(bind: identity.lastSignInAt.millis))
             """
         ).run()
     }
@@ -164,11 +165,32 @@ public final class SQLAuthStore: AuthStore {
                 UPDATE identities SET email = \(bind: identity.email), email_verified = \(bind: identity.emailVerified.flag),
                   is_private_email = \(bind: identity.isPrivateEmail.flag), real_user_status = \(bind: identity.realUserStatus),
                   transfer_subject = \(bind: identity.transferSubject), given_name = \(bind: identity.givenName), family_name = \(bind: identity.familyName),
-                  email_forwarding_enabled = \(bind: identity.emailForwardingEnabled.flag), last_sign_in_at = \(bind: identity.lastSignInAt.millis)
+                  email_forwarding_enabled = \(bind: identity.emailForwardingEnabled.flag), claims = \(bind: Self.claimsDocument(identity.claims)),
+                  last_sign_in_at = \(bind: identity.lastSignInAt.millis)
                 WHERE id = \(bind: identity.id)
                 """
             ).run()
         }
+    }
+
+    public func addIdentity(_ identity: LinkedIdentity) async throws {
+        try await write { db in
+            guard try await db.raw("SELECT id FROM users WHERE id = \(bind: identity.userID)").first() != nil else { throw AuthStoreError.notFound }
+            try await Self.insertIdentity(identity, db)
+        }
+    }
+
+    public func deleteIdentity(id: String) async throws {
+        try await write { db in
+            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+        }
+    }
+
+    /// The claims document column: a JSON object of strings, NULL when empty.
+    static func claimsDocument(_ claims: [String: String]) -> String? {
+        guard !claims.isEmpty, let data = try? JSONEncoder.sorted.encode(claims) else { return nil }
+        return String(decoding: data, as: UTF8.self)
     }
 
     public func user(id: String) async throws -> UserAccount? {
@@ -248,7 +270,8 @@ public final class SQLAuthStore: AuthStore {
         try await read { db in
             try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: identityID)").first().map { row in
                 ProviderGrant(
-                    identityID: try row.decode(column: "identity_id", as: String.self), clientID: try row.decode(column: "client_id", as: String.self),
+                    identityID: try row.decode(column: "identity_id", as: String.self), provider: try row.decode(column: "provider", as: String.self),
+                    clientID: try row.decode(column: "client_id", as: String.self),
                     sealedRefreshToken: try row.decode(column: "sealed_refresh_token", as: String.self),
                     lastValidatedAt: try row.date("last_validated_at"), createdAt: try row.date("created_at")
                 )
@@ -260,9 +283,10 @@ public final class SQLAuthStore: AuthStore {
         try await write { db in
             try await db.raw(
                 """
-                INSERT INTO provider_grants (identity_id, client_id, sealed_refresh_token, last_validated_at, created_at)
-                VALUES (\(bind: grant.identityID), \(bind: grant.clientID), \(bind: grant.sealedRefreshToken), \(bind: grant.lastValidatedAt.millis), \(bind: grant.createdAt.millis))
-                ON CONFLICT (identity_id) DO UPDATE SET client_id = excluded.client_id, sealed_refresh_token = excluded.sealed_refresh_token,
+                INSERT INTO provider_grants (identity_id, provider, client_id, sealed_refresh_token, last_validated_at, created_at)
+                VALUES (\(bind: grant.identityID), \(bind: grant.provider), \(bind: grant.clientID), \(bind: grant.sealedRefreshToken),
+                  \(bind: grant.lastValidatedAt.millis), \(bind: grant.createdAt.millis))
+                ON CONFLICT (identity_id) DO UPDATE SET provider = excluded.provider, client_id = excluded.client_id, sealed_refresh_token = excluded.sealed_refresh_token,
                   last_validated_at = excluded.last_validated_at, created_at = excluded.created_at
                 """
             ).run()
@@ -504,8 +528,8 @@ public final class SQLAuthStore: AuthStore {
         try await write { db in
             try await db.raw(
                 """
-                INSERT INTO outbox (id, kind, client_id, sealed_payload, attempts, next_attempt_at, last_error, created_at, completed_at)
-                VALUES (\(bind: item.id), \(bind: item.kind), \(bind: item.clientID), \(bind: item.sealedPayload), \(bind: item.attempts),
+                INSERT INTO outbox (id, kind, provider, client_id, sealed_payload, attempts, next_attempt_at, last_error, created_at, completed_at)
+                VALUES (\(bind: item.id), \(bind: item.kind), \(bind: item.provider), \(bind: item.clientID), \(bind: item.sealedPayload), \(bind: item.attempts),
                   \(bind: item.nextAttemptAt.millis), \(bind: item.lastError), \(bind: item.createdAt.millis), \(bind: item.completedAt?.millis))
                 """
             ).run()
@@ -529,6 +553,54 @@ public final class SQLAuthStore: AuthStore {
                   completed_at = \(bind: item.completedAt?.millis) WHERE id = \(bind: item.id)
                 """
             ).run()
+        }
+    }
+
+    // MARK: Invites
+
+    public func createInvite(_ invite: Invite) async throws {
+        try await write { db in
+            try await db.raw(
+                """
+                INSERT INTO invites (code_hash, id, created_at, expires_at, max_uses, uses, revoked_at, note)
+                VALUES (\(bind: invite.codeHash), \(bind: invite.id), \(bind: invite.createdAt.millis), \(bind: invite.expiresAt?.millis), \(bind: invite.maxUses),
+                  \(bind: invite.uses), \(bind: invite.revokedAt?.millis), \(bind: invite.note))
+                """
+            ).run()
+        }
+    }
+
+    public func invites() async throws -> [Invite] {
+        try await read { db in
+            try await db.raw("SELECT * FROM invites ORDER BY created_at").all().map { row in
+                Invite(
+                    id: try row.decode(column: "id", as: String.self), codeHash: try row.decode(column: "code_hash", as: String.self),
+                    createdAt: try row.date("created_at"), expiresAt: try row.optionalDate("expires_at"),
+                    maxUses: try row.decode(column: "max_uses", as: Int.self),
+                    uses: try row.decode(column: "uses", as: Int.self), revokedAt: try row.optionalDate("revoked_at"),
+                    note: try row.decode(column: "note", as: String?.self))
+            }
+        }
+    }
+
+    public func revokeInvite(id: String, at: Date) async throws -> Bool {
+        try await write { db in
+            let found = try await db.raw("SELECT id FROM invites WHERE id = \(bind: id)").first() != nil
+            if found { try await db.raw("UPDATE invites SET revoked_at = \(bind: at.millis) WHERE id = \(bind: id) AND revoked_at IS NULL").run() }
+            return found
+        }
+    }
+
+    public func redeemInvite(codeHash: String, at now: Date) async throws -> Bool {
+        try await write { db in
+            // One conditional update: two sign-ins racing for the last use cannot both win.
+            let spent = try await db.raw(
+                """
+                UPDATE invites SET uses = uses + 1 WHERE code_hash = \(bind: codeHash) AND revoked_at IS NULL AND uses < max_uses
+                  AND (expires_at IS NULL OR expires_at > \(bind: now.millis)) RETURNING id
+                """
+            ).first()
+            return spent != nil
         }
     }
 
@@ -612,6 +684,7 @@ public final class SQLAuthStore: AuthStore {
             isPrivateEmail: try row.flag("is_private_email"), realUserStatus: try row.decode(column: "real_user_status", as: Int?.self),
             transferSubject: try row.decode(column: "transfer_subject", as: String?.self), givenName: try row.decode(column: "given_name", as: String?.self),
             familyName: try row.decode(column: "family_name", as: String?.self), emailForwardingEnabled: try row.flag("email_forwarding_enabled"),
+            claims: try row.decode(column: "claims", as: String?.self).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:],
             firstSeenAt: try row.date("first_seen_at"), lastSignInAt: try row.date("last_sign_in_at")
         )
     }
@@ -638,11 +711,20 @@ public final class SQLAuthStore: AuthStore {
     private static func outboxItem(_ row: any SQLRow) throws -> OutboxItem {
         OutboxItem(
             id: try row.decode(column: "id", as: String.self), kind: try row.decode(column: "kind", as: String.self),
-            clientID: try row.decode(column: "client_id", as: String.self), sealedPayload: try row.decode(column: "sealed_payload", as: String.self),
+            provider: try row.decode(column: "provider", as: String.self), clientID: try row.decode(column: "client_id", as: String.self),
+            sealedPayload: try row.decode(column: "sealed_payload", as: String.self),
             attempts: try row.decode(column: "attempts", as: Int.self), nextAttemptAt: try row.date("next_attempt_at"),
             lastError: try row.decode(column: "last_error", as: String?.self), createdAt: try row.date("created_at"),
             completedAt: try row.optionalDate("completed_at")
         )
+    }
+}
+
+extension JSONEncoder {
+    static var sorted: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
     }
 }
 

@@ -15,7 +15,13 @@ protocol SQLBackend: Sendable {
     var isPostgres: Bool { get }
     var batcher: WriteBatcher { get }
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    /// Makes every connection see a schema another connection has just changed.
+    func schemaChanged() async throws
     func shutdown() async
+}
+
+extension SQLBackend {
+    func schemaChanged() async throws {}
 }
 
 /// SQLite in WAL mode with `synchronous=FULL`: one connection writes (through the batcher), one reads.
@@ -68,6 +74,13 @@ final class SQLiteBackend: SQLBackend {
             return next
         }
         return try await body(readers[index].sql())
+    }
+
+    /// SQLite names a statement's columns from the connection's cached schema before it first steps, so a reader
+    /// that loaded the schema before a migration would read `SELECT *` rows without the new columns. A statement
+    /// that steps makes each reader notice the change and reload.
+    func schemaChanged() async throws {
+        for reader in readers { _ = try await reader.query("SELECT count(*) FROM sqlite_master") }
     }
 
     func shutdown() async {

@@ -146,7 +146,8 @@ struct DoctorAndAdminTests {
             try await store.createUser(user, identity: identity)
             try await store.saveProviderGrant(
                 ProviderGrant(
-                    identityID: identity.id, clientID: Fixtures.bundleID, sealedRefreshToken: try SecretBox(base64Key: key).seal("r-apple-token"),
+                    identityID: identity.id, provider: "apple", clientID: Fixtures.bundleID,
+                    sealedRefreshToken: try SecretBox(base64Key: key).seal("r-apple-token"),
                     lastValidatedAt: now, createdAt: now))
             let family = SessionFamily(
                 id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: Fixtures.bundleID, createdAt: now, lastUsedAt: now,

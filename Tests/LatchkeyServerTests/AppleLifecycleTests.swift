@@ -84,10 +84,13 @@ struct AppleLifecycleTests {
     func notifications() async throws {
         try await ServerHarness.with { harness in
             let (sub, tokens) = try await harness.signedIn()
+            let identity = try #require(try await harness.store.identity(provider: "apple", subject: sub))
             #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
             #expect(try await harness.eventually { try await harness.refresh(tokens.refreshToken).error == "invalid_grant" })
-            let identity = try #require(try await harness.store.identity(provider: "apple", subject: sub))
-            #expect(try await harness.eventually { try await harness.store.providerGrant(identityID: identity.id) == nil })
+            // The Apple identity was the user's only one: identity, grant and user are gone.
+            #expect(try await harness.eventually { try await harness.store.user(id: identity.userID) == nil })
+            #expect(try await harness.store.providerGrant(identityID: identity.id) == nil)
+            #expect(try await harness.store.identity(provider: "apple", subject: sub) == nil)
 
             let (other, _) = try await harness.signedIn(email: "gone@example.com")
             let userID = try #require(try await harness.store.identity(provider: "apple", subject: other)?.userID)

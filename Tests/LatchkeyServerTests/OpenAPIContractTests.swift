@@ -70,7 +70,13 @@ struct OpenAPIContractTests {
                 "AppleSignInRequest",
                 AppleSignInRequest(
                     identityToken: "t", authorizationCode: "c", rawNonce: "n", fullName: .init(givenName: "Jane", familyName: "Appleseed"),
-                    redirectUri: "https://app.example.com/callback")
+                    redirectUri: "https://app.example.com/callback", inviteCode: "inv_x")
+            ),
+            (
+                "ProviderSignInRequest",
+                ProviderSignInRequest(
+                    idToken: "t", rawNonce: "n", authorizationCode: "c", codeVerifier: "v", redirectUri: "com.example.app:/oauth2redirect", accessToken: "a",
+                    clientId: "web", inviteCode: "inv_x")
             ),
             ("FullName", AppleSignInRequest.FullName(givenName: "Jane", familyName: "Appleseed")),
             ("TokenPairResponse", tokens),
@@ -90,6 +96,7 @@ struct OpenAPIContractTests {
         let alwaysSent: [String: Set<String>] = ["Error": ["error_description"]]
         let minimal: [(String, any Encodable)] = [
             ("AppleSignInRequest", AppleSignInRequest(identityToken: "t")),
+            ("ProviderSignInRequest", ProviderSignInRequest()),
             ("FullName", AppleSignInRequest.FullName()),
             ("TokenPairResponse", tokens),
             (
@@ -387,7 +394,7 @@ struct OpenAPI: Sendable {
     static let wireTypes: [String: any (Codable & Sendable).Type] = [
         "AppleSignInRequest": AppleSignInRequest.self, "FullName": AppleSignInRequest.FullName.self, "TokenPairResponse": TokenPairResponse.self,
         "SignInResponse": SignInResponse.self, "UserResponse": UserResponse.self, "IdentityResponse": IdentityResponse.self,
-        "SessionResponse": SessionResponse.self, "Error": OAuthErrorResponse.self,
+        "SessionResponse": SessionResponse.self, "Error": OAuthErrorResponse.self, "ProviderSignInRequest": ProviderSignInRequest.self,
     ]
 
     static func ref(_ name: String) -> Value { .object(["$ref": .string("#/components/schemas/\(name)")]) }

@@ -53,6 +53,9 @@ struct ServerHarness: Sendable {
         configuration.apple = .init(
             teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID, Fixtures.servicesID],
             baseURL: emulator.emulator.baseURL)
+        configuration.openIDProviders = [
+            .google(clientIDs: [EmulatorHarness.googleClientID], discoveryURL: emulator.emulator.baseURL + "/google/.well-known/openid-configuration")
+        ]
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000
         configure(&configuration)
@@ -154,6 +157,29 @@ struct ServerHarness: Sendable {
         let answer = try await signIn(sub: sub)
         guard answer.status == 200 else { throw HarnessError("sign-in answered \(answer.status): \(answer.text)") }
         return (sub, try answer.decode(SignInResponse.self))
+    }
+
+    /// A Google authorization at the emulator's consent page for the emulator user with `email` (made if new),
+    /// returning a code bound to `verifier`'s S256 challenge and the harness's redirect URI.
+    func googleCode(email: String, verifier: String) async throws -> String {
+        let answer = try await emulator.send(
+            "POST", "/google/o/oauth2/v2/auth",
+            form: [
+                ("client_id", EmulatorHarness.googleClientID), ("redirect_uri", EmulatorHarness.redirectURI), ("response_type", "code"),
+                ("scope", "openid email profile"), ("state", "s"), ("email", email), ("action", "continue"),
+                ("code_challenge", PKCE.challenge(for: verifier)), ("code_challenge_method", "S256"),
+            ])
+        guard let location = answer.headers["location"], let code = URLComponents(string: location)?.queryItems?.first(where: { $0.name == "code" })?.value
+        else { throw HarnessError("the emulator's Google consent answered \(answer.status) without a code") }
+        return code
+    }
+
+    /// `POST /v1/auth/google` (or `path`) with a fresh Google code for `email`.
+    func googleSignIn(email: String, path: String = "/v1/auth/google", bearer: String? = nil, extra: [String: any Sendable] = [:]) async throws -> Answer {
+        let verifier = PKCE.makeVerifier()
+        let code = try await googleCode(email: email, verifier: verifier)
+        let body: [String: any Sendable] = ["authorizationCode": code, "codeVerifier": verifier, "redirectUri": EmulatorHarness.redirectURI]
+        return try await post(path, json: body.merging(extra) { $1 }, bearer: bearer)
     }
 
     func refresh(_ token: String) async throws -> Answer {

@@ -192,7 +192,9 @@ struct StoreConformanceTests {
             let (user, identity) = try await makeUser(store)
             _ = try await makeSession(store, user: user, identity: identity, hash: "\(run)-d0")
             try await store.saveProviderGrant(
-                ProviderGrant(identityID: identity.id, clientID: "com.example.app", sealedRefreshToken: "v1.x", lastValidatedAt: Self.now, createdAt: Self.now))
+                ProviderGrant(
+                    identityID: identity.id, provider: "apple", clientID: "com.example.app", sealedRefreshToken: "v1.x", lastValidatedAt: Self.now,
+                    createdAt: Self.now))
             #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.x")
             try await store.deleteUser(id: user.id)
             #expect(try await store.user(id: user.id) == nil)
@@ -221,7 +223,8 @@ struct StoreConformanceTests {
             #expect(try await store.signingKeys().first { $0.keyID == key.keyID } == retiring)
 
             var item = OutboxItem(
-                id: newIdentifier(), kind: OutboxItem.appleRevocation, clientID: "c", sealedPayload: "v1.t", nextAttemptAt: Self.now, createdAt: Self.now)
+                id: newIdentifier(), kind: OutboxItem.revocation, provider: "apple", clientID: "c", sealedPayload: "v1.t", nextAttemptAt: Self.now,
+                createdAt: Self.now)
             try await store.enqueue(item)
             #expect(try await store.dueOutboxItems(now: Self.now, limit: 10).map(\.id).contains(item.id))
             item.completedAt = Self.now
@@ -242,7 +245,8 @@ struct StoreConformanceTests {
     func grantRaces(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
-            let old = ProviderGrant(identityID: identity.id, clientID: "c", sealedRefreshToken: "v1.old", lastValidatedAt: Self.now, createdAt: Self.now)
+            let old = ProviderGrant(
+                identityID: identity.id, provider: "apple", clientID: "c", sealedRefreshToken: "v1.old", lastValidatedAt: Self.now, createdAt: Self.now)
             try await store.saveProviderGrant(old)
             var new = old
             new.sealedRefreshToken = "v1.new"
@@ -321,7 +325,7 @@ struct StoreConformanceTests {
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         try await store.migrate()
         try await store.migrate()
-        #expect(try await store.appliedMigrations() == [1, 2])
+        #expect(try await store.appliedMigrations() == [1, 2, 3])
         await store.close()
     }
 
@@ -331,5 +335,52 @@ struct StoreConformanceTests {
         #expect(try StoreLocation(url: "sqlite:///var/lib/latchkey.sqlite") == .sqlite(path: "/var/lib/latchkey.sqlite"))
         #expect(try StoreLocation(url: "data/latchkey.sqlite") == .sqlite(path: "data/latchkey.sqlite"))
         #expect(throws: LatchkeyError(.invalidConfiguration, "")) { try StoreLocation(url: "mysql://x") }
+    }
+
+    @Test("identities: a second one links, a taken one is a duplicate, unlinking drops its grant; claims round-trip", arguments: kinds)
+    func linkedIdentities(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, apple) = try await makeUser(store)
+            let (other, _) = try await makeUser(store)
+            let google = LinkedIdentity(
+                id: newIdentifier(), userID: user.id, provider: "google", subject: "g-\(run)",
+                claims: ["hd": "example.com", "iss": "https://accounts.google.com"],
+                firstSeenAt: Self.now, lastSignInAt: Self.now)
+            try await store.addIdentity(google)
+            var taken = google
+            taken.id = newIdentifier()
+            taken.userID = other.id
+            await #expect(throws: AuthStoreError.duplicate) { try await store.addIdentity(taken) }
+            #expect(try await store.identities(userID: user.id).map(\.provider).sorted() == ["apple", "google"])
+            #expect(try await store.identity(provider: "google", subject: "g-\(run)")?.claims["hd"] == "example.com")
+            try await store.saveProviderGrant(
+                ProviderGrant(
+                    identityID: google.id, provider: "google", clientID: "web", sealedRefreshToken: "v1.g", lastValidatedAt: Self.now, createdAt: Self.now))
+            #expect(try await store.providerGrant(identityID: google.id)?.provider == "google")
+            try await store.deleteIdentity(id: google.id)
+            #expect(try await store.providerGrant(identityID: google.id) == nil)
+            #expect(try await store.identities(userID: user.id).map(\.id) == [apple.id])
+        }
+    }
+
+    @Test("invites: each use counts once, and expired, used-up and revoked codes are refused", arguments: kinds)
+    func invites(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let twice = Invite(id: newIdentifier(), codeHash: "twice-\(run)", createdAt: Self.now, maxUses: 2, note: "beta")
+            let expired = Invite(id: newIdentifier(), codeHash: "expired-\(run)", createdAt: Self.now, expiresAt: Self.now.addingTimeInterval(60))
+            try await store.createInvite(twice)
+            try await store.createInvite(expired)
+            #expect(try await store.redeemInvite(codeHash: "twice-\(run)", at: Self.now))
+            #expect(try await store.redeemInvite(codeHash: "twice-\(run)", at: Self.now))
+            #expect(try await !store.redeemInvite(codeHash: "twice-\(run)", at: Self.now))
+            #expect(try await !store.redeemInvite(codeHash: "expired-\(run)", at: Self.now.addingTimeInterval(61)))
+            #expect(try await !store.redeemInvite(codeHash: "unknown-\(run)", at: Self.now))
+            #expect(try await store.revokeInvite(id: expired.id, at: Self.now))
+            #expect(try await !store.redeemInvite(codeHash: "expired-\(run)", at: Self.now))
+            #expect(try await !store.revokeInvite(id: "no-such-invite", at: Self.now))
+            let listed = try await store.invites().filter { [twice.id, expired.id].contains($0.id) }
+            #expect(listed.first { $0.id == twice.id }?.uses == 2)
+            #expect(listed.first { $0.id == expired.id }?.revokedAt != nil)
+        }
     }
 }

@@ -14,6 +14,10 @@ public protocol AuthStore: Sendable {
     func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws
     func updateUser(_ user: UserAccount) async throws
     func updateIdentity(_ identity: LinkedIdentity) async throws
+    /// Links another identity to an existing user; `.duplicate` when that provider account is linked already (to anyone).
+    func addIdentity(_ identity: LinkedIdentity) async throws
+    /// Unlinks an identity, with its provider grant; the user's sessions begun through it are revoked by the caller.
+    func deleteIdentity(id: String) async throws
     func user(id: String) async throws -> UserAccount?
     func identities(userID: String) async throws -> [LinkedIdentity]
     /// The user and identities behind a live session, in one read; nil when the session is revoked or gone.
@@ -22,7 +26,7 @@ public protocol AuthStore: Sendable {
     /// Deletes the user with their identities, provider grants and sessions.
     func deleteUser(id: String) async throws
 
-    // Provider grants (Apple refresh tokens)
+    // Provider grants (refresh tokens held at providers)
     func providerGrant(identityID: String) async throws -> ProviderGrant?
     func saveProviderGrant(_ grant: ProviderGrant) async throws
     func deleteProviderGrant(identityID: String) async throws
@@ -59,6 +63,14 @@ public protocol AuthStore: Sendable {
     func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool
     /// Forgets a record, so a sign-in that failed before starting its session can be retried with the same token.
     func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws
+
+    // Invites
+    func createInvite(_ invite: Invite) async throws
+    func invites() async throws -> [Invite]
+    /// Marks the invite revoked; false when there is no such invite.
+    func revokeInvite(id: String, at: Date) async throws -> Bool
+    /// Spends one use of the invite with this code hash if it is usable at `now`; false otherwise.
+    func redeemInvite(codeHash: String, at now: Date) async throws -> Bool
 
     // Outbox
     func enqueue(_ item: OutboxItem) async throws

@@ -12,6 +12,7 @@ public actor MemoryAuthStore: AuthStore {
     private var signInTokens: [String: Date] = [:]
     private var outbox: [String: OutboxItem] = [:]
     private var events: [AuditEvent] = []
+    private var invitesByID: [String: Invite] = [:]
 
     public init() {}
 
@@ -30,6 +31,18 @@ public actor MemoryAuthStore: AuthStore {
 
     public func updateUser(_ user: UserAccount) { usersByID[user.id] = user }
     public func updateIdentity(_ identity: LinkedIdentity) { identitiesByID[identity.id] = identity }
+
+    public func addIdentity(_ identity: LinkedIdentity) throws {
+        guard self.identity(provider: identity.provider, subject: identity.subject) == nil, usersByID[identity.userID] != nil else {
+            throw AuthStoreError.duplicate
+        }
+        identitiesByID[identity.id] = identity
+    }
+
+    public func deleteIdentity(id: String) {
+        identitiesByID[id] = nil
+        grants[id] = nil
+    }
     public func user(id: String) -> UserAccount? { usersByID[id] }
     public func identities(userID: String) -> [LinkedIdentity] {
         identitiesByID.values.filter { $0.userID == userID }.sorted { $0.firstSeenAt < $1.firstSeenAt }
@@ -146,6 +159,19 @@ public actor MemoryAuthStore: AuthStore {
         Array(outbox.values.filter { $0.completedAt == nil && $0.nextAttemptAt <= now }.sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit))
     }
     public func updateOutboxItem(_ item: OutboxItem) { outbox[item.id] = item }
+
+    public func createInvite(_ invite: Invite) { invitesByID[invite.id] = invite }
+    public func invites() -> [Invite] { invitesByID.values.sorted { $0.createdAt < $1.createdAt } }
+    public func revokeInvite(id: String, at: Date) -> Bool {
+        guard invitesByID[id] != nil else { return false }
+        invitesByID[id]?.revokedAt = at
+        return true
+    }
+    public func redeemInvite(codeHash: String, at now: Date) -> Bool {
+        guard let invite = invitesByID.values.first(where: { $0.codeHash == codeHash }), invite.isUsable(at: now) else { return false }
+        invitesByID[invite.id]?.uses += 1
+        return true
+    }
     public func outboxItems() -> [OutboxItem] { outbox.values.sorted { $0.createdAt < $1.createdAt } }
 
     public func audit(_ event: AuditEvent) { events.append(event) }

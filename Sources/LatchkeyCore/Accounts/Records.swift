@@ -36,14 +36,18 @@ public struct LinkedIdentity: Sendable, Codable, Equatable {
     public var givenName: String?
     public var familyName: String?
     public var emailForwardingEnabled: Bool?
+    /// What else the provider said about this account that is worth keeping (such as Microsoft's `tid`
+    /// or Google's `hd`), by claim name. Never used to find or link accounts.
+    public var claims: [String: String]
     public var firstSeenAt: Date
     public var lastSignInAt: Date
 
     public init(
         id: String, userID: String, provider: String, subject: String, email: String? = nil, emailVerified: Bool? = nil,
         isPrivateEmail: Bool? = nil, realUserStatus: Int? = nil, transferSubject: String? = nil, givenName: String? = nil,
-        familyName: String? = nil, emailForwardingEnabled: Bool? = nil, firstSeenAt: Date, lastSignInAt: Date
+        familyName: String? = nil, emailForwardingEnabled: Bool? = nil, claims: [String: String] = [:], firstSeenAt: Date, lastSignInAt: Date
     ) {
+        self.claims = claims
         self.id = id
         self.userID = userID
         self.provider = provider
@@ -61,9 +65,11 @@ public struct LinkedIdentity: Sendable, Codable, Equatable {
     }
 }
 
-/// A provider's refresh token for an identity (Apple's), kept encrypted, with its last validation.
+/// A provider's refresh (or long-lived access) token for an identity, kept encrypted, with its last validation.
 public struct ProviderGrant: Sendable, Equatable {
     public var identityID: String
+    /// The provider that issued the token (the identity's provider), which validates and revokes it.
+    public var provider: String
     public var clientID: String
     /// ``SecretBox`` output; never the token in the clear.
     public var sealedRefreshToken: String
@@ -71,8 +77,9 @@ public struct ProviderGrant: Sendable, Equatable {
     public var lastValidatedAt: Date
     public var createdAt: Date
 
-    public init(identityID: String, clientID: String, sealedRefreshToken: String, lastValidatedAt: Date, createdAt: Date) {
+    public init(identityID: String, provider: String, clientID: String, sealedRefreshToken: String, lastValidatedAt: Date, createdAt: Date) {
         self.identityID = identityID
+        self.provider = provider
         self.clientID = clientID
         self.sealedRefreshToken = sealedRefreshToken
         self.lastValidatedAt = lastValidatedAt
@@ -180,10 +187,12 @@ public struct SigningKeyRecord: Sendable, Equatable {
     }
 }
 
-/// A call to a provider still owed, such as an Apple revocation that failed during account deletion.
+/// A call to a provider still owed, such as a revocation that failed during account deletion.
 public struct OutboxItem: Sendable, Equatable {
     public var id: String
     public var kind: String
+    /// The provider the call goes to.
+    public var provider: String
     public var clientID: String
     /// The token to act on, sealed.
     public var sealedPayload: String
@@ -193,14 +202,17 @@ public struct OutboxItem: Sendable, Equatable {
     public var createdAt: Date
     public var completedAt: Date?
 
-    public static let appleRevocation = "apple_revocation"
+    /// Revoke the sealed token at ``provider``. (Items written before providers were named say `apple_revocation`.)
+    public static let revocation = "revocation"
 
     public init(
-        id: String, kind: String, clientID: String, sealedPayload: String, attempts: Int = 0, nextAttemptAt: Date, lastError: String? = nil, createdAt: Date,
+        id: String, kind: String, provider: String, clientID: String, sealedPayload: String, attempts: Int = 0, nextAttemptAt: Date, lastError: String? = nil,
+        createdAt: Date,
         completedAt: Date? = nil
     ) {
         self.id = id
         self.kind = kind
+        self.provider = provider
         self.clientID = clientID
         self.sealedPayload = sealedPayload
         self.attempts = attempts
@@ -230,3 +242,33 @@ public struct AuditEvent: Sendable, Codable, Equatable {
 
 /// A random, URL-safe identifier (128 bits, lowercase UUID form).
 public func newIdentifier() -> String { UUID().uuidString.lowercased() }
+
+/// An invitation to sign up while `signup.mode` is `invite`. The code itself is never stored, only its hash.
+public struct Invite: Sendable, Equatable {
+    public var id: String
+    /// SHA-256 (hex) of the code.
+    public var codeHash: String
+    public var createdAt: Date
+    public var expiresAt: Date?
+    /// How many new users the code may create.
+    public var maxUses: Int
+    public var uses: Int
+    public var revokedAt: Date?
+    public var note: String?
+
+    public init(
+        id: String, codeHash: String, createdAt: Date, expiresAt: Date? = nil, maxUses: Int = 1, uses: Int = 0, revokedAt: Date? = nil, note: String? = nil
+    ) {
+        self.id = id
+        self.codeHash = codeHash
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.maxUses = maxUses
+        self.uses = uses
+        self.revokedAt = revokedAt
+        self.note = note
+    }
+
+    /// Whether the code can still create a user at `now`.
+    public func isUsable(at now: Date) -> Bool { revokedAt == nil && uses < maxUses && (expiresAt.map { now < $0 } ?? true) }
+}

@@ -3,8 +3,11 @@ public import Foundation
 public import Logging
 import Synchronization
 
-/// How a provider (Apple) is asked about a user's authorization. The server adapts its Apple client to this.
+/// How a provider is asked about a user's authorization (the refresh token it issued). Each identity
+/// provider the server is configured with adapts its REST client to this.
 public protocol ProviderAuthorizationLink: Sendable {
+    /// The provider's name for people, such as `Apple`, used in error descriptions.
+    var displayName: String { get }
     /// Asks the provider whether `refreshToken` is still good.
     func validate(refreshToken: String, clientID: String) async -> ProviderValidation
     /// Revokes `refreshToken` at the provider.
@@ -43,10 +46,14 @@ public struct SessionPolicy: Sendable {
     public var refreshAbsoluteLifetime: TimeInterval = 180 * 86_400
     /// A retry of the same refresh within this window gets the same successor instead of killing the family.
     public var reuseGraceWindow: TimeInterval = 10
-    /// Apple allows refresh-token validation about once a day.
+    /// How often a provider grant is validated (Apple allows about once a day).
     public var providerValidationInterval: TimeInterval = 86_400
-    /// While Apple cannot be reached, sessions keep refreshing this long after the last good validation.
+    /// While the provider cannot be reached, sessions keep refreshing this long after the last good validation.
     public var providerUnreachableGrace: TimeInterval = 72 * 3600
+    /// When a provider deletes or disconnects the last identity a user has, delete the user too.
+    public var deleteUserWithLastIdentity = true
+    /// New users need a valid invite code (`signup.mode` = `invite`); existing users always sign in.
+    public var requireInvite = false
 
     public init() {}
 }
@@ -66,21 +73,22 @@ public struct SessionService: Sendable {
     public let accessTokens: AccessTokenService
     public let refreshTokens: RefreshTokens
     public let box: SecretBox
-    public let providerLink: (any ProviderAuthorizationLink)?
+    /// Each provider's link, by provider name (`apple`, `google`, …).
+    public let providerLinks: [String: any ProviderAuthorizationLink]
     public let policy: SessionPolicy
     public let timeSource: TimeSource
     private let validations = ValidationFlights()
     private let logger: Logger?
 
     public init(
-        store: any AuthStore, accessTokens: AccessTokenService, box: SecretBox, providerLink: (any ProviderAuthorizationLink)?,
+        store: any AuthStore, accessTokens: AccessTokenService, box: SecretBox, providerLinks: [String: any ProviderAuthorizationLink] = [:],
         policy: SessionPolicy = .init(), timeSource: TimeSource = .system, logger: Logger? = nil
     ) {
         self.store = store
         self.accessTokens = accessTokens
         self.refreshTokens = RefreshTokens(rotationKey: box.derivedKey(purpose: "latchkey refresh rotation v1"))
         self.box = box
-        self.providerLink = providerLink
+        self.providerLinks = providerLinks
         self.policy = policy
         self.timeSource = timeSource
         self.logger = logger
@@ -99,7 +107,7 @@ public struct SessionService: Sendable {
     /// E-mail and name from the first sign-in are kept; later sign-ins fill gaps but never blank them.
     public func signIn(
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
-        providerRefreshToken: String? = nil, userAgent: String? = nil
+        providerRefreshToken: String? = nil, userAgent: String? = nil, inviteCode: String? = nil
     ) async throws -> SignInOutcome {
         let now = timeSource.now
         let givenName = givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName
@@ -113,12 +121,21 @@ public struct SessionService: Sendable {
             guard let found = try await store.user(id: existing.userID) else { throw AuthStoreError.notFound }
             user = found
         } else {
+            if policy.requireInvite {
+                guard let inviteCode, !inviteCode.isEmpty, try await store.redeemInvite(codeHash: sha256Hex(inviteCode), at: now) else {
+                    throw LatchkeyError(
+                        .signupClosed,
+                        inviteCode == nil
+                            ? "sign-up needs an invitation on this server: send the inviteCode you were given"
+                            : "the invite code is unknown, used up, expired or revoked")
+                }
+            }
             user = UserAccount(
                 id: newIdentifier(), createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
             identity = LinkedIdentity(
                 id: newIdentifier(), userID: user.id, provider: provider, subject: verified.subject, email: email, emailVerified: verified.emailVerified,
                 isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
-                givenName: givenName, familyName: familyName, firstSeenAt: now, lastSignInAt: now
+                givenName: givenName, familyName: familyName, claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
             )
             do {
                 try await store.createUser(user, identity: identity)
@@ -149,15 +166,11 @@ public struct SessionService: Sendable {
             identity.transferSubject = verified.transferSubject ?? identity.transferSubject
             identity.givenName = identity.givenName ?? givenName
             identity.familyName = identity.familyName ?? familyName
+            identity.claims.merge(Self.claims(of: verified)) { $1 }
             identity.lastSignInAt = now
             try await store.updateIdentity(identity)
         }
-        if let providerRefreshToken {
-            let grant = ProviderGrant(
-                identityID: identity.id, clientID: verified.audience, sealedRefreshToken: try box.seal(providerRefreshToken), lastValidatedAt: now,
-                createdAt: now)
-            try await store.saveProviderGrant(grant)
-        }
+        try await saveGrant(providerRefreshToken, identity: identity, clientID: verified.audience)
         let identities = try await store.identities(userID: user.id)
         // Nothing after the session starts may fail the sign-in: the caller would release the identity token
         // for a retry while a session made from it exists.
@@ -168,6 +181,110 @@ public struct SessionService: Sendable {
             logger?.warning("could not record the sign-in in the audit log", metadata: ["session": "\(tokens.sessionID)", "error": "\(error)"])
         }
         return SignInOutcome(tokens: tokens, user: user, identities: identities, isNewUser: isNewUser)
+    }
+
+    private func saveGrant(_ providerRefreshToken: String?, identity: LinkedIdentity, clientID: String) async throws {
+        guard let providerRefreshToken else { return }
+        let now = timeSource.now
+        try await store.saveProviderGrant(
+            ProviderGrant(
+                identityID: identity.id, provider: identity.provider, clientID: clientID, sealedRefreshToken: try box.seal(providerRefreshToken),
+                lastValidatedAt: now, createdAt: now))
+    }
+
+    /// The claims worth keeping on an identity beyond the columns every provider fills.
+    static func claims(of verified: VerifiedIdentity) -> [String: String] {
+        var claims = ["iss": verified.issuer]
+        claims["tid"] = verified.tenantID
+        claims["hd"] = verified.hostedDomain
+        claims["azp"] = verified.authorizedParty
+        return claims
+    }
+
+    // MARK: - Invites
+
+    /// Makes an invite code that lets `maxUses` new users sign up until `expiresAt`. The code is shown once;
+    /// only its hash is stored.
+    public func createInvite(maxUses: Int = 1, expiresAt: Date? = nil, note: String? = nil) async throws -> (invite: Invite, code: String) {
+        let code = "inv_" + lowercaseHex(SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) })
+        let invite = Invite(
+            id: newIdentifier(), codeHash: sha256Hex(code), createdAt: timeSource.now, expiresAt: expiresAt, maxUses: max(1, maxUses), note: note)
+        try await store.createInvite(invite)
+        return (invite, code)
+    }
+
+    // MARK: - Linking
+
+    /// Links the verified provider account to a signed-in user. Linking the same account again refreshes it;
+    /// an account linked to another user is refused (`identity_in_use`). Never matches by e-mail.
+    public func link(identity verified: VerifiedIdentity, provider: String, userID: String, providerRefreshToken: String? = nil) async throws
+        -> [LinkedIdentity]
+    {
+        let now = timeSource.now
+        if var existing = try await store.identity(provider: provider, subject: verified.subject) {
+            guard existing.userID == userID else {
+                throw LatchkeyError(
+                    .identityInUse, "this \(provider) account is already linked to another user; sign in with it and delete that account first")
+            }
+            existing.claims.merge(Self.claims(of: verified)) { $1 }
+            existing.lastSignInAt = now
+            try await store.updateIdentity(existing)
+            try await saveGrant(providerRefreshToken, identity: existing, clientID: verified.audience)
+        } else {
+            let identity = LinkedIdentity(
+                id: newIdentifier(), userID: userID, provider: provider, subject: verified.subject, email: verified.email.flatMap { $0.isEmpty ? nil : $0 },
+                emailVerified: verified.emailVerified, isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue,
+                transferSubject: verified.transferSubject, givenName: verified.givenName, familyName: verified.familyName,
+                claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
+            )
+            do {
+                try await store.addIdentity(identity)
+            } catch AuthStoreError.duplicate {
+                throw LatchkeyError(.identityInUse, "this \(provider) account was just linked to another user")
+            }
+            try await saveGrant(providerRefreshToken, identity: identity, clientID: verified.audience)
+            try await audit(userID, "identity_linked", "provider=\(provider)")
+        }
+        return try await store.identities(userID: userID)
+    }
+
+    /// Unlinks one of the user's identities, never the last: its sessions end and its provider grant is revoked
+    /// (through the outbox when the provider cannot be reached).
+    public func unlink(userID: String, provider: String, subject: String) async throws -> [LinkedIdentity] {
+        let identities = try await store.identities(userID: userID)
+        guard let identity = identities.first(where: { $0.provider == provider && $0.subject == subject }) else {
+            throw LatchkeyError(.notFound, "no \(provider) identity with this subject is linked to this account")
+        }
+        guard identities.count > 1 else {
+            throw LatchkeyError(.lastIdentity, "this is the account's only identity; link another one first, or delete the account")
+        }
+        _ = try await revokeGrant(of: identity)
+        let now = timeSource.now
+        try await store.revokeSessions(identityID: identity.id, reason: "identity_unlinked", at: now)
+        try await store.deleteIdentity(id: identity.id)
+        try await audit(userID, "identity_unlinked", "provider=\(provider)")
+        return identities.filter { $0.id != identity.id }
+    }
+
+    /// Revokes the identity's provider grant at its provider, or queues the revocation; true when revoked now.
+    private func revokeGrant(of identity: LinkedIdentity) async throws -> Bool? {
+        guard let grant = try await store.providerGrant(identityID: identity.id) else { return nil }
+        do {
+            guard let link = providerLinks[grant.provider] else {
+                throw LatchkeyError(.providerUnavailable, "the \(grant.provider) provider is not configured")
+            }
+            try await link.revoke(refreshToken: try box.open(grant.sealedRefreshToken), clientID: grant.clientID)
+            return true
+        } catch {
+            let now = timeSource.now
+            let item = OutboxItem(
+                id: newIdentifier(), kind: OutboxItem.revocation, provider: grant.provider, clientID: grant.clientID,
+                sealedPayload: grant.sealedRefreshToken, nextAttemptAt: now.addingTimeInterval(30),
+                lastError: (error as? LatchkeyError)?.errorCode ?? "error", createdAt: now
+            )
+            try await store.enqueue(item)
+            return false
+        }
     }
 
     /// Claims a verified identity token for one sign-in: the first claim succeeds, any later one (from this
@@ -218,7 +335,7 @@ public struct SessionService: Sendable {
 
     // MARK: - Refresh
 
-    /// Rotates a refresh token. Reuse outside the grace window revokes the whole family; when Apple's
+    /// Rotates a refresh token. Reuse outside the grace window revokes the whole family; when the provider grant's
     /// authorization is due for its daily check it is validated first.
     public func refresh(_ refreshToken: String) async throws -> IssuedTokens {
         guard RefreshTokens.isWellFormed(refreshToken) else {
@@ -255,20 +372,25 @@ public struct SessionService: Sendable {
     }
 
     private func revokedError(_ family: SessionFamily) -> LatchkeyError {
-        switch family.revocationReason {
-        case "apple_authorization_revoked", "apple_consent_revoked":
-            return LatchkeyError(.invalidGrant, "the Apple authorization was revoked (the user stopped using Sign in with Apple for this app); sign in again")
+        let reason = family.revocationReason ?? "signed_out"
+        if reason.hasSuffix("_authorization_revoked") || reason.hasSuffix("_consent_revoked") {
+            let provider = String(reason.prefix { $0 != "_" })
+            let name = providerLinks[provider]?.displayName ?? provider
+            return LatchkeyError(.invalidGrant, "the \(name) authorization was revoked (the user disconnected this app at \(name)); sign in again")
+        }
+        switch reason {
         case "refresh_token_reuse":
             return LatchkeyError(.invalidGrant, "the session was revoked after its refresh token was used twice; sign in again")
         default:
-            return LatchkeyError(.invalidGrant, "the session was revoked (\(family.revocationReason ?? "signed out")); sign in again")
+            return LatchkeyError(.invalidGrant, "the session was revoked (\(reason)); sign in again")
         }
     }
 
-    /// Validates the stored Apple refresh token when the last validation is older than the interval.
-    /// After Apple could not be reached, it is asked again at most once per ``ValidationFlights/failureBackoff``.
+    /// Validates the stored provider refresh token when the last validation is older than the interval.
+    /// After the provider could not be reached, it is asked again at most once per ``ValidationFlights/failureBackoff``.
     func checkProviderAuthorization(identityID: String, userID: String) async throws {
-        guard let providerLink, let grant = try await store.providerGrant(identityID: identityID) else { return }
+        guard let grant = try await store.providerGrant(identityID: identityID), let providerLink = providerLinks[grant.provider] else { return }
+        let name = providerLink.displayName
         let now = timeSource.now
         guard now.timeIntervalSince(grant.lastValidatedAt) >= policy.providerValidationInterval else { return }
         let started = now
@@ -290,9 +412,10 @@ public struct SessionService: Sendable {
                     // Only the token that was validated is marked; a grant replaced meanwhile keeps its own state.
                     _ = try? await store.markProviderGrantValidated(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now)
                 case .unreachable(let reason):
-                    // Once per identity per backoff: the operator may have to fix credentials or reach Apple.
+                    // Once per identity per backoff: the operator may have to fix credentials or reach the provider.
                     logger?.warning(
-                        "Apple could not validate an authorization; sessions keep working within the grace period", metadata: ["reason": "\(reason)"])
+                        "\(name) could not validate an authorization; sessions keep working within the grace period",
+                        metadata: ["provider": "\(grant.provider)", "reason": "\(reason)"])
                     validations.recordFailure(identityID, reason: reason, at: timeSource.now)
                 case .revoked:
                     break
@@ -304,20 +427,21 @@ public struct SessionService: Sendable {
         case .valid:
             return
         case .revoked:
-            // A sign-in that brought a new authorization while Apple was asked keeps its grant and session.
+            // A sign-in that brought a new authorization while the provider was asked keeps its grant and session.
             guard try await store.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return }
             let revoked = try await store.revokeSessions(
-                identityID: identityID, createdBefore: started, reason: "apple_authorization_revoked", at: timeSource.now)
-            try await audit(userID, "apple_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
+                identityID: identityID, createdBefore: started, reason: "\(grant.provider)_authorization_revoked", at: timeSource.now)
+            try await audit(userID, "\(grant.provider)_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
             throw LatchkeyError(
                 .invalidGrant,
-                "the Apple authorization was revoked (Apple refused the stored refresh token); all sessions of this Apple ID were ended — sign in again")
+                "the \(name) authorization was revoked (\(name) refused the stored refresh token); all sessions of this \(name) account were ended — sign in again"
+            )
         case .unreachable(let reason):
-            logger?.debug("Apple could not validate the authorization", metadata: ["reason": "\(reason)"])
+            logger?.debug("the provider could not validate the authorization", metadata: ["provider": "\(grant.provider)", "reason": "\(reason)"])
             if now.timeIntervalSince(grant.lastValidatedAt) > policy.providerUnreachableGrace {
                 throw LatchkeyError(
                     .temporarilyUnavailable,
-                    "Apple has not confirmed this authorization for more than \(Int(policy.providerUnreachableGrace / 3600)) h and cannot be reached now; try again later"
+                    "\(name) has not confirmed this authorization for more than \(Int(policy.providerUnreachableGrace / 3600)) h and cannot be reached now; try again later"
                 )
             }
         }
@@ -351,28 +475,19 @@ public struct SessionService: Sendable {
         public var queued: Int
     }
 
-    /// Deletes an account as the App Store requires: revoke Apple's tokens first, then delete everything.
+    /// Deletes an account as the App Store requires: revoke every provider grant first, then delete everything.
     /// A revocation that fails is kept in the outbox and retried; the deletion happens regardless.
     public func deleteAccount(userID: String) async throws -> DeletionReport {
         var report = DeletionReport(revoked: 0, queued: 0)
-        let now = timeSource.now
         for identity in try await store.identities(userID: userID) {
-            guard let grant = try await store.providerGrant(identityID: identity.id) else { continue }
-            do {
-                guard let providerLink else { throw LatchkeyError(.providerUnavailable, "no Apple client is configured") }
-                try await providerLink.revoke(refreshToken: try box.open(grant.sealedRefreshToken), clientID: grant.clientID)
-                report.revoked += 1
-            } catch {
-                let item = OutboxItem(
-                    id: newIdentifier(), kind: OutboxItem.appleRevocation, clientID: grant.clientID, sealedPayload: grant.sealedRefreshToken,
-                    nextAttemptAt: now.addingTimeInterval(30), lastError: (error as? LatchkeyError)?.errorCode ?? "error", createdAt: now
-                )
-                try await store.enqueue(item)
-                report.queued += 1
+            switch try await revokeGrant(of: identity) {
+            case true?: report.revoked += 1
+            case false?: report.queued += 1
+            case nil: break
             }
         }
         try await store.deleteUser(id: userID)
-        try await audit(userID, "account_deleted", "apple_revoked=\(report.revoked) queued=\(report.queued)")
+        try await audit(userID, "account_deleted", "revoked=\(report.revoked) queued=\(report.queued)")
         return report
     }
 
@@ -385,8 +500,10 @@ public struct SessionService: Sendable {
         var done = 0
         for var item in try await store.dueOutboxItems(now: now, limit: limit) {
             do {
-                guard let providerLink else { throw LatchkeyError(.providerUnavailable, "no Apple client is configured") }
-                try await providerLink.revoke(refreshToken: try box.open(item.sealedPayload), clientID: item.clientID)
+                guard let link = providerLinks[item.provider] else {
+                    throw LatchkeyError(.providerUnavailable, "the \(item.provider) provider is not configured")
+                }
+                try await link.revoke(refreshToken: try box.open(item.sealedPayload), clientID: item.clientID)
                 item.completedAt = timeSource.now
                 item.lastError = nil
                 item.sealedPayload = ""
@@ -395,7 +512,7 @@ public struct SessionService: Sendable {
                 item.attempts += 1
                 item.lastError = (error as? LatchkeyError)?.errorCode ?? "error"
                 if (error as? LatchkeyError)?.code == .invalidGrant || item.attempts >= Self.maximumOutboxAttempts {
-                    // Apple no longer knows the token (nothing left to revoke), or it is hopeless: stop, keep the record.
+                    // The provider no longer knows the token (nothing left to revoke), or it is hopeless: stop, keep the record.
                     item.completedAt = timeSource.now
                     item.sealedPayload = ""
                 } else {
@@ -417,19 +534,24 @@ public struct SessionService: Sendable {
         var outcome = NotificationOutcome.processed
         if var identity = try await store.identity(provider: event.provider, subject: event.subject) {
             switch event.kind {
-            case .consentRevoked:
-                let count = try await store.revokeSessions(identityID: identity.id, reason: "apple_consent_revoked", at: now)
-                try await store.deleteProviderGrant(identityID: identity.id)
-                try await audit(identity.userID, "apple_consent_revoked", "\(count) session(s) revoked")
-            case .accountDeleted:
-                try await store.deleteUser(id: identity.userID)
-                try await audit(identity.userID, "apple_account_deleted", "user deleted")
+            case .consentRevoked, .accountDeleted:
+                // The provider account is gone for this app: so is the identity, and the standing of the sessions it began.
+                let what = event.kind == .consentRevoked ? "consent_revoked" : "account_deleted"
+                let count = try await store.revokeSessions(identityID: identity.id, reason: "\(event.provider)_\(what)", at: now)
+                try await store.deleteIdentity(id: identity.id)
+                let remaining = try await store.identities(userID: identity.userID)
+                if remaining.isEmpty && policy.deleteUserWithLastIdentity {
+                    try await store.deleteUser(id: identity.userID)
+                    try await audit(identity.userID, "\(event.provider)_\(what)", "\(count) session(s) revoked; the user had no other identity and was deleted")
+                } else {
+                    try await audit(identity.userID, "\(event.provider)_\(what)", "\(count) session(s) revoked; identity removed")
+                }
             case .emailDisabled, .emailEnabled:
                 identity.emailForwardingEnabled = event.kind == .emailEnabled
                 try await store.updateIdentity(identity)
-                try await audit(identity.userID, event.kind == .emailEnabled ? "apple_email_enabled" : "apple_email_disabled")
+                try await audit(identity.userID, "\(event.provider)_" + (event.kind == .emailEnabled ? "email_enabled" : "email_disabled"))
             case .other:
-                try await audit(identity.userID, "apple_notification_ignored")
+                try await audit(identity.userID, "\(event.provider)_notification_ignored")
             }
         } else {
             outcome = .unknownSubject
@@ -444,7 +566,7 @@ public struct SessionService: Sendable {
 }
 
 /// One provider validation per identity at a time; concurrent refreshes share its result.
-/// After a failure, Apple is not asked again about that identity for ``failureBackoff`` (per process).
+/// After a failure, the provider is not asked again about that identity for ``failureBackoff`` (per process).
 final class ValidationFlights: Sendable {
     static let failureBackoff: TimeInterval = 3600
     private let flights = Mutex<[String: Task<ProviderValidation, Never>]>([:])

@@ -46,3 +46,19 @@ public enum RealUserStatus: Int, Sendable, Codable, CustomStringConvertible {
         }
     }
 }
+
+extension VerifiedIdentity {
+    /// An identity a provider vouched for without an ID token (an access-token check): `audience` is the
+    /// client id the provider confirmed; the times are those of the check.
+    public init(
+        issuer: String, subject: String, audience: String, checkedAt now: Date, email: String? = nil, emailVerified: Bool? = nil, name: String? = nil,
+        givenName: String? = nil, familyName: String? = nil
+    ) {
+        self.init(issuer: issuer, subject: subject, audience: audience, issuedAt: now, expiresAt: now)
+        self.email = email
+        self.emailVerified = emailVerified
+        self.name = name
+        self.givenName = givenName
+        self.familyName = familyName
+    }
+}

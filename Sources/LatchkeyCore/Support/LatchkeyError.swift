@@ -52,10 +52,19 @@ public struct LatchkeyError: Error, Sendable, Equatable, CustomStringConvertible
         // Notifications
         public static let invalidNotification = Code(rawValue: "invalid_notification")
         // Latchkey's own API (RFC 6750 and RFC 6749 names)
+        /// The caller's request lacks or garbles a field (answered as RFC 6749 `invalid_request`, 400).
+        public static let malformedRequest = Code(rawValue: "malformed_request")
         public static let invalidToken = Code(rawValue: "invalid_token")
         public static let temporarilyUnavailable = Code(rawValue: "temporarily_unavailable")
         public static let notFound = Code(rawValue: "not_found")
         public static let rateLimited = Code(rawValue: "rate_limited")
+        // Accounts
+        /// The provider account is already linked to another user.
+        public static let identityInUse = Code(rawValue: "identity_in_use")
+        /// Unlinking would leave the user with no way to sign in.
+        public static let lastIdentity = Code(rawValue: "last_identity")
+        /// Sign-up needs an invitation (`signup.mode` is `invite`) and none valid was sent.
+        public static let signupClosed = Code(rawValue: "signup_closed")
     }
 
     /// What went wrong, as a stable code.

@@ -1,0 +1,81 @@
+public import LatchkeyCore
+public import Logging
+
+/// Sign in with Apple as an ``IdentityProvider``: the identity token is verified locally; the authorization
+/// code that came with it is redeemed after the token was claimed, and Apple's refresh token is kept to
+/// validate the authorization daily and revoke it on account deletion.
+public struct AppleIdentityProvider: IdentityProvider {
+    public let client: AppleClient
+    public let keys: JWKSCache
+    public let verifier: IdentityTokenVerifier
+    /// The redirect URIs web codes may name (`apple.redirectUris`).
+    public let redirectURIs: [String]
+    private let observer: ProviderCallObserver?
+
+    public init(
+        configuration: AppleConfiguration, signInPolicy: IdentityTokenPolicy, redirectURIs: [String], transport: any HTTPTransport,
+        timeSource: TimeSource = .system, logger: Logger? = nil, observer: ProviderCallObserver? = nil
+    ) throws(LatchkeyError) {
+        self.client = try AppleClient(configuration: configuration, transport: transport, timeSource: timeSource, logger: logger)
+        self.keys = JWKSCache(url: configuration.jwksURL, transport: transport, timeSource: timeSource, logger: logger)
+        self.verifier = IdentityTokenVerifier(policy: signInPolicy, keys: keys, timeSource: timeSource)
+        self.redirectURIs = redirectURIs
+        self.observer = observer
+    }
+
+    public var name: String { "apple" }
+    public var displayName: String { "Apple" }
+    public var acceptedCredentials: String { "{identityToken, rawNonce, authorizationCode?, redirectUri?, fullName?}" }
+    public var keyCaches: [JWKSCache] { [keys] }
+
+    public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
+        guard let token = credential.idToken, !token.isEmpty else { throw LatchkeyError(.malformedRequest, "identityToken is empty") }
+        let identity = try await verifier.verify(token, expecting: .signIn(rawNonce: credential.rawNonce, authorizationCode: credential.authorizationCode))
+        return ProviderSignIn(identity: identity, singleUseToken: token)
+    }
+
+    public func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn {
+        guard let code = credential.authorizationCode, !code.isEmpty else { return signIn }
+        if let redirectURI = credential.redirectURI, !redirectURIs.contains(redirectURI) {
+            throw LatchkeyError(.malformedRequest, "redirectUri \(redirectURI.prefix(200)) is not one of the configured apple.redirectUris")
+        }
+        let tokens = try await observed("code_exchange") { () throws(LatchkeyError) in
+            try await client.exchangeCode(code, clientID: signIn.identity.audience, redirectURI: credential.redirectURI)
+        }
+        // The code must belong to the same Apple ID as the identity token; an unverifiable answer proves nothing.
+        if let idToken = tokens.idToken {
+            let exchanged = try await verifier.verify(idToken)
+            guard exchanged.subject == signIn.identity.subject else {
+                throw LatchkeyError(.invalidGrant, "the authorization code belongs to another Apple ID than the identity token")
+            }
+        }
+        var completed = signIn
+        completed.grant = tokens.refreshToken
+        return completed
+    }
+
+    public func validate(refreshToken: String, clientID: String) async -> ProviderValidation {
+        do {
+            _ = try await observed("refresh_validation") { () throws(LatchkeyError) in try await client.validateRefreshToken(refreshToken, clientID: clientID) }
+            return .valid
+        } catch {
+            // Only Apple's verdict on the token revokes users; our own misconfiguration never does.
+            return error.code == .invalidGrant ? .revoked : .unreachable(error.errorCode)
+        }
+    }
+
+    public func revoke(refreshToken: String, clientID: String) async throws(LatchkeyError) {
+        try await observed("revocation") { () throws(LatchkeyError) in try await client.revoke(refreshToken, clientID: clientID) }
+    }
+
+    private func observed<T>(_ operation: String, _ call: () async throws(LatchkeyError) -> T) async throws(LatchkeyError) -> T {
+        do {
+            let value = try await call()
+            observer?(name, operation, "ok")
+            return value
+        } catch {
+            observer?(name, operation, error.errorCode)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,96 @@
+public import Foundation
+public import LatchkeyCore
+
+/// What an app sends to sign in with a provider; which fields a provider needs depends on the provider.
+public struct ProviderCredential: Sendable {
+    /// An OpenID Connect ID token (Apple's identity token, Google's, Microsoft's, Facebook Limited Login's).
+    public var idToken: String?
+    /// The nonce the app generated, when the ID token carries one.
+    public var rawNonce: String?
+    /// An authorization code for the server to redeem.
+    public var authorizationCode: String?
+    /// The PKCE verifier of that code (RFC 7636).
+    public var codeVerifier: String?
+    /// The redirect URI the code was issued to.
+    public var redirectURI: String?
+    /// An access token the provider can be asked about (Facebook classic login, Dropbox).
+    public var accessToken: String?
+    /// Which of the provider's configured client ids the app used, when it has several (code exchange).
+    public var clientID: String?
+
+    public init(
+        idToken: String? = nil, rawNonce: String? = nil, authorizationCode: String? = nil, codeVerifier: String? = nil, redirectURI: String? = nil,
+        accessToken: String? = nil, clientID: String? = nil
+    ) {
+        self.idToken = idToken
+        self.rawNonce = rawNonce
+        self.authorizationCode = authorizationCode
+        self.codeVerifier = codeVerifier
+        self.redirectURI = redirectURI
+        self.accessToken = accessToken
+        self.clientID = clientID
+    }
+}
+
+/// A credential the provider has vouched for.
+public struct ProviderSignIn: Sendable {
+    /// Who signed in. For providers without ID tokens, built from what the provider answered.
+    public var identity: VerifiedIdentity
+    /// The ID token that proved it, when the app sent one: it may start one session only.
+    public var singleUseToken: String?
+    /// A token the provider issued that is worth keeping to validate and revoke the grant later.
+    public var grant: String?
+
+    public init(identity: VerifiedIdentity, singleUseToken: String? = nil, grant: String? = nil) {
+        self.identity = identity
+        self.singleUseToken = singleUseToken
+        self.grant = grant
+    }
+}
+
+/// A provider users sign in with: turns what an app sends into a verified identity, and validates and
+/// revokes the grant it leaves behind.
+///
+/// A sign-in runs ``verify(_:)`` (local checks, or the one provider call that proves the credential),
+/// then the server claims ``ProviderSignIn/singleUseToken``, then ``complete(_:_:)`` does the calls that
+/// must not happen twice for one credential (such as redeeming Apple's code).
+public protocol IdentityProvider: ProviderAuthorizationLink {
+    /// The path segment and stored provider name: `apple`, `google`, or a generic provider's name.
+    var name: String { get }
+    /// The body fields this provider takes, for error descriptions and the 404 listing.
+    var acceptedCredentials: String { get }
+    /// Checks what the app sent.
+    func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn
+    /// Finishes the sign-in after its token was claimed; returns the sign-in with any grant obtained.
+    func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn
+    /// Signing-key caches to keep fresh in the background.
+    var keyCaches: [JWKSCache] { get }
+}
+
+extension IdentityProvider {
+    public func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn { signIn }
+    public var keyCaches: [JWKSCache] { [] }
+}
+
+/// Receives one event per provider call: the provider, the operation (`code_exchange`, `refresh_validation`,
+/// `revocation`, `token_check`, `discovery`) and the outcome (`ok` or an error code). The server turns these into metrics.
+public typealias ProviderCallObserver = @Sendable (_ provider: String, _ operation: String, _ outcome: String) -> Void
+
+/// The providers a server is configured with, by name.
+public struct ProviderRegistry: Sendable {
+    private let byName: [String: any IdentityProvider]
+
+    public init(_ providers: [any IdentityProvider]) {
+        byName = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    public subscript(name: String) -> (any IdentityProvider)? { byName[name] }
+
+    /// The configured providers' names, sorted.
+    public var names: [String] { byName.keys.sorted() }
+
+    public var all: [any IdentityProvider] { names.compactMap { byName[$0] } }
+
+    /// Each provider as the session service's link for validating and revoking grants.
+    public var links: [String: any ProviderAuthorizationLink] { byName.mapValues { $0 as any ProviderAuthorizationLink } }
+}

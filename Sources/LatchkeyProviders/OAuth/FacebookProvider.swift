@@ -1,0 +1,130 @@
+import Foundation
+public import LatchkeyCore
+public import Logging
+
+/// Facebook Login: Limited Login ID tokens (iOS) verified locally, and classic user access tokens checked
+/// with `debug_token` against the app's own token, so a token issued to another app is refused.
+public struct FacebookConfiguration: Sendable {
+    public var appID: String
+    /// Needed for classic access tokens (`debug_token` takes `{app-id}|{app-secret}`).
+    public var appSecret: String?
+    public var graphURL = "https://graph.facebook.com"
+    /// Which `iss` Limited Login tokens carry is not documented firmly; both seen values are accepted by default.
+    public var limitedLoginIssuers: Set<String> = ["https://www.facebook.com", "https://limited.facebook.com"]
+    public var jwksURL = "https://limited.facebook.com/.well-known/oauth/openid/jwks/"
+    public var nonceMatching: NonceMatching = .hashed
+    public var requireNonce = false
+    public var requestTimeout: Duration = .seconds(10)
+
+    public init(appID: String, appSecret: String? = nil) {
+        self.appID = appID
+        self.appSecret = appSecret
+    }
+}
+
+public struct FacebookProvider: IdentityProvider {
+    public let configuration: FacebookConfiguration
+    private let keys: JWKSCache
+    private let verifier: IdentityTokenVerifier
+    private let calls: ProviderCalls
+    private let timeSource: TimeSource
+
+    public init(
+        configuration: FacebookConfiguration, transport: any HTTPTransport, timeSource: TimeSource = .system, logger: Logger? = nil,
+        observer: ProviderCallObserver? = nil
+    ) {
+        self.configuration = configuration
+        self.timeSource = timeSource
+        self.keys = JWKSCache(url: configuration.jwksURL, transport: transport, timeSource: timeSource, logger: logger)
+        let policy = IdentityTokenPolicy(
+            providerName: "Facebook", issuers: configuration.limitedLoginIssuers, audiences: [configuration.appID], nonceMatching: configuration.nonceMatching,
+            audienceHint: "Limited Login tokens carry the Facebook app id; set facebook.appId to it", requireNonce: configuration.requireNonce,
+            configurationKey: "facebook")
+        self.verifier = IdentityTokenVerifier(policy: policy, keys: keys, timeSource: timeSource)
+        self.calls = ProviderCalls(
+            provider: "facebook", displayName: "Facebook", transport: transport, timeout: configuration.requestTimeout, observer: observer)
+    }
+
+    public var name: String { "facebook" }
+    public var displayName: String { "Facebook" }
+    public var acceptedCredentials: String { "{idToken, rawNonce?} (Limited Login) or {accessToken} (classic login)" }
+    public var keyCaches: [JWKSCache] { [keys] }
+
+    public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
+        if let idToken = credential.idToken, !idToken.isEmpty {
+            let identity = try await verifier.verify(idToken, expecting: .signIn(rawNonce: credential.rawNonce))
+            return ProviderSignIn(identity: identity, singleUseToken: idToken)
+        }
+        guard let accessToken = credential.accessToken, !accessToken.isEmpty else {
+            throw LatchkeyError(.malformedRequest, "send idToken (Limited Login) or accessToken (classic login)")
+        }
+        let userID = try await checkedUserID(accessToken)
+        struct Me: Decodable {
+            let id: String
+            let name: String?
+            let email: String?
+        }
+        let me = try calls.decode(
+            Me.self,
+            try await calls.send(
+                OutboundRequest(url: graph("/me", [("fields", "id,name,email"), ("access_token", accessToken)]), timeout: configuration.requestTimeout),
+                operation: "profile"),
+            what: "Graph API")
+        guard me.id == userID else { throw LatchkeyError(.invalidProviderResponse, "Facebook's /me names another user than debug_token") }
+        let identity = VerifiedIdentity(
+            issuer: "https://www.facebook.com", subject: userID, audience: configuration.appID, checkedAt: timeSource.now, email: me.email,
+            emailVerified: me.email == nil ? nil : true, name: me.name)
+        return ProviderSignIn(identity: identity, grant: accessToken)
+    }
+
+    /// Asks `debug_token` about a user access token: valid, issued to this app, not expired.
+    private func checkedUserID(_ accessToken: String) async throws(LatchkeyError) -> String {
+        guard let secret = configuration.appSecret else {
+            throw LatchkeyError(.invalidConfiguration, "classic Facebook access tokens need facebook.appSecret (debug_token checks them with the app's token)")
+        }
+        struct Answer: Decodable {
+            struct Data: Decodable {
+                let app_id: String?
+                let is_valid: Bool
+                let user_id: String?
+                let expires_at: Int?
+                let type: String?
+            }
+            let data: Data
+        }
+        let url = graph("/debug_token", [("input_token", accessToken), ("access_token", "\(configuration.appID)|\(secret)")])
+        let answer = try calls.decode(
+            Answer.self, try await calls.send(OutboundRequest(url: url, timeout: configuration.requestTimeout), operation: "token_check"),
+            what: "debug_token")
+        let data = answer.data
+        guard data.is_valid else { throw LatchkeyError(.invalidGrant, "Facebook says the access token is not valid (expired, revoked or malformed)") }
+        guard data.app_id == configuration.appID else {
+            throw LatchkeyError(.unexpectedAudience, "the access token was issued to another Facebook app, not \(configuration.appID) (facebook.appId)")
+        }
+        if let type = data.type, type != "USER" { throw LatchkeyError(.invalidGrant, "the access token is a \(type.prefix(16)) token, not a user token") }
+        if let expiresAt = data.expires_at, expiresAt != 0, Date(timeIntervalSince1970: TimeInterval(expiresAt)) <= timeSource.now {
+            throw LatchkeyError(.tokenExpired, "the Facebook access token has expired")
+        }
+        guard let userID = data.user_id, !userID.isEmpty else { throw LatchkeyError(.invalidProviderResponse, "debug_token named no user") }
+        return userID
+    }
+
+    public func validate(refreshToken: String, clientID: String) async -> ProviderValidation {
+        do {
+            _ = try await checkedUserID(refreshToken)
+            return .valid
+        } catch {
+            return [.invalidGrant, .tokenExpired].contains(error.code) ? .revoked : .unreachable(error.errorCode)
+        }
+    }
+
+    public func revoke(refreshToken: String, clientID: String) async throws(LatchkeyError) {
+        _ = try await calls.send(
+            OutboundRequest(method: "DELETE", url: graph("/me/permissions", [("access_token", refreshToken)]), timeout: configuration.requestTimeout),
+            operation: "revocation")
+    }
+
+    private func graph(_ path: String, _ query: [(String, String)]) -> String {
+        configuration.graphURL + path + "?" + formURLEncoded(query)
+    }
+}
