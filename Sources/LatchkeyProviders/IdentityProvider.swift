@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import LatchkeyCore
 
 /// What an app sends to sign in with a provider; which fields a provider needs depends on the provider.

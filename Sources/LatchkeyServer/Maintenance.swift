@@ -51,7 +51,7 @@ struct MaintenanceService: Service {
 
     func tick(_ count: Int) async {
         do {
-            _ = try await server.sessions.processOutbox()
+            _ = try await server.sessions.grants.processOutbox()
             try await KeyMaintenance.ensureActiveKey(store: server.store, box: server.box, now: server.timeSource.now)
             try await server.accessKeys.load(try await server.store.signingKeys(), box: server.box)
             if count % 120 == 0 { try await server.store.sweep(now: server.timeSource.now) }

@@ -119,11 +119,11 @@ extension LatchkeyServer {
                 status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s",
                 headers: [.retryAfter: String(wait)])
         }
-        if let token = signIn.singleUseToken { try await sessions.claimSignIn(token, provider: provider.name, identity: signIn.identity) }
+        if let token = signIn.singleUseToken { try await sessions.signIns.claimSignIn(token, provider: provider.name, identity: signIn.identity) }
         do {
             return try await body(try await provider.complete(credential, signIn))
         } catch {
-            if let token = signIn.singleUseToken { await sessions.releaseSignIn(token, provider: provider.name, identity: signIn.identity) }
+            if let token = signIn.singleUseToken { await sessions.signIns.releaseSignIn(token, provider: provider.name, identity: signIn.identity) }
             throw error
         }
     }
@@ -133,7 +133,7 @@ extension LatchkeyServer {
             let provider = try provider(providerName)
             let body = try await credentialBody(request, providerName: providerName)
             let outcome = try await withVerifiedCredential(provider, body.credential) { signIn in
-                try await sessions.signIn(
+                try await sessions.signIns.signIn(
                     identity: signIn.identity, provider: provider.name, givenName: body.givenName, familyName: body.familyName,
                     providerRefreshToken: signIn.grant, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
             }
@@ -157,7 +157,7 @@ extension LatchkeyServer {
         let provider = try provider(providerName)
         let body = try await credentialBody(request, providerName: providerName)
         let identities = try await withVerifiedCredential(provider, body.credential) { signIn in
-            try await sessions.link(identity: signIn.identity, provider: provider.name, userID: token.userID, providerRefreshToken: signIn.grant)
+            try await sessions.signIns.link(identity: signIn.identity, provider: provider.name, userID: token.userID, providerRefreshToken: signIn.grant)
         }
         guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
         return JSONBody.response(Self.userResponse(user, identities))
@@ -165,7 +165,7 @@ extension LatchkeyServer {
 
     func unlinkIdentity(_ request: Request, providerName: String, subject: String) async throws -> Response {
         let (token, _) = try await authenticate(request)
-        let identities = try await sessions.unlink(userID: token.userID, provider: providerName, subject: subject)
+        let identities = try await sessions.signIns.unlink(userID: token.userID, provider: providerName, subject: subject)
         guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
         return JSONBody.response(Self.userResponse(user, identities))
     }
@@ -296,7 +296,7 @@ extension LatchkeyServer {
 
     func deleteMe(_ request: Request) async throws -> Response {
         let (token, _) = try await authenticate(request)
-        let report = try await sessions.deleteAccount(userID: token.userID)
+        let report = try await sessions.deletion.deleteAccount(userID: token.userID)
         // appleTokensRevoked and appleRevocationsPending predate other providers; they count every provider's grants.
         return JSONBody.response([
             "deleted": 1, "tokensRevoked": report.revoked, "revocationsPending": report.queued, "appleTokensRevoked": report.revoked,
@@ -325,7 +325,8 @@ extension LatchkeyServer {
             case .emailEnabled: .emailEnabled
             case .other: .other
             }
-        let outcome = try await sessions.handle(ProviderAccountEvent(id: notification.id, provider: "apple", kind: kind, subject: notification.event.subject))
+        let outcome = try await sessions.events.handle(
+            ProviderAccountEvent(id: notification.id, provider: "apple", kind: kind, subject: notification.event.subject))
         metrics.notification(type: notification.event.type.description, outcome: "\(outcome)")
         return JSONBody.response(["status": "\(outcome)"])
     }

@@ -30,8 +30,10 @@ final class SQLiteBackend: SQLBackend {
     let batcher: WriteBatcher
     private let writer: SQLiteConnection
     /// Several readers, so reads run in parallel beside the writer (WAL lets them).
-    private let readers: [SQLiteConnection]
+    private let readers: Mutex<[SQLiteConnection]>
     private let nextReader = Mutex(0)
+    private let path: String
+    private let logger: Logger
 
     static func open(path: String, maximumBatch: Int, logger: Logger) async throws -> SQLiteBackend {
         let directory = (path as NSString).deletingLastPathComponent
@@ -40,6 +42,11 @@ final class SQLiteBackend: SQLBackend {
         for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000"] {
             _ = try await writer.query(pragma)
         }
+        let readers = try await openReaders(path: path, logger: logger)
+        return SQLiteBackend(writer: writer, readers: readers, maximumBatch: maximumBatch, path: path, logger: logger)
+    }
+
+    private static func openReaders(path: String, logger: Logger) async throws -> [SQLiteConnection] {
         var readers: [SQLiteConnection] = []
         for _ in 0..<readerCount {
             let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
@@ -48,14 +55,16 @@ final class SQLiteBackend: SQLBackend {
             }
             readers.append(reader)
         }
-        return SQLiteBackend(writer: writer, readers: readers, maximumBatch: maximumBatch)
+        return readers
     }
 
     static let readerCount = 3
 
-    private init(writer: SQLiteConnection, readers: [SQLiteConnection], maximumBatch: Int) {
+    private init(writer: SQLiteConnection, readers: [SQLiteConnection], maximumBatch: Int, path: String, logger: Logger) {
         self.writer = writer
-        self.readers = readers
+        self.readers = Mutex(readers)
+        self.path = path
+        self.logger = logger
         let database = writer.sql()
         let closed = closed
         batcher = WriteBatcher(beginStatement: "BEGIN IMMEDIATE", maximumBatch: maximumBatch) { body in
@@ -69,23 +78,30 @@ final class SQLiteBackend: SQLBackend {
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         guard !closed.isSet else { throw Self.closedError }
-        let index = nextReader.withLock { next in
-            defer { next = (next + 1) % readers.count }
-            return next
+        let reader = readers.withLock { readers in
+            nextReader.withLock { next in
+                defer { next = (next + 1) % readers.count }
+                return readers[next % readers.count]
+            }
         }
-        return try await body(readers[index].sql())
+        return try await body(reader.sql())
     }
 
     /// SQLite names a statement's columns from the connection's cached schema before it first steps, so a reader
-    /// that loaded the schema before a migration would read `SELECT *` rows without the new columns. A statement
-    /// that steps makes each reader notice the change and reload.
+    /// that loaded the schema before a migration would read `SELECT *` rows without the new columns. Fresh
+    /// readers load the new schema. (Migrations run at start-up, before any request is served.)
     func schemaChanged() async throws {
-        for reader in readers { _ = try await reader.query("SELECT count(*) FROM sqlite_master") }
+        let fresh = try await Self.openReaders(path: path, logger: logger)
+        let old = readers.withLock { readers in
+            defer { readers = fresh }
+            return readers
+        }
+        for reader in old { try? await reader.close() }
     }
 
     func shutdown() async {
         guard closed.set() else { return }
-        for reader in readers { try? await reader.close() }
+        for reader in readers.withLock({ $0 }) { try? await reader.close() }
         try? await writer.close()
     }
 
@@ -94,7 +110,7 @@ final class SQLiteBackend: SQLBackend {
     deinit {
         // A store dropped without close() (an error path) must not trap: close in the background.
         if !closed.isSet {
-            for reader in readers { _ = reader.close() }
+            for reader in readers.withLock({ $0 }) { _ = reader.close() }
             _ = writer.close()
         }
     }

@@ -71,7 +71,6 @@ final class WriteBatcher: Sendable {
     }
 
     private func run(_ batch: [Job]) async {
-        defer { writes.withLock { $0 &+= 1 } }
         if await runTogether(batch) { return }
         // The batch failed as a whole (a deadlock with another instance, a failed COMMIT) and was rolled back:
         // each job gets its own transaction, so one job's trouble never fails the others.
@@ -108,9 +107,12 @@ final class WriteBatcher: Sendable {
         } catch {
             // An unreachable or locked database fails every job alike; retrying them one by one would only wait longer.
             if batch.count > 1, !Self.isOutage(error) { return false }
+            writes.withLock { $0 &+= 1 }
             for job in batch { job.continuation.resume(throwing: error) }
             return true
         }
+        // Before any writer resumes: a read it makes next must not be answered from a cache of before its write.
+        writes.withLock { $0 &+= 1 }
         let results = outcomes.withLock { $0 }
         for (job, outcome) in zip(batch, results) { job.continuation.resume(with: outcome) }
         return true

@@ -96,7 +96,7 @@ struct UsersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "users", abstract: "List, show or delete users in the configured store.",
         discussion:
-            "Examples:\n  latchkey users list\n  latchkey users show <id> --json\n  latchkey users delete <id>   # revokes the Apple token first, like DELETE /v1/me\nExit codes: 0 done, 1 no such user, 64 usage or configuration error.",
+            "Examples:\n  latchkey users list\n  latchkey users show <id> --json\n  latchkey users delete <id>   # revokes every provider grant first, like DELETE /v1/me\nExit codes: 0 done, 1 no such user, 64 usage or configuration error.",
         subcommands: [List.self, Show.self, Delete.self]
     )
 
@@ -150,19 +150,22 @@ struct UsersCommand: AsyncParsableCommand {
     }
 
     struct Delete: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a user the way DELETE /v1/me does: revoke at Apple, then delete.")
+        static let configuration = CommandConfiguration(abstract: "Delete a user the way DELETE /v1/me does: revoke at every provider, then delete.")
         @OptionGroup var options: StoreOptions
         @Argument(help: "The user id.") var id: String
 
         func run() async throws {
             try await options.withServer { server, _ in
                 _ = try await requireUser(id, server)
-                let report = try await server.sessions.deleteAccount(userID: id)
+                let report = try await server.sessions.deletion.deleteAccount(userID: id)
                 if options.json {
-                    Printer(json: true).emit(["deleted": id, "appleTokensRevoked": report.revoked, "appleRevocationsPending": report.queued])
+                    Printer(json: true).emit([
+                        "deleted": id, "tokensRevoked": report.revoked, "revocationsPending": report.queued, "appleTokensRevoked": report.revoked,
+                        "appleRevocationsPending": report.queued,
+                    ])
                 } else {
                     print(
-                        "deleted \(id); Apple tokens revoked: \(report.revoked)\(report.queued > 0 ? ", \(report.queued) revocation(s) queued for retry by the server" : "")"
+                        "deleted \(id); provider tokens revoked: \(report.revoked)\(report.queued > 0 ? ", \(report.queued) revocation(s) queued for retry by the server" : "")"
                     )
                 }
             }
@@ -195,6 +198,106 @@ struct SessionsCommand: AsyncParsableCommand {
             try await options.withServer { server, _ in
                 let count = try await server.store.revokeSessions(userID: user, reason: "revoked_by_admin", at: Date())
                 if options.json { Printer(json: true).emit(["user": user, "revokedSessions": count]) } else { print("revoked \(count) session(s) of \(user)") }
+            }
+        }
+    }
+}
+
+struct InvitesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "invites", abstract: "Create, list or revoke the invite codes new users need while signup.mode is invite.",
+        discussion: """
+            Examples:
+              latchkey invites create --uses 5 --expires-in 604800 --note "beta testers"
+              latchkey invites list --json
+              latchkey invites revoke <id>
+            The code is printed once, by create; the store keeps only its hash. Apps send it as inviteCode in any sign-in body.
+            Exit codes: 0 done, 1 no such invite, 64 usage or configuration error.
+            """,
+        subcommands: [Create.self, List.self, Revoke.self]
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Make an invite code and print it (once).")
+        @OptionGroup var options: StoreOptions
+        @Option(help: "How many new users the code may create.") var uses = 1
+        @Option(help: "Seconds until the code expires (none by default).") var expiresIn: Int?
+        @Option(help: "A note for the operator, such as who the code is for.") var note: String?
+
+        func validate() throws {
+            guard (1...100_000).contains(uses) else { throw ValidationError("--uses must be between 1 and 100000") }
+            if let expiresIn, expiresIn <= 0 { throw ValidationError("--expires-in must be a positive number of seconds") }
+        }
+
+        func run() async throws {
+            try await options.withServer { server, configuration in
+                let (invite, code) = try await server.sessions.signIns.createInvite(
+                    maxUses: uses, expiresAt: expiresIn.map { Date().addingTimeInterval(TimeInterval($0)) }, note: note)
+                if options.json {
+                    var object: [String: Any] = ["id": invite.id, "code": code, "maxUses": invite.maxUses]
+                    if let expiresAt = invite.expiresAt { object["expiresAt"] = Int(expiresAt.timeIntervalSince1970) }
+                    Printer(json: true).emit(object)
+                } else {
+                    print(code)
+                    FileHandle.standardError.write(
+                        Data(
+                            "invite \(invite.id): \(invite.maxUses) use(s)\(invite.expiresAt.map { ", expires \(describeInstant($0))" } ?? ""); shown once\(configuration.signUp == .open ? " (signup.mode is open: codes are not needed yet)" : "")\n"
+                                .utf8))
+                }
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List invites with their uses and state (codes are not stored).")
+        @OptionGroup var options: StoreOptions
+
+        func run() async throws {
+            try await options.withServer { server, _ in
+                let invites = try await server.store.invites()
+                let now = Date()
+                func state(_ invite: Invite) -> String {
+                    if invite.revokedAt != nil { return "revoked" }
+                    if invite.uses >= invite.maxUses { return "used" }
+                    if let expiresAt = invite.expiresAt, expiresAt <= now { return "expired" }
+                    return "usable"
+                }
+                if options.json {
+                    Printer(json: true).emit([
+                        "invites": invites.map { invite -> [String: Any] in
+                            var object: [String: Any] = [
+                                "id": invite.id, "uses": invite.uses, "maxUses": invite.maxUses, "state": state(invite),
+                                "createdAt": Int(invite.createdAt.timeIntervalSince1970),
+                            ]
+                            if let expiresAt = invite.expiresAt { object["expiresAt"] = Int(expiresAt.timeIntervalSince1970) }
+                            if let note = invite.note { object["note"] = note }
+                            return object
+                        }
+                    ])
+                } else {
+                    for invite in invites {
+                        print(
+                            "\(invite.id)  \(state(invite))  \(invite.uses)/\(invite.maxUses) used  created \(describeInstant(invite.createdAt))\(invite.note.map { "  \($0)" } ?? "")"
+                        )
+                    }
+                    if invites.isEmpty { print("no invites") }
+                }
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke an invite: its code creates no more users.")
+        @OptionGroup var options: StoreOptions
+        @Argument(help: "The invite id (from list or create).") var id: String
+
+        func run() async throws {
+            try await options.withServer { server, _ in
+                guard try await server.store.revokeInvite(id: id, at: Date()) else {
+                    FileHandle.standardError.write(Data("no invite \(id)\n".utf8))
+                    throw ExitStatus.failure
+                }
+                if options.json { Printer(json: true).emit(["revoked": id]) } else { print("revoked invite \(id)") }
             }
         }
     }

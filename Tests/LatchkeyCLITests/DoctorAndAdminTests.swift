@@ -115,6 +115,35 @@ struct DoctorAndAdminTests {
         }
     }
 
+    @Test("invites create prints a code once, list shows uses and state, revoke ends it; mistakes exit 1 or 64")
+    func invites() throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try CLI.write(["mode": "development", "signup": ["mode": "invite"], "database": ["url": directory + "/latchkey.sqlite"]], to: directory + "/c.json")
+        let config = ["--config", directory + "/c.json"]
+        let created = try CLI.run(["invites", "create", "--uses", "3", "--note", "beta"] + config, directory: directory)
+        #expect(created.status == 0, "\(created.stderr)")
+        let code = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(code.hasPrefix("inv_") && code.count == 36, "\(created.stdout)")
+        #expect(created.stderr.contains("3 use(s)"))
+        let json = try CLI.run(["invites", "create", "--json", "--expires-in", "60"] + config, directory: directory).json
+        let second = try #require(json["id"] as? String)
+        #expect((json["code"] as? String)?.hasPrefix("inv_") == true)
+        #expect(json["expiresAt"] is Int)
+
+        #expect(try CLI.run(["invites", "revoke", second] + config, directory: directory).status == 0)
+        let listed = try CLI.run(["invites", "list", "--json"] + config, directory: directory).json["invites"] as? [[String: Any]] ?? []
+        #expect(listed.count == 2)
+        #expect(listed.first { $0["id"] as? String == second }?["state"] as? String == "revoked")
+        #expect(listed.first { $0["id"] as? String != second }?["note"] as? String == "beta")
+        #expect(!(try CLI.run(["invites", "list"] + config, directory: directory).stdout.contains(code)), "codes are never shown again")
+
+        let missing = try CLI.run(["invites", "revoke", "no-such-invite"] + config, directory: directory)
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("no invite no-such-invite"))
+        #expect(try CLI.run(["invites", "create", "--uses", "0"] + config, directory: directory).status == 64)
+    }
+
     @Test("keys, users and sessions commands work on the configured store; deletion revokes at Apple")
     func administration() async throws {
         try await EmulatorHarness.with { harness in

@@ -151,12 +151,12 @@ struct AppleLifecycleTests {
             #expect(answer.status == 200)
             #expect(answer.json["appleRevocationsPending"] as? Int == 1)
             #expect(try await harness.store.identity(provider: "apple", subject: sub) == nil)
-            #expect(try await harness.server.sessions.processOutbox() == 0)  // not due yet
+            #expect(try await harness.server.sessions.grants.processOutbox() == 0)  // not due yet
             harness.clock.advance(31)
-            #expect(try await harness.server.sessions.processOutbox() == 0)  // Apple still down
+            #expect(try await harness.server.sessions.grants.processOutbox() == 0)  // Apple still down
             _ = try await harness.emulator.send("DELETE", "/emulator/faults")
             harness.clock.advance(3600)
-            #expect(try await harness.server.sessions.processOutbox() == 1)
+            #expect(try await harness.server.sessions.grants.processOutbox() == 1)
             #expect(try await harness.store.outboxItems().allSatisfy { $0.completedAt != nil })
             let statuses = try await harness.emulator.requestLog().filter { $0["endpoint"] as? String == "/auth/revoke" }.compactMap { $0["status"] as? Int }
             #expect(statuses.last == 200)

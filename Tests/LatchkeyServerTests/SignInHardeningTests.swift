@@ -69,12 +69,12 @@ struct SignInHardeningTests {
             #expect(claims == false)
             let identity = try await verifiedIdentity(apple.identityToken, harness)
             await #expect(throws: LatchkeyError(.tokenAlreadyUsed, "")) {
-                try await second.sessions.claimSignIn(apple.identityToken, provider: "apple", identity: identity)
+                try await second.sessions.signIns.claimSignIn(apple.identityToken, provider: "apple", identity: identity)
             }
             // The claim is on what the signature covers: another signature over the same claims (ECDSA allows
             // one) is the same sign-in.
             await #expect(throws: LatchkeyError(.tokenAlreadyUsed, "")) {
-                try await second.sessions.claimSignIn(signedPart + ".b3RoZXItc2lnbmF0dXJl", provider: "apple", identity: identity)
+                try await second.sessions.signIns.claimSignIn(signedPart + ".b3RoZXItc2lnbmF0dXJl", provider: "apple", identity: identity)
             }
             #expect(try await harness.store.sessions(userID: try #require(try await harness.store.identity(provider: "apple", subject: sub)).userID).count == 1)
         }

@@ -1,14 +1,20 @@
 public import Foundation
 
-/// Where Latchkey keeps users, sessions and keys. ``MemoryAuthStore`` is for tests; `SQLAuthStore`
-/// (module `LatchkeyStore`) keeps them in SQLite or PostgreSQL. Every method is atomic on its own.
-public protocol AuthStore: Sendable {
+/// Where Latchkey keeps users, sessions and keys: one store made of the aggregates below. ``MemoryAuthStore``
+/// is for tests; `SQLAuthStore` (module `LatchkeyStore`) keeps them in SQLite or PostgreSQL. Every method is
+/// atomic on its own.
+public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore {
     /// Creates or upgrades the schema.
     func migrate() async throws
     /// Throws when the store cannot answer (readiness).
     func ping() async throws
+    /// Deletes expired refresh tokens and sign-in records, sessions dead for 30 days and sealed payloads of
+    /// finished outbox items; returns how many rows went.
+    @discardableResult func sweep(now: Date) async throws -> Int
+}
 
-    // Users and identities
+/// Users and the provider accounts linked to them.
+public protocol UserStore: Sendable {
     func identity(provider: String, subject: String) async throws -> LinkedIdentity?
     /// Inserts a user with their first identity, atomically; `.duplicate` when the identity already exists.
     func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws
@@ -25,17 +31,10 @@ public protocol AuthStore: Sendable {
     func users(limit: Int) async throws -> [UserAccount]
     /// Deletes the user with their identities, provider grants and sessions.
     func deleteUser(id: String) async throws
+}
 
-    // Provider grants (refresh tokens held at providers)
-    func providerGrant(identityID: String) async throws -> ProviderGrant?
-    func saveProviderGrant(_ grant: ProviderGrant) async throws
-    func deleteProviderGrant(identityID: String) async throws
-    /// Records a successful validation, unless the grant was replaced meanwhile (then false).
-    func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool
-    /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise.
-    func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool
-
-    // Sessions
+/// Session families and their rotating refresh tokens.
+public protocol SessionStore: Sendable {
     func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws
     /// The token with this hash and its family, without changing anything.
     func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)?
@@ -48,43 +47,59 @@ public protocol AuthStore: Sendable {
     @discardableResult func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int
     /// Revokes only sessions created before `createdBefore` (sessions started meanwhile belong to a newer authorization).
     @discardableResult func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) async throws -> Int
+}
 
-    // Signing keys
+/// Tokens held at providers (refresh tokens, long-lived access tokens), sealed.
+public protocol ProviderGrantStore: Sendable {
+    func providerGrant(identityID: String) async throws -> ProviderGrant?
+    func saveProviderGrant(_ grant: ProviderGrant) async throws
+    func deleteProviderGrant(identityID: String) async throws
+    /// Records a successful validation, unless the grant was replaced meanwhile (then false).
+    func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool
+    /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise.
+    func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool
+}
+
+/// The keys that sign Latchkey's access tokens.
+public protocol SigningKeyStore: Sendable {
     func signingKeys() async throws -> [SigningKeyRecord]
     func saveSigningKey(_ key: SigningKeyRecord) async throws
+}
 
-    // Notifications: true the first time `id` is recorded, false for a replay
+/// What must happen once only: provider notifications and sign-ins with one identity token.
+public protocol ReplayStore: Sendable {
+    /// True the first time the notification `id` is recorded, false for a replay.
     func recordNotification(id: String, type: String, at: Date) async throws -> Bool
     func hasProcessedNotification(id: String) async throws -> Bool
-
-    // Sign-in replay records: each identity token starts at most one session
     /// Records that the identity token with `tokenHash` signed `subject` in; false when it already did.
     /// Kept until `expiresAt` (when the token itself can no longer be accepted), then swept.
     func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool
     /// Forgets a record, so a sign-in that failed before starting its session can be retried with the same token.
     func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws
+}
 
-    // Invites
+/// Invite codes for invite-only sign-up.
+public protocol InviteStore: Sendable {
     func createInvite(_ invite: Invite) async throws
     func invites() async throws -> [Invite]
     /// Marks the invite revoked; false when there is no such invite.
     func revokeInvite(id: String, at: Date) async throws -> Bool
     /// Spends one use of the invite with this code hash if it is usable at `now`; false otherwise.
     func redeemInvite(codeHash: String, at now: Date) async throws -> Bool
+}
 
-    // Outbox
+/// Calls to providers still owed (revocations that failed and are retried).
+public protocol OutboxStore: Sendable {
     func enqueue(_ item: OutboxItem) async throws
     func dueOutboxItems(now: Date, limit: Int) async throws -> [OutboxItem]
     func updateOutboxItem(_ item: OutboxItem) async throws
     func outboxItems() async throws -> [OutboxItem]
+}
 
-    // Audit trail
+/// What happened to accounts, for operators.
+public protocol AuditStore: Sendable {
     func audit(_ event: AuditEvent) async throws
     func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent]
-
-    /// Deletes expired refresh tokens and sign-in records, sessions dead for 30 days and sealed payloads of
-    /// finished outbox items; returns how many rows went.
-    @discardableResult func sweep(now: Date) async throws -> Int
 }
 
 extension AuthStore {

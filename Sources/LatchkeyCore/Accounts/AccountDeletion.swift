@@ -1,0 +1,39 @@
+import Foundation
+
+/// Deletes accounts as the App Store requires: every provider grant is revoked first (or queued in the
+/// outbox when a provider cannot be reached), then everything of the user goes.
+public struct AccountDeletion: Sendable {
+    public let store: any AuthStore
+    public let grants: ProviderGrants
+    public let timeSource: TimeSource
+
+    public init(store: any AuthStore, grants: ProviderGrants, timeSource: TimeSource) {
+        self.store = store
+        self.grants = grants
+        self.timeSource = timeSource
+    }
+
+    public struct DeletionReport: Sendable, Equatable {
+        /// Provider tokens revoked at once.
+        public var revoked: Int
+        /// Provider revocations that failed and wait in the outbox.
+        public var queued: Int
+    }
+
+    /// Deletes an account as the App Store requires: revoke every provider grant first, then delete everything.
+    /// A revocation that fails is kept in the outbox and retried; the deletion happens regardless.
+    public func deleteAccount(userID: String) async throws -> DeletionReport {
+        var report = DeletionReport(revoked: 0, queued: 0)
+        for identity in try await store.identities(userID: userID) {
+            switch try await grants.revoke(of: identity) {
+            case true?: report.revoked += 1
+            case false?: report.queued += 1
+            case nil: break
+            }
+        }
+        try await store.deleteUser(id: userID)
+        try await store.audit(at: timeSource.now, userID, "account_deleted", "revoked=\(report.revoked) queued=\(report.queued)")
+        return report
+    }
+
+}

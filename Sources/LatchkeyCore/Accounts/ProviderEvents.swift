@@ -1,0 +1,71 @@
+import Foundation
+
+/// What happened to a user at the provider, from a verified server-to-server notification.
+public struct ProviderAccountEvent: Sendable, Equatable {
+    public enum Kind: String, Sendable { case consentRevoked, accountDeleted, emailDisabled, emailEnabled, other }
+    public var id: String
+    public var provider: String
+    public var kind: Kind
+    public var subject: String
+
+    public init(id: String, provider: String, kind: Kind, subject: String) {
+        self.id = id
+        self.provider = provider
+        self.kind = kind
+        self.subject = subject
+    }
+}
+
+/// Applies what providers report about their accounts (consent revoked, account deleted, e-mail relay
+/// changes) to the identity at that provider, once per event.
+public struct ProviderEvents: Sendable {
+    public let store: any AuthStore
+    public let policy: SessionPolicy
+    public let timeSource: TimeSource
+
+    public init(store: any AuthStore, policy: SessionPolicy, timeSource: TimeSource) {
+        self.store = store
+        self.policy = policy
+        self.timeSource = timeSource
+    }
+
+    public enum NotificationOutcome: Sendable, Equatable { case processed, duplicate, unknownSubject }
+
+    /// Applies a provider's account event once per event id. The effect comes first and the id is recorded
+    /// after it, so a failure midway leaves the event unrecorded and the provider's retry applies it.
+    public func handle(_ event: ProviderAccountEvent) async throws -> NotificationOutcome {
+        let now = timeSource.now
+        guard try await !store.hasProcessedNotification(id: event.id) else { return .duplicate }
+        var outcome = NotificationOutcome.processed
+        if var identity = try await store.identity(provider: event.provider, subject: event.subject) {
+            switch event.kind {
+            case .consentRevoked, .accountDeleted:
+                // The provider account is gone for this app: so is the identity, and the standing of the sessions it began.
+                let what = event.kind == .consentRevoked ? "consent_revoked" : "account_deleted"
+                let count = try await store.revokeSessions(identityID: identity.id, reason: "\(event.provider)_\(what)", at: now)
+                try await store.deleteIdentity(id: identity.id)
+                let remaining = try await store.identities(userID: identity.userID)
+                if remaining.isEmpty && policy.deleteUserWithLastIdentity {
+                    try await store.deleteUser(id: identity.userID)
+                    try await store.audit(
+                        at: timeSource.now, identity.userID, "\(event.provider)_\(what)",
+                        "\(count) session(s) revoked; the user had no other identity and was deleted")
+                } else {
+                    try await store.audit(at: timeSource.now, identity.userID, "\(event.provider)_\(what)", "\(count) session(s) revoked; identity removed")
+                }
+            case .emailDisabled, .emailEnabled:
+                identity.emailForwardingEnabled = event.kind == .emailEnabled
+                try await store.updateIdentity(identity)
+                try await store.audit(
+                    at: timeSource.now, identity.userID, "\(event.provider)_" + (event.kind == .emailEnabled ? "email_enabled" : "email_disabled"))
+            case .other:
+                try await store.audit(at: timeSource.now, identity.userID, "\(event.provider)_notification_ignored")
+            }
+        } else {
+            outcome = .unknownSubject
+        }
+        // A concurrent replay may have recorded it first; its effect is idempotent, so both answers are fine.
+        return try await store.recordNotification(id: event.id, type: event.kind.rawValue, at: now) ? outcome : .duplicate
+    }
+
+}

@@ -1,0 +1,214 @@
+import Foundation
+public import Logging
+import Synchronization
+
+/// How a provider is asked about a user's authorization (the refresh token it issued). Each identity
+/// provider the server is configured with adapts its REST client to this.
+public protocol ProviderAuthorizationLink: Sendable {
+    /// The provider's name for people, such as `Apple`, used in error descriptions.
+    var displayName: String { get }
+    /// Asks the provider whether `refreshToken` is still good.
+    func validate(refreshToken: String, clientID: String) async -> ProviderValidation
+    /// Revokes `refreshToken` at the provider.
+    func revoke(refreshToken: String, clientID: String) async throws(LatchkeyError)
+}
+
+public enum ProviderValidation: Sendable, Equatable {
+    case valid
+    /// The provider refused the token: the user revoked the authorization.
+    case revoked
+    /// No answer; the reason is safe to log.
+    case unreachable(String)
+}
+
+/// Tokens held at providers: kept sealed, validated about once a day while sessions refresh (so a user who
+/// disconnected the app at the provider loses the sessions it began), and revoked at the provider — at once,
+/// or through the outbox when the provider cannot be reached.
+public struct ProviderGrants: Sendable {
+    public let store: any AuthStore
+    public let box: SecretBox
+    /// Each provider's link, by provider name (`apple`, `google`, …).
+    public let links: [String: any ProviderAuthorizationLink]
+    public let policy: SessionPolicy
+    public let timeSource: TimeSource
+    private let validations = ValidationFlights()
+    private let logger: Logger?
+
+    public init(
+        store: any AuthStore, box: SecretBox, links: [String: any ProviderAuthorizationLink], policy: SessionPolicy, timeSource: TimeSource,
+        logger: Logger? = nil
+    ) {
+        self.store = store
+        self.box = box
+        self.links = links
+        self.policy = policy
+        self.timeSource = timeSource
+        self.logger = logger
+    }
+
+    /// The provider's name for people, for error descriptions.
+    func displayName(of provider: String) -> String { links[provider]?.displayName ?? provider }
+
+    /// Keeps the token a provider issued for this identity, sealed, replacing an older one.
+    func save(_ providerRefreshToken: String?, identity: LinkedIdentity, clientID: String) async throws {
+        guard let providerRefreshToken else { return }
+        let now = timeSource.now
+        try await store.saveProviderGrant(
+            ProviderGrant(
+                identityID: identity.id, provider: identity.provider, clientID: clientID, sealedRefreshToken: try box.seal(providerRefreshToken),
+                lastValidatedAt: now, createdAt: now))
+    }
+
+    /// Revokes the identity's provider grant at its provider, or queues the revocation; true when revoked now.
+    func revoke(of identity: LinkedIdentity) async throws -> Bool? {
+        guard let grant = try await store.providerGrant(identityID: identity.id) else { return nil }
+        do {
+            guard let link = links[grant.provider] else {
+                throw LatchkeyError(.providerUnavailable, "the \(grant.provider) provider is not configured")
+            }
+            try await link.revoke(refreshToken: try box.open(grant.sealedRefreshToken), clientID: grant.clientID)
+            return true
+        } catch {
+            let now = timeSource.now
+            let item = OutboxItem(
+                id: newIdentifier(), kind: OutboxItem.revocation, provider: grant.provider, clientID: grant.clientID,
+                sealedPayload: grant.sealedRefreshToken, nextAttemptAt: now.addingTimeInterval(30),
+                lastError: (error as? LatchkeyError)?.errorCode ?? "error", createdAt: now
+            )
+            try await store.enqueue(item)
+            return false
+        }
+    }
+
+    /// Validates the stored provider refresh token when the last validation is older than the interval.
+    /// After the provider could not be reached, it is asked again at most once per ``ValidationFlights/failureBackoff``.
+    func checkAuthorization(identityID: String, userID: String) async throws {
+        guard let grant = try await store.providerGrant(identityID: identityID), let providerLink = links[grant.provider] else { return }
+        let name = providerLink.displayName
+        let now = timeSource.now
+        guard now.timeIntervalSince(grant.lastValidatedAt) >= policy.providerValidationInterval else { return }
+        let started = now
+        let result: ProviderValidation
+        if let failure = validations.recentFailure(identityID, now: now) {
+            result = .unreachable(failure)
+        } else {
+            result = await validations.run(identityID) {
+                // Another refresh may have validated while this one waited.
+                if let fresh = try? await store.providerGrant(identityID: identityID),
+                    now.timeIntervalSince(fresh.lastValidatedAt) < policy.providerValidationInterval
+                {
+                    return .valid
+                }
+                guard let token = try? box.open(grant.sealedRefreshToken) else { return .unreachable("the stored token cannot be opened") }
+                let result = await providerLink.validate(refreshToken: token, clientID: grant.clientID)
+                switch result {
+                case .valid:
+                    // Only the token that was validated is marked; a grant replaced meanwhile keeps its own state.
+                    _ = try? await store.markProviderGrantValidated(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now)
+                case .unreachable(let reason):
+                    // Once per identity per backoff: the operator may have to fix credentials or reach the provider.
+                    logger?.warning(
+                        "\(name) could not validate an authorization; sessions keep working within the grace period",
+                        metadata: ["provider": "\(grant.provider)", "reason": "\(reason)"])
+                    validations.recordFailure(identityID, reason: reason, at: timeSource.now)
+                case .revoked:
+                    break
+                }
+                return result
+            }
+        }
+        switch result {
+        case .valid:
+            return
+        case .revoked:
+            // A sign-in that brought a new authorization while the provider was asked keeps its grant and session.
+            guard try await store.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return }
+            let revoked = try await store.revokeSessions(
+                identityID: identityID, createdBefore: started, reason: "\(grant.provider)_authorization_revoked", at: timeSource.now)
+            try await store.audit(
+                at: timeSource.now, userID, "\(grant.provider)_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
+            throw LatchkeyError(
+                .invalidGrant,
+                "the \(name) authorization was revoked (\(name) refused the stored refresh token); all sessions of this \(name) account were ended — sign in again"
+            )
+        case .unreachable(let reason):
+            logger?.debug("the provider could not validate the authorization", metadata: ["provider": "\(grant.provider)", "reason": "\(reason)"])
+            if now.timeIntervalSince(grant.lastValidatedAt) > policy.providerUnreachableGrace {
+                throw LatchkeyError(
+                    .temporarilyUnavailable,
+                    "\(name) has not confirmed this authorization for more than \(Int(policy.providerUnreachableGrace / 3600)) h and cannot be reached now; try again later"
+                )
+            }
+        }
+    }
+
+    /// After this many failed attempts (about a week with the backoff) an owed revocation is given up.
+    static let maximumOutboxAttempts = 40
+
+    /// Retries owed provider calls; returns how many succeeded.
+    public func processOutbox(limit: Int = 50) async throws -> Int {
+        let now = timeSource.now
+        var done = 0
+        for var item in try await store.dueOutboxItems(now: now, limit: limit) {
+            do {
+                guard let link = links[item.provider] else {
+                    throw LatchkeyError(.providerUnavailable, "the \(item.provider) provider is not configured")
+                }
+                try await link.revoke(refreshToken: try box.open(item.sealedPayload), clientID: item.clientID)
+                item.completedAt = timeSource.now
+                item.lastError = nil
+                item.sealedPayload = ""
+                done += 1
+            } catch {
+                item.attempts += 1
+                item.lastError = (error as? LatchkeyError)?.errorCode ?? "error"
+                if (error as? LatchkeyError)?.code == .invalidGrant || item.attempts >= Self.maximumOutboxAttempts {
+                    // The provider no longer knows the token (nothing left to revoke), or it is hopeless: stop, keep the record.
+                    item.completedAt = timeSource.now
+                    item.sealedPayload = ""
+                } else {
+                    item.nextAttemptAt = timeSource.now.addingTimeInterval(min(30 * pow(2, Double(item.attempts)), 6 * 3600))
+                }
+            }
+            try await store.updateOutboxItem(item)
+        }
+        return done
+    }
+
+}
+
+/// One provider validation per identity at a time; concurrent refreshes share its result.
+/// After a failure, the provider is not asked again about that identity for ``failureBackoff`` (per process).
+final class ValidationFlights: Sendable {
+    static let failureBackoff: TimeInterval = 3600
+    private let flights = Mutex<[String: Task<ProviderValidation, Never>]>([:])
+    private let failures = Mutex<[String: (at: Date, reason: String)]>([:])
+
+    func run(_ key: String, _ work: @escaping @Sendable () async -> ProviderValidation) async -> ProviderValidation {
+        let task = flights.withLock { flights in
+            if let existing = flights[key] { return existing }
+            let task = Task { await work() }
+            flights[key] = task
+            return task
+        }
+        let result = await task.value
+        flights.withLock { if $0[key] == task { $0[key] = nil } }
+        return result
+    }
+
+    func recentFailure(_ key: String, now: Date) -> String? {
+        failures.withLock { failures in
+            guard let failure = failures[key] else { return nil }
+            if now.timeIntervalSince(failure.at) < Self.failureBackoff { return failure.reason }
+            failures[key] = nil
+            return nil
+        }
+    }
+
+    func recordFailure(_ key: String, reason: String, at: Date) {
+        failures.withLock { failures in
+            if failures.count > 10_000 { failures = failures.filter { at.timeIntervalSince($0.value.at) < Self.failureBackoff } }
+            failures[key] = (at, reason)
+        }
+    }
+}
