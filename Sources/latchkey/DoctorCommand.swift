@@ -12,7 +12,7 @@ import SystemPackage
 struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
-        abstract: "Check a Sign in with Apple set-up and say how to fix what is wrong.",
+        abstract: "Check a sign-in set-up (Apple and every other configured provider) and say how to fix what is wrong.",
         discussion: """
             Reads the same configuration as `latchkey serve` (--config file and LATCHKEY_* variables).
             Examples:
@@ -20,13 +20,14 @@ struct DoctorCommand: AsyncParsableCommand {
               latchkey doctor --config latchkey.json --live     # proves the client secret against apple.baseUrl
               LATCHKEY_APPLE_TEAM_ID=... latchkey doctor --json
             --live redeems a deliberately invalid authorization code: invalid_grant means Apple accepted the
-            client (team id, key id, key and client id are right); invalid_client means it did not.
+            client (team id, key id, key and client id are right); invalid_client means it did not. For the other
+            providers, --live reads their discovery documents and signing keys.
             Exit codes: 0 no errors (warnings allowed), 1 at least one error, 64 usage.
             """
     )
 
     @Option(help: "A JSON configuration file.") var config: String?
-    @Flag(help: "Also ask Apple (apple.baseUrl) whether it accepts the client secret.") var live = false
+    @Flag(help: "Also ask Apple (apple.baseUrl) whether it accepts the client secret, and read every provider's discovery and keys.") var live = false
     @Flag(help: "Print a JSON object instead.") var json = false
 
     struct Finding {
@@ -52,9 +53,11 @@ struct DoctorCommand: AsyncParsableCommand {
             add(.error, "config", "\(error)", fix: "check the path and the JSON syntax")
             reader = try await Runtime.configReader(file: nil)
         }
+        var serverConfiguration: ServerConfiguration?
         do {
             let configuration = try ServerConfiguration(reading: reader)
             for warning in configuration.warnings { add(.warning, "config", warning, fix: "change the setting it names") }
+            serverConfiguration = configuration
         } catch {
             add(.error, "config", "latchkey serve refuses this configuration: \(error.reason)", fix: "change the setting it names")
         }
@@ -68,6 +71,16 @@ struct DoctorCommand: AsyncParsableCommand {
         let clientIDs = ServerConfiguration.list(reader, "apple.clientIds") ?? []
         let baseURL = reader.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com"
         var keyPEM: String?
+        let otherProviders = (serverConfiguration?.providerNames ?? []).filter { $0 != "apple" }
+        await checkProviders(serverConfiguration, add)
+        let appleSet = teamID != nil || keyID != nil || keyFile != nil || inlineKey != nil || !clientIDs.isEmpty
+        if !appleSet && !otherProviders.isEmpty {
+            add(.ok, "apple", "Sign in with Apple is not configured; \(otherProviders.joined(separator: ", ")) \(otherProviders.count == 1 ? "is" : "are")")
+            finishChecks(reader: reader, mode: mode, add)
+            report(findings)
+            if findings.contains(where: { $0.status == .error }) { throw ExitStatus.failure }
+            return
+        }
 
         if let teamID {
             checkIdentifier(teamID, "apple.teamId", "the Team ID shown under Membership in the developer portal", add)
@@ -171,6 +184,19 @@ struct DoctorCommand: AsyncParsableCommand {
             add(.warning, "apple.baseUrl", "\(baseURL) is not HTTPS", fix: "use https://appleid.apple.com (the default) outside tests")
         }
 
+        finishChecks(reader: reader, mode: mode, add)
+
+        if live {
+            await liveChecks(teamID: teamID, keyID: keyID, keyPEM: keyPEM, clientIDs: clientIDs, baseURL: baseURL, add)
+        }
+
+        report(findings)
+        if findings.contains(where: { $0.status == .error }) { throw ExitStatus.failure }
+    }
+
+    /// The checks every set-up shares: encryption key, production settings, clock.
+    private func finishChecks(reader: ConfigReader, mode: String, _ record: (Finding.Status, String, String, String?) -> Void) {
+        func add(_ status: Finding.Status, _ check: String, _ message: String, fix: String? = nil) { record(status, check, message, fix) }
         // Encryption key and mode.
         let encryptionKey =
             reader.string(forKey: "encryptionKey", isSecret: true)
@@ -206,12 +232,57 @@ struct DoctorCommand: AsyncParsableCommand {
             add(.ok, "clock", "the system clock reads \(describeInstant(now, now: now))")
         }
 
-        if live {
-            await liveChecks(teamID: teamID, keyID: keyID, keyPEM: keyPEM, clientIDs: clientIDs, baseURL: baseURL, add)
-        }
+    }
 
-        report(findings)
-        if findings.contains(where: { $0.status == .error }) { throw ExitStatus.failure }
+    /// Each configured provider other than Apple: its settings offline, and with --live its discovery and keys.
+    private func checkProviders(_ configuration: ServerConfiguration?, _ add: (Finding.Status, String, String, String?) -> Void) async {
+        guard let configuration else { return }
+        for provider in configuration.openIDProviders {
+            let key = provider.policy.configurationKey ?? provider.name
+            for clientID in provider.policy.audiences where clientID.contains(" ") || clientID.isEmpty {
+                add(.error, key + ".clientIds", "\"\(clientID)\" is not a client id", "copy the OAuth client id from the provider's console")
+            }
+            if provider.name == "google", provider.policy.audiences.contains(where: { !$0.hasSuffix(".apps.googleusercontent.com") }) {
+                add(
+                    .warning, "google.clientIds", "a client id does not end in .apps.googleusercontent.com",
+                    "Google client ids look like 1234-abc.apps.googleusercontent.com (ignore this for emulators)")
+            }
+            guard provider.discoveryURL.hasPrefix("https://") || provider.discoveryURL.contains("127.0.0.1") || provider.discoveryURL.contains("localhost")
+            else {
+                add(.error, key, "\(provider.discoveryURL) is not HTTPS", "OpenID Connect discovery and keys must come over HTTPS")
+                continue
+            }
+            add(.ok, key, "\(provider.displayName): \(provider.policy.audiences.count) client id(s), discovery at \(provider.discoveryURL)", nil)
+            if live {
+                do {
+                    let found = try await OpenIDProvider(configuration: provider, transport: AsyncHTTPClientTransport()).preflight()
+                    add(.ok, "live", "\(provider.displayName): \(found)", nil)
+                } catch {
+                    add(
+                        .error, "live", "\(provider.displayName): \((error as? LatchkeyError)?.reason ?? "\(error)")",
+                        "check network access to \(provider.discoveryURL) and the \(key) settings")
+                }
+            }
+        }
+        if let facebook = configuration.facebook {
+            add(.ok, "facebook", "Facebook app \(facebook.appID): Limited Login ID tokens are accepted", nil)
+            if facebook.appSecret == nil {
+                add(
+                    .warning, "facebook.appSecret", "not set: classic-login access tokens are refused",
+                    "set facebook.appSecret (or facebook.appSecretFile) so debug_token can check them, or use Limited Login only")
+            }
+        }
+        if let dropbox = configuration.dropbox {
+            add(.ok, "dropbox", "Dropbox app key \(dropbox.appKey): authorization codes with PKCE are accepted", nil)
+            if dropbox.acceptAccessTokens {
+                add(
+                    .warning, "dropbox.acceptAccessTokens", "on: Dropbox cannot say which app a token was issued to, so any Dropbox app's token signs in",
+                    "turn it off and send authorization codes with PKCE")
+            }
+        }
+        if configuration.signUp == .invite {
+            add(.ok, "signup.mode", "invite: new users need a code from `latchkey invites create`", nil)
+        }
     }
 
     private func checkIdentifier(_ value: String, _ setting: String, _ source: String, _ add: (Finding.Status, String, String, String?) -> Void) {

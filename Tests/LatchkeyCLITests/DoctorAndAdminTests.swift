@@ -115,6 +115,32 @@ struct DoctorAndAdminTests {
         }
     }
 
+    @Test("a set-up without Apple but with other providers has no Apple errors; --live reads each provider's discovery and keys")
+    func otherProviders() async throws {
+        try await EmulatorHarness.with { harness in
+            let google: [String: Any] = [
+                "clientIds": "1234-abc.apps.googleusercontent.com", "discoveryUrl": harness.emulator.baseURL + "/google/.well-known/openid-configuration",
+            ]
+            let config: [String: Any] = [
+                "mode": "development", "google": google, "dropbox": ["appKey": "k", "acceptAccessTokens": true], "facebook": ["appId": "1234"],
+            ]
+            let result = try doctor(config, live: true)
+            #expect(result.status == 0, "\(result.stdout)")
+            let found = findings(result)
+            #expect(found.contains { $0["check"] == "apple" && $0["status"] == "ok" })
+            #expect(!found.contains { $0["check"]?.hasPrefix("apple.") == true && $0["status"] == "error" }, "\(found)")
+            #expect(found.contains { $0["check"] == "live" && $0["status"] == "ok" && $0["message"]?.contains("signing key") == true }, "\(found)")
+            #expect(found.contains { $0["check"] == "dropbox.acceptAccessTokens" && $0["status"] == "warning" })
+            #expect(found.contains { $0["check"] == "facebook.appSecret" && $0["status"] == "warning" })
+
+            var unreachable = config
+            unreachable["google"] = ["clientIds": "1234-abc.apps.googleusercontent.com", "discoveryUrl": harness.emulator.baseURL + "/nothing-here"]
+            let broken = try doctor(unreachable, live: true)
+            #expect(broken.status == 1)
+            #expect(findings(broken).contains { $0["check"] == "live" && $0["status"] == "error" && $0["fix"]?.contains("google") == true })
+        }
+    }
+
     @Test("invites create prints a code once, list shows uses and state, revoke ends it; mistakes exit 1 or 64")
     func invites() throws {
         let directory = CLI.directory()

@@ -120,6 +120,7 @@ public final class OpenIDProvider: IdentityProvider {
 
     struct Endpoints: Sendable {
         let verifier: IdentityTokenVerifier
+        let keys: JWKSCache
         let tokenEndpoint: String?
         let revocationEndpoint: String?
     }
@@ -195,6 +196,16 @@ public final class OpenIDProvider: IdentityProvider {
         _ = try await calls.postForm(revocationEndpoint, fields, operation: "revocation")
     }
 
+    /// Reads the discovery document and the keys, as a sign-in would; says what was found. For `latchkey doctor --live`.
+    public func preflight() async throws -> String {
+        let endpoints = try await resolve()
+        let keys = try await endpoints.keys.refresh()
+        var found = "discovery read, \(keys.keyIDs.count) signing key(s)"
+        found += endpoints.tokenEndpoint == nil ? ", no token endpoint (codes cannot be redeemed)" : ", token endpoint present"
+        found += endpoints.revocationEndpoint == nil ? ", no revocation endpoint" : ", revocation endpoint present"
+        return found
+    }
+
     private func chooseClientID(_ requested: String?) throws(LatchkeyError) -> String {
         let configured = configuration.policy.audiences
         if let requested {
@@ -251,7 +262,7 @@ public final class OpenIDProvider: IdentityProvider {
         }
         let keys = JWKSCache(url: document.jwks_uri, transport: transport, timeSource: timeSource, logger: logger)
         return Endpoints(
-            verifier: IdentityTokenVerifier(policy: policy, keys: keys, timeSource: timeSource), tokenEndpoint: document.token_endpoint,
+            verifier: IdentityTokenVerifier(policy: policy, keys: keys, timeSource: timeSource), keys: keys, tokenEndpoint: document.token_endpoint,
             revocationEndpoint: document.revocation_endpoint)
     }
 }

@@ -1,0 +1,102 @@
+import Configuration
+import Foundation
+import LatchkeyCore
+import LatchkeyProviders
+import LatchkeyServer
+import Testing
+
+@Suite("Server: provider settings")
+struct ProviderConfigurationTests {
+    func reading(_ values: [String: String]) throws -> ServerConfiguration {
+        let provider = InMemoryProvider(
+            values: Dictionary(
+                uniqueKeysWithValues: values.map {
+                    (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false))
+                }))
+        return try ServerConfiguration(reading: ConfigReader(provider: provider))
+    }
+
+    @Test("each provider is configured by its settings, with nonces optional by default outside Apple")
+    func providers() throws {
+        let configuration = try reading([
+            "google.clientIds": "ios.apps.googleusercontent.com, web.apps.googleusercontent.com", "google.hostedDomains": "example.com",
+            "google.requireNonce": "true",
+            "microsoft.clientIds": "00000000-0000-0000-0000-000000000001", "microsoft.tenants": "consumers, 72f988bf-86f1-41af-91ab-2d7cd011db47",
+            "oidc.providers": "okta", "oidc.okta.issuer": "https://example.okta.com", "oidc.okta.clientIds": "0oa1",
+            "facebook.appId": "1234", "facebook.appSecret": "s", "dropbox.appKey": "k", "signup.mode": "invite",
+        ])
+        #expect(configuration.providerNames == ["google", "microsoft", "okta", "facebook", "dropbox"])
+        let google = try #require(configuration.openIDProviders.first { $0.name == "google" })
+        #expect(google.policy.audiences == ["ios.apps.googleusercontent.com", "web.apps.googleusercontent.com"])
+        #expect(google.policy.requireNonce)
+        #expect(google.policy.nonceMatching == .hashed)
+        let microsoft = try #require(configuration.openIDProviders.first { $0.name == "microsoft" })
+        #expect(!microsoft.policy.requireNonce)
+        #expect(microsoft.discoveryURL == "https://login.microsoftonline.com/common/v2.0/.well-known/openid-configuration")
+        let okta = try #require(configuration.openIDProviders.first { $0.name == "okta" })
+        #expect(okta.expectedIssuer == "https://example.okta.com")
+        #expect(okta.discoveryURL == "https://example.okta.com/.well-known/openid-configuration")
+        #expect(configuration.facebook?.appID == "1234")
+        #expect(configuration.dropbox?.acceptAccessTokens == false)
+        #expect(configuration.signUp == .invite)
+        #expect(configuration.warnings.isEmpty)
+    }
+
+    @Test(
+        "bad provider settings are refused with the setting's name",
+        arguments: [
+            (["microsoft.clientIds": "x", "microsoft.tenants": "contoso"], "microsoft.tenants"),
+            (["oidc.providers": "Okta!"], "oidc.providers"),
+            (["oidc.providers": "okta"], "oidc.okta.issuer"),
+            (["oidc.providers": "okta", "oidc.okta.issuer": "https://example.okta.com"], "oidc.okta.clientIds"),
+            (["google.clientIds": "g", "oidc.providers": "google", "oidc.google.issuer": "https://x.example", "oidc.google.clientIds": "c"], "oidc.providers"),
+            (["google.clientIds": "g", "google.nonceMatching": "sometimes"], "google.nonceMatching"),
+            (["signup.mode": "closed"], "signup.mode"),
+            (["dropbox.appKey": "k", "dropbox.acceptAccessTokens": "maybe"], "dropbox.acceptAccessTokens"),
+        ])
+    func refusals(values: [String: String], setting: String) throws {
+        #expect {
+            try reading(values)
+        } throws: {
+            ($0 as? LatchkeyError)?.reason.contains(setting) == true
+        }
+    }
+
+    @Test("verbatim nonce matching is a warning for any provider")
+    func weakNonceWarning() throws {
+        let configuration = try reading(["google.clientIds": "g", "google.nonceMatching": "verbatim"])
+        #expect(configuration.warnings.contains { $0.hasPrefix("google.nonceMatching is verbatim") })
+    }
+
+    @Test("Microsoft tenants: common takes any, organizations no personal accounts, consumers only them, GUIDs exactly")
+    func microsoftTenants() throws {
+        let work = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+        let personal = OpenIDProviderConfiguration.microsoftConsumersTenant
+        func accepts(_ tenants: [String], _ tid: String?) -> Bool {
+            var identity = VerifiedIdentity(issuer: "i", subject: "s", audience: "a", checkedAt: Date())
+            identity.tenantID = tid
+            return (try? OpenIDProviderConfiguration.microsoft(clientIDs: ["a"], tenants: tenants).checks(identity)) != nil
+        }
+        #expect(accepts(["common"], work) && accepts(["common"], personal))
+        #expect(accepts(["organizations"], work) && !accepts(["organizations"], personal))
+        #expect(!accepts(["consumers"], work) && accepts(["consumers"], personal))
+        #expect(accepts([work], work) && !accepts([work], "11111111-2222-3333-4444-555555555555"))
+        #expect(!accepts(["common"], "not-a-guid") && !accepts(["common"], nil))
+    }
+
+    @Test("Google: azp must be a configured client id when present; hd must be allowed when the list is set")
+    func googleChecks() throws {
+        func passes(azp: String?, hd: String?, hostedDomains: [String] = []) -> Bool {
+            var identity = VerifiedIdentity(issuer: "https://accounts.google.com", subject: "s", audience: "web", checkedAt: Date())
+            identity.authorizedParty = azp
+            identity.hostedDomain = hd
+            return (try? OpenIDProviderConfiguration.google(clientIDs: ["web", "ios"], hostedDomains: hostedDomains).checks(identity)) != nil
+        }
+        #expect(passes(azp: nil, hd: nil))
+        #expect(passes(azp: "ios", hd: nil))
+        #expect(!passes(azp: "someone-else", hd: nil))
+        #expect(passes(azp: nil, hd: "example.com", hostedDomains: ["example.com"]))
+        #expect(!passes(azp: nil, hd: "other.com", hostedDomains: ["example.com"]))
+        #expect(!passes(azp: nil, hd: nil, hostedDomains: ["example.com"]))
+    }
+}
