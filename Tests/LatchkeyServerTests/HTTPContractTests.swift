@@ -213,7 +213,8 @@ struct HTTPContractTests {
 
 @Suite("Server: configuration")
 struct ConfigurationTests {
-    func read(_ values: [String: String]) throws(LatchkeyError) -> ServerConfiguration {
+    /// The configuration `serve` would read from these settings (dotted keys, string values).
+    static func read(_ values: [String: String]) throws(LatchkeyError) -> ServerConfiguration {
         let provider = InMemoryProvider(
             values: Dictionary(
                 uniqueKeysWithValues: values.map {
@@ -221,6 +222,8 @@ struct ConfigurationTests {
                 }))
         return try ServerConfiguration(reading: ConfigReader(provider: provider))
     }
+
+    func read(_ values: [String: String]) throws(LatchkeyError) -> ServerConfiguration { try Self.read(values) }
 
     @Test("defaults need nothing")
     func defaults() throws {

@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import LatchkeyCore
 import LatchkeyProviders
@@ -7,14 +6,7 @@ import Testing
 
 @Suite("Server: provider settings")
 struct ProviderConfigurationTests {
-    func reading(_ values: [String: String]) throws -> ServerConfiguration {
-        let provider = InMemoryProvider(
-            values: Dictionary(
-                uniqueKeysWithValues: values.map {
-                    (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false))
-                }))
-        return try ServerConfiguration(reading: ConfigReader(provider: provider))
-    }
+    func reading(_ values: [String: String]) throws -> ServerConfiguration { try ConfigurationTests.read(values) }
 
     @Test("each provider is configured by its settings, with nonces optional by default outside Apple")
     func providers() throws {
