@@ -20,6 +20,7 @@ extension ServerConfiguration {
     /// | `encryptionKey` / `encryptionKeyFile` | 32 bytes base64 (secret) | generated in development |
     /// | `accessToken.lifetime` | seconds | 600 |
     /// | `session.idleLifetime`, `session.absoluteLifetime`, `session.reuseGrace` | seconds | 30 d, 180 d, 10 |
+    /// | `session.unusedSuccessorRecovery` | seconds a replayed token still gets its never-used successor | 3600 |
     /// | `apple.teamId`, `apple.keyId` | 10 characters | — |
     /// | `apple.privateKey` / `apple.privateKeyFile` | the `.p8` PEM (secret) | — |
     /// | `apple.clientIds` | comma-separated bundle ids and Services IDs | — |
@@ -61,6 +62,7 @@ extension ServerConfiguration {
         session.refreshIdleLifetime = try Self.double(config, "session.idleLifetime") ?? session.refreshIdleLifetime
         session.refreshAbsoluteLifetime = try Self.double(config, "session.absoluteLifetime") ?? session.refreshAbsoluteLifetime
         session.reuseGraceWindow = try Self.double(config, "session.reuseGrace") ?? session.reuseGraceWindow
+        session.unusedSuccessorRecovery = try Self.double(config, "session.unusedSuccessorRecovery") ?? session.unusedSuccessorRecovery
         session.providerValidationInterval = try Self.double(config, "apple.validationInterval") ?? session.providerValidationInterval
         session.providerUnreachableGrace = try Self.double(config, "apple.unreachableGrace") ?? session.providerUnreachableGrace
         rateLimit.perClientIP = try Self.int(config, "rateLimit.perIp") ?? rateLimit.perClientIP

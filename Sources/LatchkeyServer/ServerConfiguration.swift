@@ -106,7 +106,8 @@ public struct ServerConfiguration: Sendable {
         for (name, value, range) in [
             ("session.idleLifetime", session.refreshIdleLifetime, 60...(10 * year)),
             ("session.absoluteLifetime", session.refreshAbsoluteLifetime, 60...(10 * year)),
-            ("session.reuseGrace", session.reuseGraceWindow, 0...300), ("apple.validationInterval", session.providerValidationInterval, 60...(30 * 86_400)),
+            ("session.reuseGrace", session.reuseGraceWindow, 0...300), ("session.unusedSuccessorRecovery", session.unusedSuccessorRecovery, 0...86_400),
+            ("apple.validationInterval", session.providerValidationInterval, 60...(30 * 86_400)),
             ("apple.unreachableGrace", session.providerUnreachableGrace, 0...(365 * 86_400)),
         ] as [(String, TimeInterval, ClosedRange<TimeInterval>)] {
             guard value.isFinite, range.contains(value) else {

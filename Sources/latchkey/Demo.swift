@@ -80,14 +80,15 @@ struct Demo: AsyncParsableCommand {
             say.step("The access token expires after 10 minutes; the app refreshes: POST /v1/token")
             let first = signIn["refreshToken"]
             let rotated = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": first])
-            say.detail("a new access token and a new refresh token; the old refresh token is now spent")
+            let current = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": rotated["refreshToken"]])
+            say.detail("a new access token and a new refresh token each time; each refresh token works once")
 
-            say.step("Someone replays the old refresh token")
+            say.step("Someone replays the first refresh token")
             try await Task.sleep(for: .milliseconds(1200))
             let replay = try await http.json("POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": first], expectError: true)
             say.detail("\(replay["error"]): \(replay["error_description"])")
             let dead = try await http.json(
-                "POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": rotated["refreshToken"]], expectError: true)
+                "POST", latchkey + "/v1/token", ["grant_type": "refresh_token", "refresh_token": current["refreshToken"]], expectError: true)
             say.detail("and the legitimate successor died with it: \(dead["error"])")
 
             say.step("Someone who stole her identity token tries to sign in with it")

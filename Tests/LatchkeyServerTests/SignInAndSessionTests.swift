@@ -94,18 +94,49 @@ struct SignInAndSessionTests {
         }
     }
 
-    @Test("reusing a rotated token after the grace window revokes the whole family")
+    @Test("reusing a rotated token whose successor was used, after the grace window, revokes the whole family")
     func reuse() async throws {
         try await ServerHarness.with { harness in
             let (_, tokens) = try await harness.signedIn()
             let next = try await harness.refresh(tokens.refreshToken).decode(TokenPairResponse.self)
+            let third = try await harness.refresh(next.refreshToken).decode(TokenPairResponse.self)
             harness.clock.advance(11)
             let reused = try await harness.refresh(tokens.refreshToken)
             #expect(reused.status == 400)
             #expect(reused.error == "invalid_grant")
             #expect(reused.json["error_description"].map { "\($0)".contains("already used") } == true)
-            #expect(try await harness.refresh(next.refreshToken).error == "invalid_grant")
-            #expect(try await harness.send("GET", "/v1/me", bearer: next.accessToken).status == 401)
+            #expect(try await harness.refresh(third.refreshToken).error == "invalid_grant")
+            #expect(try await harness.send("GET", "/v1/me", bearer: third.accessToken).status == 401)
+        }
+    }
+
+    @Test("a client killed before saving its successor comes back with the old token and gets the same successor, within the recovery window")
+    func unusedSuccessorRecovery() async throws {
+        try await ServerHarness.with { harness in
+            let (_, tokens) = try await harness.signedIn()
+            let lost = try await harness.refresh(tokens.refreshToken).decode(TokenPairResponse.self)  // the app died before saving this
+            harness.clock.advance(30 * 60)
+            let recovered = try await harness.refresh(tokens.refreshToken)
+            #expect(recovered.status == 200, "\(recovered.text)")
+            #expect(try recovered.decode(TokenPairResponse.self).refreshToken == lost.refreshToken)
+            let next = try await harness.refresh(lost.refreshToken)
+            #expect(next.status == 200)
+            // Once the successor is used, its parent is spent for good.
+            harness.clock.advance(11)
+            #expect(try await harness.refresh(tokens.refreshToken).error == "invalid_grant")
+        }
+        try await ServerHarness.with { harness in
+            let (_, tokens) = try await harness.signedIn()
+            let lost = try await harness.refresh(tokens.refreshToken).decode(TokenPairResponse.self)
+            harness.clock.advance(3601)
+            #expect(try await harness.refresh(tokens.refreshToken).error == "invalid_grant")  // past the window: a reuse
+            #expect(try await harness.refresh(lost.refreshToken).error == "invalid_grant")
+        }
+        try await ServerHarness.with(configure: { $0.session.unusedSuccessorRecovery = 0 }) { harness in
+            let (_, tokens) = try await harness.signedIn()
+            _ = try await harness.refresh(tokens.refreshToken)
+            harness.clock.advance(11)
+            #expect(try await harness.refresh(tokens.refreshToken).error == "invalid_grant")
         }
     }
 

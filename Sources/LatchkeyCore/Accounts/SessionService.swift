@@ -9,6 +9,10 @@ public struct SessionPolicy: Sendable {
     public var refreshAbsoluteLifetime: TimeInterval = 180 * 86_400
     /// A retry of the same refresh within this window gets the same successor instead of killing the family.
     public var reuseGraceWindow: TimeInterval = 10
+    /// A client killed after the server rotated but before it saved the successor comes back with the old token:
+    /// for this long, while that successor has never been used, it gets the same successor again. A used
+    /// successor makes any replay of its parent a reuse (after ``reuseGraceWindow``). 0 turns recovery off.
+    public var unusedSuccessorRecovery: TimeInterval = 3600
     /// How often a provider grant is validated (Apple allows about once a day).
     public var providerValidationInterval: TimeInterval = 86_400
     /// While the provider cannot be reached, sessions keep refreshing this long after the last good validation.
@@ -110,7 +114,9 @@ public struct SessionService: Sendable {
             hash: RefreshTokens.hash(successor), familyID: family.id, parentHash: hash, createdAt: now,
             idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime)
         )
-        switch try await store.rotate(presentedHash: hash, successor: successorRecord, now: now, graceWindow: policy.reuseGraceWindow) {
+        // The store hands out the same successor within the window only while that successor is unused.
+        let window = max(policy.reuseGraceWindow, policy.unusedSuccessorRecovery)
+        switch try await store.rotate(presentedHash: hash, successor: successorRecord, now: now, graceWindow: window) {
         case .rotated(let family), .retried(let family):
             let access = try accessTokens.issue(userID: family.userID, sessionID: family.id, clientID: family.clientID)
             return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, sessionID: family.id)
