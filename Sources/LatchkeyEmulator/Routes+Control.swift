@@ -67,9 +67,7 @@ extension Emulator {
                 let signIn = try await state.signIn(userID: user.id, clientID: body.clientId, redirectURI: nil, nonce: body.nonce, scopes: scopes, native: true)
                 var answer: [String: Claim] = ["identityToken": .string(signIn.identityToken), "authorizationCode": .string(signIn.code)]
                 if let shared = signIn.user { answer["user"] = .object(shared) }
-                await state.record(
-                    RequestRecord(time: await state.now, method: "POST", endpoint: "/emulator/authorizations", clientId: body.clientId, status: 201))
-                return HTTPAnswer.json(answer, status: .created)
+                return await authorized(answer, clientID: body.clientId)
             } catch {
                 return controlError(error.detail)
             }
@@ -184,12 +182,16 @@ extension Emulator {
             if let token = signIn.idToken { answer["idToken"] = .string(token) }
             if let code = signIn.authorizationCode { answer["authorizationCode"] = .string(code) }
             if let token = signIn.accessToken { answer["accessToken"] = .string(token) }
-            await state.record(
-                RequestRecord(time: await state.now, method: "POST", endpoint: "/emulator/authorizations", clientId: body.clientId, status: 201))
-            return HTTPAnswer.json(answer, status: .created)
+            return await authorized(answer, clientID: body.clientId)
         } catch {
             return controlError(error.description)
         }
+    }
+
+    /// A minted sign-in's answer, logged under its client id.
+    private func authorized(_ answer: [String: Claim], clientID: String) async -> Response {
+        await state.record(RequestRecord(time: await state.now, method: "POST", endpoint: "/emulator/authorizations", clientId: clientID, status: 201))
+        return HTTPAnswer.json(answer, status: .created)
     }
 
     private func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
