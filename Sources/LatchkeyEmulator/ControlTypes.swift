@@ -62,13 +62,20 @@ struct CreateUserRequest: Decodable {
     var realUserStatus: Int?
     var givenName: String?
     var familyName: String?
+    /// `consumers` (personal accounts, the default) or a tenant GUID.
+    var microsoftTenant: String?
 }
 
 struct AuthorizationRequest: Decodable {
+    /// `apple` (the default), `google`, `microsoft`, `facebook`, `dropbox` or `oidc`.
+    var provider: String?
     var sub: String
     var clientId: String
     var nonce: String?
     var scopes: [String]?
+    var codeChallenge: String?
+    var codeChallengeMethod: String?
+    var redirectUri: String?
 }
 
 struct EmailForwardingRequest: Decodable { var enabled: Bool }

@@ -3,10 +3,11 @@ public import Hummingbird
 public import Logging
 public import ServiceLifecycle
 
-/// An offline stand-in for Sign in with Apple (`appleid.apple.com`) and Google's identity endpoints.
+/// An offline stand-in for Sign in with Apple (`appleid.apple.com`), Google's, Microsoft's, Facebook's and
+/// Dropbox's identity endpoints, and a generic OpenID Connect issuer.
 ///
 /// Point a client at ``RunningEmulator/baseURL`` instead of `https://appleid.apple.com`, and at
-/// `baseURL + "/google"` instead of Google's hosts. A control API under `/emulator/` creates users,
+/// `baseURL + "/google"` (`/microsoft`, `/facebook`, `/dropbox`, `/oidc`) instead of the other providers' hosts. A control API under `/emulator/` creates users,
 /// mints native sign-ins, revokes consent, injects faults and shows every request received.
 ///
 /// ```swift
@@ -88,6 +89,8 @@ public final class RunningEmulator: Sendable {
 
     /// Google's endpoints live under this prefix.
     public var googleBaseURL: String { baseURL + "/google" }
+    /// The generic OpenID Connect issuer (`iss` of its tokens) and the prefix of its endpoints.
+    public var oidcIssuer: String { baseURL + "/oidc" }
 
     /// Stops serving and waits until the port is closed.
     public func stop() async {

@@ -36,8 +36,9 @@ public struct EmulatorConfiguration: Sendable {
         }
     }
 
-    /// A Google OAuth client. Public clients (iOS, desktop) have no secret and must use PKCE.
-    public struct GoogleClient: Sendable, Equatable {
+    /// An OAuth client of Google, Microsoft or the generic OpenID Connect issuer. Public clients (iOS, desktop)
+    /// have no secret and must use PKCE.
+    public struct OAuthClient: Sendable, Equatable {
         public var clientID: String
         public var clientSecret: String?
         public var redirectURIs: [String]
@@ -45,6 +46,38 @@ public struct EmulatorConfiguration: Sendable {
         public init(clientID: String, clientSecret: String? = nil, redirectURIs: [String] = []) {
             self.clientID = clientID
             self.clientSecret = clientSecret
+            self.redirectURIs = redirectURIs
+        }
+    }
+
+    public typealias GoogleClient = OAuthClient
+    /// A Microsoft app registration: the application (client) id.
+    public typealias MicrosoftClient = OAuthClient
+    public typealias OIDCClient = OAuthClient
+
+    /// A Facebook app: its id is the `aud` of Limited Login tokens; id and secret make the app token of `debug_token`.
+    public struct FacebookApp: Sendable, Equatable {
+        public var appID: String
+        public var appSecret: String
+        /// The app's name, `application` in `debug_token`.
+        public var name: String
+
+        public init(appID: String, appSecret: String, name: String = "Emulated App") {
+            self.appID = appID
+            self.appSecret = appSecret
+            self.name = name
+        }
+    }
+
+    /// A Dropbox app: the app key is the `client_id`; PKCE token requests need no secret.
+    public struct DropboxApp: Sendable, Equatable {
+        public var appKey: String
+        public var appSecret: String?
+        public var redirectURIs: [String]
+
+        public init(appKey: String, appSecret: String? = nil, redirectURIs: [String] = []) {
+            self.appKey = appKey
+            self.appSecret = appSecret
             self.redirectURIs = redirectURIs
         }
     }
@@ -64,11 +97,17 @@ public struct EmulatorConfiguration: Sendable {
     public var teams: [Team] = []
     public var apps: [App] = []
     public var googleClients: [GoogleClient] = []
+    public var microsoftClients: [MicrosoftClient] = []
+    public var facebookApps: [FacebookApp] = []
+    public var dropboxApps: [DropboxApp] = []
+    public var oidcClients: [OIDCClient] = []
 
     /// `iss` of Apple identity tokens.
     public var appleIssuer = "https://appleid.apple.com"
     /// `iss` of Google identity tokens (`https://accounts.google.com` or `accounts.google.com`).
     public var googleIssuer = "https://accounts.google.com"
+    /// `iss` of Facebook Limited Login tokens (`https://www.facebook.com`; `https://limited.facebook.com` is also reported).
+    public var facebookIssuer = "https://www.facebook.com"
     /// Lifetime of identity tokens. Apple documents none: 600 s historically, 86,400 s observed lately.
     public var identityTokenLifetime: TimeInterval = 600
     /// Authorization codes are single-use and live five minutes.
@@ -106,7 +145,39 @@ public struct EmulatorConfiguration: Sendable {
         apps.append(App(clientID: clientID, teamID: teamID, redirectURIs: redirectURIs, notificationURL: notificationURL))
     }
 
+    /// Registers `clientID` at every provider but Apple: a public Google, Microsoft and OpenID Connect client,
+    /// a Facebook app (id `clientID`, secret `"\(clientID)-secret"`) and a Dropbox app (key `clientID`), each
+    /// with `redirectURIs`. A registration with the same id is replaced. Test and development set-ups use it so one
+    /// id, such as `com.example.app`, signs in at any stand-in.
+    public mutating func addClientEverywhere(_ clientID: String, redirectURIs: [String] = []) {
+        let client = OAuthClient(clientID: clientID, redirectURIs: redirectURIs)
+        googleClients.removeAll { $0.clientID == clientID }
+        googleClients.append(client)
+        microsoftClients.removeAll { $0.clientID == clientID }
+        microsoftClients.append(client)
+        oidcClients.removeAll { $0.clientID == clientID }
+        oidcClients.append(client)
+        facebookApps.removeAll { $0.appID == clientID }
+        facebookApps.append(FacebookApp(appID: clientID, appSecret: "\(clientID)-secret"))
+        dropboxApps.removeAll { $0.appKey == clientID }
+        dropboxApps.append(DropboxApp(appKey: clientID, redirectURIs: redirectURIs))
+    }
+
     func app(_ clientID: String) -> App? { apps.first { $0.clientID == clientID } }
     func team(_ teamID: String) -> Team? { teams.first { $0.teamID == teamID } }
     func googleClient(_ clientID: String) -> GoogleClient? { googleClients.first { $0.clientID == clientID } }
+    func facebookApp(_ appID: String) -> FacebookApp? { facebookApps.first { $0.appID == appID } }
+
+    /// The OAuth client `clientID` of `provider` (a Dropbox app key, a Facebook app id); nil when unregistered or Apple.
+    func oauthClient(_ provider: CodeRecord.Provider, _ clientID: String) -> OAuthClient? {
+        switch provider {
+        case .apple: nil
+        case .google: googleClient(clientID)
+        case .microsoft: microsoftClients.first { $0.clientID == clientID }
+        case .oidc: oidcClients.first { $0.clientID == clientID }
+        case .facebook: facebookApp(clientID).map { OAuthClient(clientID: $0.appID, clientSecret: $0.appSecret) }
+        case .dropbox:
+            dropboxApps.first { $0.appKey == clientID }.map { OAuthClient(clientID: $0.appKey, clientSecret: $0.appSecret, redirectURIs: $0.redirectURIs) }
+        }
+    }
 }

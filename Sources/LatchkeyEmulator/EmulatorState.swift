@@ -1,27 +1,29 @@
 import Crypto
 import Foundation
 
-/// Everything the emulator remembers, and the rules of Apple's and Google's endpoints, free of HTTP.
+/// Everything the emulator remembers, and the rules of Apple's endpoints, free of HTTP (the other providers'
+/// rules are in EmulatorState+Providers.swift).
 actor EmulatorState {
     private(set) var configuration: EmulatorConfiguration
-    private(set) var appleKeys: SigningKeyRing
-    private(set) var googleKeys: SigningKeyRing
+    /// Each provider's RS256 signing keys (Dropbox issues no ID tokens, so it has none).
+    private(set) var keyRings: [CodeRecord.Provider: SigningKeyRing]
     private var clockOffset: TimeInterval = 0
 
-    private var users: [UUID: UserRecord] = [:]
-    /// Every subject of every user (each team's and the Google one), so a lookup costs the same with any number of users.
+    var users: [UUID: UserRecord] = [:]
+    /// Every subject of every user (each team's, and one or more per other provider under the pseudo-team named
+    /// after the provider), so a lookup costs the same with any number of users.
     private var usersBySubject: [String: (userID: UUID, teamID: String)] = [:]
     /// Users by lowercased e-mail, oldest first (nothing stops two users from sharing an address).
     private var usersByEmail: [String: [UUID]] = [:]
     private var consents: [String: ConsentRecord] = [:]
-    private var codes: [String: CodeRecord] = [:]
-    private var grants: [String: GrantRecord] = [:]
-    private var accessTokens: [String: AccessTokenRecord] = [:]
+    var codes: [String: CodeRecord] = [:]
+    var grants: [String: GrantRecord] = [:]
+    var accessTokens: [String: AccessTokenRecord] = [:]
     private var transfers: [String: TransferRecord] = [:]
     /// Refresh tokens, access tokens and transfer subjects of a user and team (keyed as consents), so revoking
     /// and signing look at that user's records only.
-    private var grantsByAuthorization: [String: [String]] = [:]
-    private var accessTokensByAuthorization: [String: [String]] = [:]
+    var grantsByAuthorization: [String: [String]] = [:]
+    var accessTokensByAuthorization: [String: [String]] = [:]
     private var transfersByAuthorization: [String: [String]] = [:]
     private var faults: [FaultSpec] = []
     /// The request log: a ring of at most `configuration.requestLogCapacity` entries, the oldest at `logStart`.
@@ -33,8 +35,11 @@ actor EmulatorState {
 
     init(configuration: EmulatorConfiguration) throws {
         self.configuration = configuration
-        appleKeys = try SigningKeyRing(makeKeyID: Identifiers.appleKeyID)
-        googleKeys = try SigningKeyRing(makeKeyID: Identifiers.googleKeyID)
+        keyRings = [
+            .apple: try SigningKeyRing(makeKeyID: Identifiers.appleKeyID), .google: try SigningKeyRing(makeKeyID: Identifiers.googleKeyID),
+            .microsoft: try SigningKeyRing(makeKeyID: Identifiers.microsoftKeyID), .facebook: try SigningKeyRing(makeKeyID: Identifiers.googleKeyID),
+            .oidc: try SigningKeyRing(makeKeyID: Identifiers.googleKeyID),
+        ]
         (pendingNotifications, outbox) = AsyncStream.makeStream()
     }
 
@@ -50,9 +55,14 @@ actor EmulatorState {
         return true
     }
 
-    func rotateKeys() throws {
-        try appleKeys.rotate()
-        try googleKeys.rotate()
+    var appleKeys: SigningKeyRing { keyRings[.apple]! }
+    var googleKeys: SigningKeyRing { keyRings[.google]! }
+
+    /// Rotates `providers`' keys; false when one of them has no keys (Dropbox).
+    func rotateKeys(_ providers: [CodeRecord.Provider] = [.apple, .google]) throws -> Bool {
+        guard providers.allSatisfy({ keyRings[$0] != nil }) else { return false }
+        for provider in providers { try keyRings[provider]!.rotate() }
+        return true
     }
 
     // MARK: - Users
@@ -63,7 +73,10 @@ actor EmulatorState {
         let record: UserRecord
         let subjects: [(sub: String, teamID: String)]
 
-        init(email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?, teamIDs: [String]) {
+        init(
+            email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?, teamIDs: [String],
+            microsoftTenant: String = Identifiers.microsoftConsumersTenant
+        ) {
             let id = UUID()
             record = UserRecord(
                 id: id,
@@ -71,16 +84,20 @@ actor EmulatorState {
                 hideMyEmail: hideMyEmail,
                 realUserStatus: realUserStatus,
                 givenName: givenName,
-                familyName: familyName
+                familyName: familyName,
+                microsoftTenant: microsoftTenant
             )
             subjects = EmulatorState.subjects(userID: id, teamIDs: teamIDs)
         }
     }
 
-    func createUser(email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?) -> UserRecord {
+    func createUser(
+        email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?,
+        microsoftTenant: String = Identifiers.microsoftConsumersTenant
+    ) -> UserRecord {
         let user = NewUser(
             email: email, hideMyEmail: hideMyEmail, realUserStatus: realUserStatus, givenName: givenName, familyName: familyName,
-            teamIDs: configuration.teams.map(\.teamID)
+            teamIDs: configuration.teams.map(\.teamID), microsoftTenant: microsoftTenant
         )
         add([user])
         return user.record
@@ -95,9 +112,14 @@ actor EmulatorState {
         }
     }
 
-    /// Every subject of a user: one per team, and the Google one (under the pseudo-team `google`).
+    /// Every subject of a user: one per team, then the other providers' under pseudo-teams named after the
+    /// provider (`google`, `microsoft` for both `sub` and `oid`, `facebook`, `dropbox`, `oidc`).
     static func subjects(userID: UUID, teamIDs: [String]) -> [(sub: String, teamID: String)] {
-        teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) } + [(Identifiers.googleSubject(userID: userID), "google")]
+        let other = Identifiers.ProviderSubjects(userID: userID)
+        return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) } + [
+            (Identifiers.googleSubject(userID: userID), "google"), (other.microsoft, "microsoft"), (other.microsoftObjectID, "microsoft"),
+            (other.facebook, "facebook"), (other.dropbox, "dropbox"), (other.oidc, "oidc"),
+        ]
     }
 
     private func removeUser(_ id: UUID) {
@@ -171,7 +193,7 @@ actor EmulatorState {
         return json
     }
 
-    private static func consentKey(_ userID: UUID, _ teamID: String) -> String { "\(userID.uuidString)|\(teamID)" }
+    static func consentKey(_ userID: UUID, _ teamID: String) -> String { "\(userID.uuidString)|\(teamID)" }
 
     private func bool(_ value: Bool) -> Claim {
         configuration.booleanStyle == .strings ? .string(value ? "true" : "false") : .bool(value)
@@ -294,16 +316,19 @@ actor EmulatorState {
         ]
     }
 
-    private func addGrant(_ grant: GrantRecord) {
+    func addGrant(_ grant: GrantRecord) {
         grants[grant.refreshToken] = grant
         grantsByAuthorization[Self.consentKey(grant.userID, grant.teamID), default: []].append(grant.refreshToken)
     }
 
-    private func issueAccessToken(clientID: String, teamID: String, userID: UUID, refreshToken: String?) -> String {
-        let token = Identifiers.accessToken()
+    /// Issues an access token (Apple-shaped unless `token` is given) of a user and team (a provider's pseudo-team).
+    func issueAccessToken(
+        clientID: String, teamID: String, userID: UUID, refreshToken: String?, token: String = Identifiers.accessToken(), lifetime: TimeInterval? = nil,
+        scopes: [String] = []
+    ) -> String {
         accessTokens[token] = AccessTokenRecord(
             token: token, clientID: clientID, teamID: teamID, userID: userID, refreshToken: refreshToken,
-            expiresAt: now.addingTimeInterval(configuration.accessTokenLifetime)
+            expiresAt: now.addingTimeInterval(lifetime ?? configuration.accessTokenLifetime), scopes: scopes
         )
         accessTokensByAuthorization[Self.consentKey(userID, teamID), default: []].append(token)
         return token
@@ -467,95 +492,6 @@ actor EmulatorState {
     }
 
     // MARK: - Google
-
-    func googleSignIn(
-        userID: UUID, clientID: String, redirectURI: String?, nonce: String?, scopes: Set<String>, codeChallenge: String?, codeChallengeMethod: String?
-    ) throws(GoogleOAuthError) -> String {
-        guard configuration.googleClient(clientID) != nil else {
-            throw GoogleOAuthError(status: 401, code: "invalid_client", description: "The OAuth client was not found.")
-        }
-        guard users[userID] != nil else { throw GoogleOAuthError(status: 400, code: "invalid_request", description: "no such user") }
-        let code = "4/0" + Identifiers.randomAlphanumeric(70, alphabet: Identifiers.base64URLAlphabet)
-        codes[code] = CodeRecord(
-            code: code, provider: .google, userID: userID, clientID: clientID, redirectURI: redirectURI, nonce: nonce, scopes: scopes,
-            createdAt: now, native: false, codeChallenge: codeChallenge, codeChallengeMethod: codeChallenge == nil ? nil : (codeChallengeMethod ?? "plain")
-        )
-        return code
-    }
-
-    func googleToken(_ form: [String: String]) async throws(GoogleOAuthError) -> [String: Claim] {
-        guard let clientID = form["client_id"], let client = configuration.googleClient(clientID) else {
-            throw GoogleOAuthError(status: 401, code: "invalid_client", description: "The OAuth client was not found.")
-        }
-        if let secret = form["client_secret"] {
-            guard client.clientSecret == secret else { throw GoogleOAuthError(status: 401, code: "invalid_client", description: "Unauthorized") }
-        }
-        switch form["grant_type"] {
-        case "authorization_code":
-            guard let code = form["code"], var record = codes[code], record.provider == .google, !record.used,
-                record.clientID == clientID, now < record.createdAt.addingTimeInterval(600)
-            else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Malformed auth code.") }
-            guard record.redirectURI == form["redirect_uri"] else {
-                throw GoogleOAuthError(status: 400, code: "redirect_uri_mismatch", description: "Bad Request")
-            }
-            if let challenge = record.codeChallenge {
-                guard let verifier = form["code_verifier"] else {
-                    throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Missing code verifier.")
-                }
-                let computed = record.codeChallengeMethod == "S256" ? base64URL(Array(SHA256.hash(data: Array(verifier.utf8)))) : verifier
-                guard computed == challenge else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Invalid code verifier.") }
-            } else {
-                if form["code_verifier"] != nil {
-                    throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "code_verifier sent for a code issued without a challenge.")
-                }
-                if client.clientSecret != nil && form["client_secret"] == nil {
-                    throw GoogleOAuthError(status: 400, code: "invalid_request", description: "client_secret is missing.")
-                }
-            }
-            record.used = true
-            codes[code] = record
-            guard let user = users[record.userID] else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Account deleted.") }
-            let refreshToken = "1//0" + Identifiers.randomAlphanumeric(40, alphabet: Identifiers.base64URLAlphabet)
-            addGrant(GrantRecord(refreshToken: refreshToken, provider: .google, userID: user.id, clientID: clientID, teamID: "google", createdAt: now))
-            let accessToken = "ya29." + Identifiers.randomAlphanumeric(60, alphabet: Identifiers.base64URLAlphabet)
-            return [
-                "access_token": .string(accessToken), "expires_in": .int(3599), "token_type": .string("Bearer"),
-                "scope": .string(record.scopes.sorted().joined(separator: " ")), "refresh_token": .string(refreshToken),
-                "id_token": .string(try await googleIDToken(user: user, clientID: clientID, nonce: record.nonce, accessToken: accessToken)),
-            ]
-        case "refresh_token":
-            guard let token = form["refresh_token"], let grant = grants[token], grant.provider == .google, !grant.revoked, grant.clientID == clientID,
-                let user = users[grant.userID]
-            else { throw GoogleOAuthError(status: 400, code: "invalid_grant", description: "Token has been expired or revoked.") }
-            let accessToken = "ya29." + Identifiers.randomAlphanumeric(60, alphabet: Identifiers.base64URLAlphabet)
-            return [
-                "access_token": .string(accessToken), "expires_in": .int(3599), "token_type": .string("Bearer"),
-                "id_token": .string(try await googleIDToken(user: user, clientID: clientID, nonce: nil, accessToken: accessToken)),
-            ]
-        default:
-            throw GoogleOAuthError(status: 400, code: "unsupported_grant_type", description: "Invalid grant_type: \(form["grant_type"] ?? "")")
-        }
-    }
-
-    private func googleIDToken(user: UserRecord, clientID: String, nonce: String?, accessToken: String) async throws(GoogleOAuthError) -> String {
-        let issuedAt = Int(now.timeIntervalSince1970)
-        var claims = ClaimSet([
-            ("iss", .string(configuration.googleIssuer)), ("azp", .string(clientID)), ("aud", .string(clientID)),
-            ("sub", .string(Identifiers.googleSubject(userID: user.id))), ("email", .string(user.email)), ("email_verified", .bool(true)),
-            ("at_hash", .string(Self.halfHash(accessToken))),
-        ])
-        if let domain = user.email.split(separator: "@").last, !["gmail.com", "googlemail.com"].contains(String(domain)) {
-            claims["hd"] = .string(String(domain))
-        }
-        if let nonce { claims["nonce"] = .string(nonce) }
-        let name = [user.givenName, user.familyName].compactMap { $0 }.joined(separator: " ")
-        if !name.isEmpty { claims["name"] = .string(name) }
-        if let given = user.givenName { claims["given_name"] = .string(given) }
-        if let family = user.familyName { claims["family_name"] = .string(family) }
-        claims["iat"] = .int(issuedAt)
-        claims["exp"] = .int(issuedAt + 3600)
-        do { return try await googleKeys.sign(claims) } catch { throw GoogleOAuthError(status: 500, code: "server_error", description: "signing failed") }
-    }
 
     /// Google's `tokeninfo`: checks an ID token it issued and returns its claims as strings.
     func googleTokenInfo(_ token: String) -> [String: String]? {

@@ -55,6 +55,38 @@ enum Identifiers {
         "1" + decimalDigits(hexDigest("google", userID.uuidString)).prefix(20)
     }
 
+    /// The tenant of personal Microsoft accounts (`consumers`).
+    static let microsoftConsumersTenant = "9188040d-6c67-4c5b-b112-36a304b66dad"
+
+    /// A user's identities at Microsoft, Facebook, Dropbox and the generic OpenID Connect issuer, all cut from
+    /// one SHA-512 of the user id (one hash per user keeps batch creation cheap).
+    struct ProviderSubjects: Sendable {
+        /// Microsoft's `sub`: 43 opaque base64url characters.
+        let microsoft: String
+        /// Microsoft's `oid`: a GUID.
+        let microsoftObjectID: String
+        /// A Facebook user id: 17 digits.
+        let facebook: String
+        /// A Dropbox account id, `dbid:` and 40 base64url characters, and the legacy numeric `uid`.
+        let dropbox: String
+        let dropboxUID: String
+        /// The OpenID Connect issuer's subject: 32 hex digits.
+        let oidc: String
+
+        init(userID: UUID) {
+            let bytes = Array(SHA512.hash(data: Array("providers|\(userID.uuidString)".utf8)))
+            microsoft = base64URL(bytes[0..<32])
+            let oid = hex(bytes[32..<48])
+            microsoftObjectID = [oid.prefix(8), oid.dropFirst(8).prefix(4), oid.dropFirst(12).prefix(4), oid.dropFirst(16).prefix(4), oid.dropFirst(20)]
+                .joined(separator: "-")
+            let digits = decimalDigits(hex(bytes[48..<64]))
+            facebook = "10" + digits.prefix(15)
+            dropboxUID = "4" + digits.suffix(9)
+            dropbox = "dbid:AA" + base64URL(bytes[16..<48]).prefix(38)
+            oidc = hex(bytes[0..<16])
+        }
+    }
+
     /// `c68eafb759bcc49d9b9620ee0e3de91ba.0.mxzs.gN4k953WIuRVUIqZ4LJl9A`
     static func authorizationCode() -> String {
         "c\(randomHex(16)).0.\(randomAlphanumeric(4)).\(randomAlphanumeric(22, alphabet: base64URLAlphabet))"
@@ -77,6 +109,11 @@ enum Identifiers {
     /// A key id: 10 characters for Apple, 40 hex for Google.
     static func appleKeyID() -> String { randomAlphanumeric(10, alphabet: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") }
     static func googleKeyID() -> String { randomHex(20) }
+    /// Microsoft's key ids look like certificate thumbprints: 27 base64url characters.
+    static func microsoftKeyID() -> String { randomAlphanumeric(27, alphabet: base64URLAlphabet) }
+
+    /// An opaque provider token: `prefix` and `count` base64url characters.
+    static func providerToken(_ prefix: String, _ count: Int) -> String { prefix + randomAlphanumeric(count, alphabet: base64URLAlphabet) }
 
     static let base64URLAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 }

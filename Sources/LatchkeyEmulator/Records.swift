@@ -1,6 +1,6 @@
 import Foundation
 
-/// An emulated Apple Account (also used for Google sign-ins).
+/// An emulated person: an Apple Account that also has an identity at every other emulated provider.
 struct UserRecord: Sendable {
     let id: UUID
     var email: String
@@ -9,6 +9,8 @@ struct UserRecord: Sendable {
     var givenName: String?
     var familyName: String?
     var emailForwardingEnabled = true
+    /// The Microsoft tenant (`tid`) of the user's Microsoft account: a GUID, the personal-account tenant by default.
+    var microsoftTenant = Identifiers.microsoftConsumersTenant
 }
 
 /// What a user agreed to share with one team's apps.
@@ -18,7 +20,7 @@ struct ConsentRecord: Sendable {
 }
 
 struct CodeRecord: Sendable {
-    enum Provider: Sendable { case apple, google }
+    enum Provider: String, Sendable, CaseIterable { case apple, google, microsoft, facebook, dropbox, oidc }
     let code: String
     let provider: Provider
     let userID: UUID
@@ -43,6 +45,8 @@ struct GrantRecord: Sendable {
     let createdAt: Date
     var revoked = false
     var validations = 0
+    /// The scopes granted (other providers than Apple answer them on refresh).
+    var scopes: [String] = []
 }
 
 struct AccessTokenRecord: Sendable {
@@ -54,6 +58,8 @@ struct AccessTokenRecord: Sendable {
     let refreshToken: String?
     let expiresAt: Date
     var revoked = false
+    /// What the token allows (Facebook's `debug_token` and Dropbox's answers show it).
+    var scopes: [String] = []
 }
 
 struct TransferRecord: Sendable {
@@ -71,9 +77,13 @@ struct AppleOAuthError: Error, Sendable {
     let detail: String
 }
 
-/// An OAuth error as Google answers it (RFC 6749 statuses, with a description).
-struct GoogleOAuthError: Error, Sendable {
+/// An OAuth error as Google, Microsoft, Dropbox and OpenID Connect issuers answer it: an RFC 6749 status and
+/// `{"error", "error_description"}`, or a provider's own error `body` (Facebook's and Dropbox's API errors).
+struct ProviderOAuthError: Error, Sendable {
     let status: Int
     let code: String
     let description: String
+    var body: [String: Claim]? = nil
+
+    var response: [String: Claim] { body ?? ["error": .string(code), "error_description": .string(description)] }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 
 /// The control API under `/emulator/`, for tests and demos in any language.
 extension Emulator {
@@ -9,9 +10,14 @@ extension Emulator {
         control.post("/users") { request, context in
             let body = try await decode(CreateUserRequest.self, request, context)
             if let status = body.realUserStatus, !(0...2).contains(status) { return controlError("realUserStatus is 0, 1 or 2") }
+            var tenant = Identifiers.microsoftConsumersTenant
+            if let given = body.microsoftTenant?.lowercased(), given != "consumers" {
+                guard UUID(uuidString: given) != nil else { return controlError("microsoftTenant is consumers or a tenant GUID") }
+                tenant = given
+            }
             let user = await state.createUser(
                 email: body.email, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2,
-                givenName: body.givenName, familyName: body.familyName
+                givenName: body.givenName, familyName: body.familyName, microsoftTenant: tenant
             )
             return HTTPAnswer.json(await describe(user), status: .created)
         }
@@ -42,14 +48,18 @@ extension Emulator {
                 await state.add(Array(newUsers[start..<min(start + 1000, newUsers.count)]))
             }
             let created = newUsers.map { user in
-                Created(sub: user.subjects.first { $0.teamID == teamIDs.first }?.sub, googleSub: user.subjects.last!.sub)
+                Created(sub: user.subjects.first { $0.teamID == teamIDs.first }?.sub, googleSub: user.subjects.first { $0.teamID == "google" }!.sub)
             }
             return HTTPAnswer.json(["users": created], status: .created)
         }
 
         control.post("/authorizations") { request, context in
             let body = try await decode(AuthorizationRequest.self, request, context)
+            guard let provider = CodeRecord.Provider(rawValue: body.provider ?? "apple") else {
+                return controlError("provider is one of \(CodeRecord.Provider.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
             guard let (user, _) = await state.user(bySubject: body.sub) else { return controlError("no user with sub \(body.sub)", status: .notFound) }
+            if provider != .apple { return await providerAuthorization(provider, user: user, body, request) }
             guard configuration.app(body.clientId) != nil else { return controlError("client id \(body.clientId) is not registered") }
             let scopes = Set(body.scopes ?? ["name", "email"])
             guard scopes.isSubset(of: ["name", "email"]) else { return controlError("scopes are name and email") }
@@ -57,9 +67,7 @@ extension Emulator {
                 let signIn = try await state.signIn(userID: user.id, clientID: body.clientId, redirectURI: nil, nonce: body.nonce, scopes: scopes, native: true)
                 var answer: [String: Claim] = ["identityToken": .string(signIn.identityToken), "authorizationCode": .string(signIn.code)]
                 if let shared = signIn.user { answer["user"] = .object(shared) }
-                await state.record(
-                    RequestRecord(time: await state.now, method: "POST", endpoint: "/emulator/authorizations", clientId: body.clientId, status: 201))
-                return HTTPAnswer.json(answer, status: .created)
+                return await authorized(answer, clientID: body.clientId)
             } catch {
                 return controlError(error.detail)
             }
@@ -86,9 +94,20 @@ extension Emulator {
             return HTTPAnswer.empty(.noContent)
         }
 
-        control.post("/keys/rotate") { _, _ in
-            try await state.rotateKeys()
-            return HTTPAnswer.json(await state.appleKeys.jwks)
+        // No body rotates Apple's (and Google's) keys as always; {"provider": "microsoft"} rotates that provider's.
+        control.post("/keys/rotate") { request, _ in
+            struct Body: Decodable { var provider: String }
+            let data = try await request.body.collect(upTo: maximumBodySize)
+            guard data.readableBytes > 0 else {
+                _ = try await state.rotateKeys()
+                return HTTPAnswer.json(await state.appleKeys.jwks)
+            }
+            guard let body = try? JSONDecoder().decode(Body.self, from: Data(Array(buffer: data))), let provider = CodeRecord.Provider(rawValue: body.provider)
+            else {
+                return controlError("the body is {\"provider\": …} naming a provider")
+            }
+            guard try await state.rotateKeys([provider]) else { return controlError("\(provider.rawValue) has no signing keys") }
+            return HTTPAnswer.json(await state.keyRings[provider]!.jwks(algorithm: provider == .microsoft ? nil : "RS256"))
         }
 
         control.post("/clock") { request, context in
@@ -129,9 +148,50 @@ extension Emulator {
             answer["email"] = .string(await state.visibleEmail(of: user, teamID: team))
         }
         answer["googleSub"] = .string(Identifiers.googleSubject(userID: user.id))
+        var subjects: [String: Claim] = [:]
+        for provider in CodeRecord.Provider.allCases { subjects[provider.rawValue] = .string(await state.subject(of: user, provider: provider)) }
+        answer["subjects"] = .object(subjects)
+        answer["microsoftTenant"] = .string(user.microsoftTenant)
         if let given = user.givenName { answer["givenName"] = .string(given) }
         if let family = user.familyName { answer["familyName"] = .string(family) }
         return answer
+    }
+
+    /// A sign-in at a provider other than Apple, answered as its app SDK hands it to the app.
+    private func providerAuthorization(_ provider: CodeRecord.Provider, user: UserRecord, _ body: AuthorizationRequest, _ request: Request) async
+        -> Response
+    {
+        guard configuration.oauthClient(provider, body.clientId) != nil else {
+            return controlError("client id \(body.clientId) is not registered for \(provider.rawValue)")
+        }
+        let method = body.codeChallenge == nil ? nil : (body.codeChallengeMethod ?? "S256")
+        if let method, !(["google", "microsoft"].contains(provider.rawValue) ? ["S256", "plain"] : ["S256"]).contains(method) {
+            return controlError("codeChallengeMethod \(method) is not supported by \(provider.rawValue)")
+        }
+        let defaultScopes: [CodeRecord.Provider: [String]] = [
+            .google: ["openid", "email", "profile"], .microsoft: ["openid", "profile", "email", "offline_access"], .oidc: ["openid", "email", "profile"],
+            .facebook: ["public_profile", "email"], .dropbox: ["account_info.read"],
+        ]
+        let authorization = EmulatorState.ProviderAuthorization(
+            provider: provider, userID: user.id, clientID: body.clientId, redirectURI: body.redirectUri, nonce: body.nonce,
+            scopes: body.scopes ?? defaultScopes[provider] ?? [], codeChallenge: body.codeChallenge, codeChallengeMethod: method,
+            oidcIssuer: request.baseURL + "/oidc")
+        do throws(ProviderOAuthError) {
+            let signIn = try await state.providerSignIn(authorization)
+            var answer: [String: Claim] = ["sub": .string(signIn.subject)]
+            if let token = signIn.idToken { answer["idToken"] = .string(token) }
+            if let code = signIn.authorizationCode { answer["authorizationCode"] = .string(code) }
+            if let token = signIn.accessToken { answer["accessToken"] = .string(token) }
+            return await authorized(answer, clientID: body.clientId)
+        } catch {
+            return controlError(error.description)
+        }
+    }
+
+    /// A minted sign-in's answer, logged under its client id.
+    private func authorized(_ answer: [String: Claim], clientID: String) async -> Response {
+        await state.record(RequestRecord(time: await state.now, method: "POST", endpoint: "/emulator/authorizations", clientId: clientID, status: 201))
+        return HTTPAnswer.json(answer, status: .created)
     }
 
     private func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {

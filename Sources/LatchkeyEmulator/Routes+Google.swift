@@ -45,12 +45,12 @@ extension Emulator {
                 answer.append(("error", "access_denied"))
             } else {
                 let user = await findOrCreateUser(form)
-                do throws(GoogleOAuthError) {
-                    let code = try await state.googleSignIn(
-                        userID: user.id, clientID: form["client_id"]!, redirectURI: form["redirect_uri"], nonce: form["nonce"],
-                        scopes: Set((form["scope"] ?? "").split(separator: " ").map(String.init)),
-                        codeChallenge: form["code_challenge"], codeChallengeMethod: form["code_challenge_method"]
-                    )
+                do throws(ProviderOAuthError) {
+                    let code = try await state.issueCode(
+                        .init(
+                            provider: .google, userID: user.id, clientID: form["client_id"]!, redirectURI: form["redirect_uri"], nonce: form["nonce"],
+                            scopes: (form["scope"] ?? "").split(separator: " ").map(String.init), codeChallenge: form["code_challenge"],
+                            codeChallengeMethod: form["code_challenge_method"]))
                     answer.append(("code", code))
                     answer.append(("scope", form["scope"] ?? ""))
                 } catch {
@@ -62,21 +62,20 @@ extension Emulator {
         }
 
         router.post("/google/token") { request, _ in
-            let (form, _, malformed) = try await readForm(request)
-            var entry = RequestRecord(
-                time: await state.now, method: "POST", endpoint: "/google/token", clientId: form["client_id"], grantType: form["grant_type"], status: 200)
-            let response: Response
-            do throws(GoogleOAuthError) {
-                if malformed { throw GoogleOAuthError(status: 400, code: "invalid_request", description: "The request body is not form encoded.") }
-                response = HTTPAnswer.json(try await state.googleToken(form), noStore: true)
-            } catch {
-                entry.error = error.code
-                entry.detail = error.description
-                response = HTTPAnswer.json(["error": error.code, "error_description": error.description], status: .init(code: error.status), noStore: true)
+            try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in
+                HTTPAnswer.json(try await state.providerToken(.google, form), noStore: true)
             }
-            entry.status = Int(response.status.code)
-            await state.record(entry)
-            return response
+        }
+
+        // RFC 7009 as Google does it: `token=` (form or query), 200 for a known token, 400 invalid_token otherwise.
+        router.post("/google/revoke") { request, _ in
+            let queryToken = request.query("token")
+            return try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in
+                guard let token = form["token"] ?? queryToken, await state.revokeProviderToken(token, .google) else {
+                    throw ProviderOAuthError(status: 400, code: "invalid_token", description: "Token expired or revoked")
+                }
+                return HTTPAnswer.json([String: String]())
+            }
         }
 
         router.get("/google/tokeninfo") { request, _ in

@@ -8,6 +8,10 @@ extension Emulator {
         router.add(middleware: FaultMiddleware(state: state))
         addAppleRoutes(to: router)
         addGoogleRoutes(to: router)
+        addMicrosoftRoutes(to: router)
+        addFacebookRoutes(to: router)
+        addDropboxRoutes(to: router)
+        addOIDCRoutes(to: router)
         addControlRoutes(to: router)
         return router
     }
@@ -81,6 +85,60 @@ extension Request {
     }
 
     func query(_ name: String) -> String? { uri.queryParameters.get(name) }
+
+    /// `client_id` and `client_secret` sent as HTTP Basic credentials (RFC 6749 §2.3.1: each form-encoded).
+    var basicCredentials: (id: String, secret: String)? {
+        guard let value = headers[.authorization], value.lowercased().hasPrefix("basic "),
+            let decoded = Data(base64Encoded: String(value.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+            let pair = String(data: decoded, encoding: .utf8), let colon = pair.firstIndex(of: ":")
+        else { return nil }
+        let fields = parseForm("id=\(pair[..<colon])&secret=\(pair[pair.index(after: colon)...])").fields
+        guard let id = fields["id"], let secret = fields["secret"] else { return nil }
+        return (id, secret)
+    }
+}
+
+extension Emulator {
+    /// Runs an endpoint of a provider other than Apple: logs the call (its path, `clientID`, `grantType`, status
+    /// and error) and answers a ``ProviderOAuthError`` with its status and JSON body, never cached.
+    func providerEndpoint(
+        _ request: Request, clientID: String? = nil, grantType: String? = nil, _ body: () async throws(ProviderOAuthError) -> Response
+    ) async -> Response {
+        var entry = RequestRecord(
+            time: await state.now, method: request.method.rawValue, endpoint: request.uri.path, clientId: clientID, grantType: grantType, status: 200)
+        let response: Response
+        do throws(ProviderOAuthError) {
+            response = try await body()
+        } catch {
+            entry.error = error.code
+            entry.detail = error.description
+            response = HTTPAnswer.json(error.response, status: .init(code: error.status), noStore: true)
+        }
+        entry.status = Int(response.status.code)
+        await state.record(entry)
+        return response
+    }
+
+    /// A form endpoint of a provider other than Apple (token, revoke): Basic credentials join the form, and the
+    /// call is logged under the form's client id, or the client of the `token` it names.
+    func providerFormEndpoint(_ request: Request, _ body: ([String: String]) async throws(ProviderOAuthError) -> Response) async throws -> Response {
+        var (form, _, malformed) = try await readForm(request)
+        if let (id, secret) = request.basicCredentials {
+            form["client_id"] = id
+            form["client_secret"] = secret
+        }
+        var clientID = form["client_id"]
+        if clientID == nil, let token = form["token"] { clientID = await state.clientID(ofToken: token) }
+        return await providerEndpoint(request, clientID: clientID, grantType: form["grant_type"]) { () throws(ProviderOAuthError) in
+            if malformed { throw ProviderOAuthError(status: 400, code: "invalid_request", description: "The request body is not form encoded.") }
+            return try await body(form)
+        }
+    }
+
+    /// A GET endpoint that cannot fail (discovery, keys), logged like the others.
+    func providerDocument(_ request: Request, _ document: () async -> Response) async -> Response {
+        await providerEndpoint(request) { () throws(ProviderOAuthError) in await document() }
+    }
 }
 
 /// Injects the faults set through `/emulator/faults` into provider endpoints.

@@ -10,6 +10,7 @@ enum Claim: Sendable, Encodable {
     case int(Int)
     case bool(Bool)
     case object([String: Claim])
+    case array([Claim])
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
@@ -18,6 +19,7 @@ enum Claim: Sendable, Encodable {
         case .int(let value): try container.encode(value)
         case .bool(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
         }
     }
 }
@@ -91,14 +93,17 @@ struct SigningKeyRing: Sendable {
     }
 
     /// The JWKS document: every published key.
-    var jwks: [String: [[String: String]]] {
+    var jwks: [String: [[String: String]]] { jwks(algorithm: "RS256") }
+
+    /// The JWKS document with `alg` only when `algorithm` is given (Microsoft's keys have none) and `extra`
+    /// members on every key (Microsoft's per-key `issuer`).
+    func jwks(algorithm: String?, extra: [String: String] = [:]) -> [String: [[String: String]]] {
         [
             "keys": keys.map { key in
                 let primitives = try! key.privateKey.publicKey.getKeyPrimitives()
-                return [
-                    "kty": "RSA", "kid": key.keyID, "use": "sig", "alg": "RS256",
-                    "n": base64URL(primitives.modulus), "e": base64URL(primitives.publicExponent),
-                ]
+                var jwk = ["kty": "RSA", "kid": key.keyID, "use": "sig", "n": base64URL(primitives.modulus), "e": base64URL(primitives.publicExponent)]
+                if let algorithm { jwk["alg"] = algorithm }
+                return jwk.merging(extra) { current, _ in current }
             }
         ]
     }

@@ -67,8 +67,10 @@ struct Emulate: AsyncParsableCommand {
                 clientID: id, teamID: team.teamID, redirectURIs: redirectURI.isEmpty ? ["https://app.example.com/callback"] : redirectURI,
                 notificationURL: notificationURL)
         }
-        configuration.googleClients = (googleClientID.isEmpty ? ["emulator-google-client"] : googleClientID).map {
-            .init(clientID: $0, redirectURIs: redirectURI.isEmpty ? ["https://app.example.com/callback"] : redirectURI)
+        // The Google client ids and the Apple ones are registered at every other provider too (Microsoft, Facebook,
+        // Dropbox, OpenID Connect), so one id works with any stand-in.
+        for id in clientIDs + (googleClientID.isEmpty ? ["emulator-google-client"] : googleClientID) {
+            configuration.addClientEverywhere(id, redirectURIs: redirectURI.isEmpty ? ["https://app.example.com/callback"] : redirectURI)
         }
         configuration.identityTokenLifetime = identityTokenLifetime
         configuration.booleanStyle = EmulatorConfiguration.BooleanStyle(rawValue: booleanStyle)!
@@ -84,6 +86,10 @@ struct Emulate: AsyncParsableCommand {
                 Latchkey emulator listening on http://\(host):\(bound)
                   Apple:  http://\(host):\(bound)/auth/keys, /auth/token, /auth/revoke, /auth/authorize
                   Google: http://\(host):\(bound)/google/.well-known/openid-configuration
+                  Microsoft: http://\(host):\(bound)/microsoft/common/v2.0/.well-known/openid-configuration
+                  Facebook: http://\(host):\(bound)/facebook/.well-known/openid-configuration/
+                  Dropbox: http://\(host):\(bound)/dropbox/oauth2/token, /dropbox/2/users/get_current_account
+                  OpenID Connect: http://\(host):\(bound)/oidc/.well-known/openid-configuration
                   Control API: http://\(host):\(bound)/emulator/
 
                 Server configuration for this team:

@@ -98,6 +98,7 @@ enum Runtime {
         configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
         for clientID in clientIDs {
             configuration.addApp(clientID: clientID, teamID: team.teamID, redirectURIs: ["https://app.example.com/callback"], notificationURL: notificationURL)
+            configuration.addClientEverywhere(clientID, redirectURIs: ["https://app.example.com/callback"])
         }
         return configuration
     }

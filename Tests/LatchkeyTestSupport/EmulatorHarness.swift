@@ -16,6 +16,8 @@ public struct EmulatorHarness: Sendable {
 
     public static let redirectURI = "https://app.example.com/callback"
     public static let googleClientID = "google-ios-client"
+    /// Registered at Google, Microsoft, Facebook (secret `"\(providerClientID)-secret"`), Dropbox and the OpenID Connect issuer.
+    public static let providerClientID = "com.example.everywhere"
 
     /// The fixture team (``Fixtures/teamID`` with the `.p8` of ``Fixtures/keyID``), the bundle id and the Services ID.
     public static func configuration(notificationURL: String? = nil) -> EmulatorConfiguration {
@@ -24,6 +26,7 @@ public struct EmulatorHarness: Sendable {
         configuration.addApp(clientID: Fixtures.bundleID, teamID: Fixtures.teamID, notificationURL: notificationURL)
         configuration.addApp(clientID: Fixtures.servicesID, teamID: Fixtures.teamID, redirectURIs: [redirectURI])
         configuration.googleClients = [.init(clientID: googleClientID, redirectURIs: [redirectURI])]
+        configuration.addClientEverywhere(providerClientID, redirectURIs: [redirectURI])
         configuration.notificationInitialBackoff = .milliseconds(20)
         return configuration
     }
@@ -130,6 +133,32 @@ public struct EmulatorHarness: Sendable {
             throw HarnessError("authorization answered \(answer.status): \(answer.text)")
         }
         return (token, code, answer.json["user"] as? [String: Any])
+    }
+
+    /// Creates a user from `fields` (defaults for the rest); returns the control API's answer, whose `subjects`
+    /// names the user at every provider.
+    public func createUserAnswer(_ fields: [String: any Sendable] = [:]) async throws -> [String: Any] {
+        let defaults: [String: any Sendable] = ["email": "jane@example.com", "givenName": "Jane", "familyName": "Appleseed"]
+        let answer = try await send("POST", "/emulator/users", json: defaults.merging(fields) { _, given in given })
+        guard answer.status == 201 else { throw HarnessError("creating a user answered \(answer.status): \(answer.text)") }
+        return answer.json
+    }
+
+    /// A sign-in at `provider` minted by the control API (`fields` adds nonce, codeChallenge, redirectUri…); throws unless 201.
+    public func providerSignIn(_ provider: String, sub: String, clientID: String = providerClientID, _ fields: [String: any Sendable] = [:]) async throws
+        -> [String: Any]
+    {
+        let body: [String: any Sendable] = ["provider": provider, "sub": sub, "clientId": clientID]
+        let answer = try await send("POST", "/emulator/authorizations", json: body.merging(fields) { _, given in given })
+        guard answer.status == 201 else { throw HarnessError("\(provider) authorization answered \(answer.status): \(answer.text)") }
+        return answer.json
+    }
+
+    /// Keys published at `path` of the emulator, refetched whenever a kid is unknown.
+    public func keys(at path: String) -> JWKSCache {
+        var configuration = JWKSCache.Configuration()
+        configuration.refetchCooldown = .zero
+        return JWKSCache(url: emulator.baseURL + path, transport: AsyncHTTPClientTransport(), configuration: configuration)
     }
 
     public func requestLog() async throws -> [[String: Any]] { try await send("GET", "/emulator/requests").array }

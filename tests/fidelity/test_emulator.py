@@ -959,3 +959,128 @@ def test_google_tokeninfo_rejects_garbage(emulator):
     response = emulator.get("/google/tokeninfo", params={"id_token": "not.a.token"})
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_token"
+
+
+# --------------------------------------------------------------------------------------------
+# Microsoft, Facebook, Dropbox and a generic OpenID Connect issuer (`latchkey emulate` registers
+# every client id at every provider, so GOOGLE_CLIENT works with each of them)
+# --------------------------------------------------------------------------------------------
+
+MS_TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+
+
+def provider_sign_in(emu: Emulator, provider: str, sub: str, **extra) -> dict:
+    body = {"provider": provider, "sub": sub, "clientId": GOOGLE_CLIENT, **extra}
+    response = emu.post("/emulator/authorizations", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def provider_code_exchange(emu: Emulator, path: str, code: str, verifier: str) -> requests.Response:
+    form = {"client_id": GOOGLE_CLIENT, "grant_type": "authorization_code", "code": code, "code_verifier": verifier}
+    return emu.post(path, data=form)
+
+
+def test_microsoft_tenant_issuer_keys_and_pkce_exchange(emulator):
+    common = emulator.get("/microsoft/common/v2.0/.well-known/openid-configuration").json()
+    assert common["issuer"] == "https://login.microsoftonline.com/{tenantid}/v2.0"
+    keys = fetch_jwks(emulator, "/microsoft/common/discovery/v2.0/keys")["keys"]
+    assert keys and all("alg" not in key and key["issuer"] == common["issuer"] for key in keys)
+
+    user = create_user(emulator, email=f"ms-{uuid.uuid4().hex[:8]}@example.com", microsoftTenant=MS_TENANT)
+    assert user["microsoftTenant"] == MS_TENANT
+    verifier, challenge = pkce_pair()
+    sub = user["subjects"]["microsoft"]
+    signed = provider_sign_in(emulator, "microsoft", sub, nonce="ms-n", codeChallenge=challenge)
+    issuer = f"https://login.microsoftonline.com/{MS_TENANT}/v2.0"
+    keys_path = "/microsoft/common/discovery/v2.0/keys"
+    claims = verify_token(emulator, signed["idToken"], jwks_path=keys_path, audience=GOOGLE_CLIENT, issuer=issuer)
+    # What a multi-tenant verifier does: substitute tid into the template and compare exactly.
+    assert common["issuer"].replace("{tenantid}", claims["tid"]) == claims["iss"]
+    assert claims["ver"] == "2.0" and claims["email_verified"] is True and claims["nonce"] == "ms-n"
+
+    path = "/microsoft/common/oauth2/v2.0/token"
+    wrong = provider_code_exchange(emulator, path, signed["authorizationCode"], verifier + "x")
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+    tokens = provider_code_exchange(emulator, path, signed["authorizationCode"], verifier)
+    assert tokens.status_code == 200, tokens.text
+    body = tokens.json()
+    assert body["token_type"] == "Bearer" and body["refresh_token"] and body["access_token"]
+    claims = verify_token(emulator, body["id_token"], jwks_path=keys_path, audience=GOOGLE_CLIENT, issuer=issuer)
+    assert claims["nonce"] == "ms-n" and claims["at_hash"] == half_hash(body["access_token"])
+    replay = provider_code_exchange(emulator, path, signed["authorizationCode"], verifier)
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+
+
+def test_facebook_limited_login_and_debug_token(emulator):
+    discovery = emulator.get("/facebook/.well-known/openid-configuration/").json()
+    assert discovery["issuer"] == "https://www.facebook.com"
+    user = create_user(emulator, email=f"fb-{uuid.uuid4().hex[:8]}@example.com")
+    fb_id = user["subjects"]["facebook"]
+    signed = provider_sign_in(emulator, "facebook", fb_id, nonce="fb-n")
+    claims = verify_token(
+        emulator,
+        signed["idToken"],
+        jwks_path="/facebook/.well-known/oauth/openid/jwks/",
+        audience=GOOGLE_CLIENT,
+        issuer=discovery["issuer"],
+    )
+    assert claims["sub"] == fb_id and claims["nonce"] == "fb-n" and claims["jti"]
+
+    app_token = f"{GOOGLE_CLIENT}|{GOOGLE_CLIENT}-secret"
+    token = signed["accessToken"]
+    debug = emulator.get("/facebook/debug_token", params={"input_token": token, "access_token": app_token})
+    assert debug.status_code == 200, debug.text
+    data = debug.json()["data"]
+    assert isinstance(data, dict) and data["is_valid"] is True and data["type"] == "USER"
+    assert data["app_id"] == GOOGLE_CLIENT and data["user_id"] == fb_id
+    assert isinstance(data["expires_at"], int) and isinstance(data["data_access_expires_at"], int)
+    wrong_app = emulator.get("/facebook/debug_token", params={"input_token": token, "access_token": f"{GOOGLE_CLIENT}|nope"})
+    assert wrong_app.status_code == 400
+    assert wrong_app.json()["error"]["type"] == "OAuthException" and wrong_app.json()["error"]["code"] == 190
+    removed = emulator.delete("/facebook/me/permissions", params={"access_token": token})
+    assert removed.json() == {"success": True}
+    after = emulator.get("/facebook/debug_token", params={"input_token": token, "access_token": app_token})
+    assert after.status_code == 200 and after.json()["data"]["is_valid"] is False
+
+
+def test_dropbox_pkce_without_secret_account_and_revoke(emulator):
+    user = create_user(emulator, email=f"db-{uuid.uuid4().hex[:8]}@example.com", givenName="Dee", familyName="Box")
+    account_id = user["subjects"]["dropbox"]
+    assert re.fullmatch(r"dbid:[A-Za-z0-9_-]{40}", account_id), account_id
+    verifier, challenge = pkce_pair()
+    signed = provider_sign_in(emulator, "dropbox", account_id, codeChallenge=challenge)
+    tokens = provider_code_exchange(emulator, "/dropbox/oauth2/token", signed["authorizationCode"], verifier)
+    assert tokens.status_code == 200, tokens.text
+    body = tokens.json()
+    assert body["token_type"] == "bearer" and body["account_id"] == account_id and body["refresh_token"]
+    replay = provider_code_exchange(emulator, "/dropbox/oauth2/token", signed["authorizationCode"], verifier)
+    assert replay.status_code == 400
+    assert replay.json() == {"error": "invalid_grant", "error_description": "code doesn't exist or has expired"}
+
+    bearer = {"Authorization": f"Bearer {body['access_token']}", "Content-Type": "application/json"}
+    account = emulator.post("/dropbox/2/users/get_current_account", data="null", headers=bearer)
+    assert account.status_code == 200, account.text
+    account = account.json()
+    assert account["account_id"] == account_id and account["name"]["display_name"] == "Dee Box"
+    assert account["account_type"][".tag"] == "basic" and account["email_verified"] is True
+    revoked = emulator.post("/dropbox/2/auth/token/revoke", headers=bearer)
+    assert revoked.status_code == 200 and revoked.text == "null"
+    dead = emulator.post("/dropbox/2/users/get_current_account", data="null", headers=bearer)
+    assert dead.status_code == 401 and dead.json()["error"][".tag"] == "invalid_access_token"
+
+
+def test_generic_oidc_issuer_is_the_base_url(emulator):
+    discovery = emulator.get("/oidc/.well-known/openid-configuration").json()
+    issuer = emulator.base_url + "/oidc"
+    assert discovery["issuer"] == issuer and discovery["token_endpoint"] == issuer + "/token"
+    assert discovery["code_challenge_methods_supported"] == ["S256"]
+    user = create_user(emulator, email=f"oidc-{uuid.uuid4().hex[:8]}@example.com")
+    verifier, challenge = pkce_pair()
+    signed = provider_sign_in(emulator, "oidc", user["subjects"]["oidc"], nonce="o-n", codeChallenge=challenge)
+    verify_token(emulator, signed["idToken"], jwks_path="/oidc/jwks", audience=GOOGLE_CLIENT, issuer=issuer)
+    tokens = provider_code_exchange(emulator, "/oidc/token", signed["authorizationCode"], verifier)
+    assert tokens.status_code == 200, tokens.text
+    id_token = tokens.json()["id_token"]
+    claims = verify_token(emulator, id_token, jwks_path="/oidc/jwks", audience=GOOGLE_CLIENT, issuer=issuer)
+    assert claims["nonce"] == "o-n" and claims["sub"] == user["subjects"]["oidc"]
