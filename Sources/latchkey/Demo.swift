@@ -1,5 +1,6 @@
 import ArgumentParser
 import AsyncHTTPClient
+import Configuration
 import Crypto
 import Foundation
 import LatchkeyCore
@@ -15,8 +16,8 @@ import ServiceLifecycle
 /// `latchkey demo`: the whole Sign in with Apple lifecycle, offline, narrated.
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Walk through the whole Sign in with Apple lifecycle offline, narrating each step.",
-        discussion: "Starts the Apple emulator and a Latchkey server in-process on loopback, with a throwaway SQLite database."
+        abstract: "Walk through the whole sign-in lifecycle offline (Apple, then Google linked to it), narrating each step.",
+        discussion: "Starts the emulator (every provider) and a Latchkey server in-process on loopback, with a throwaway SQLite database."
     )
 
     func run() async throws {
@@ -26,18 +27,22 @@ struct Demo: AsyncParsableCommand {
         let directory = NSTemporaryDirectory() + "latchkey-demo-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
 
-        say.step("Starting an offline Apple (the emulator) and a Latchkey server on loopback")
+        say.step("Starting offline providers (the emulator: Apple, Google and others) and a Latchkey server on loopback")
         let team = try TestTeam.createOrLoad(in: directory + "/team")
         let clientID = "com.example.app"
         let running = try await Emulator.start(
             configuration: try Runtime.emulatorConfiguration(team: team, clientIDs: [clientID], notificationURL: ""), logger: logger)
-        var configuration = ServerConfiguration()
+        let settings = Runtime.emulatedProviderSettings(baseURL: running.baseURL, team: team, clientIDs: [clientID])
+        var configuration = try ServerConfiguration(
+            reading: ConfigReader(
+                provider: InMemoryProvider(
+                    values: Dictionary(
+                        uniqueKeysWithValues: settings.map {
+                            (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false))
+                        }))))
         configuration.port = 0
         configuration.database = .sqlite(path: directory + "/latchkey.sqlite")
         configuration.session.reuseGraceWindow = 1
-        configuration.apple = .init(
-            teamID: team.teamID, keyID: team.keyID, privateKeyPEM: try String(contentsOfFile: team.keyFile, encoding: .utf8), clientIDs: [clientID],
-            baseURL: running.baseURL)
         let store = try await Runtime.openStore(configuration, logger: logger)
         let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), logger: logger)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -47,7 +52,7 @@ struct Demo: AsyncParsableCommand {
         guard let port = await iterator.next() else { throw CLIError("the server did not start") }
         let latchkey = "http://127.0.0.1:\(port)"
         await running.setNotificationURL(latchkey + "/v1/apple/notifications", for: clientID)
-        say.detail("Apple emulator \(running.baseURL) · Latchkey \(latchkey) · team \(team.teamID)")
+        say.detail("emulator \(running.baseURL) · Latchkey \(latchkey) · Apple team \(team.teamID)")
         let http = DemoHTTP()
 
         do {
@@ -126,13 +131,41 @@ struct Demo: AsyncParsableCommand {
             }
             say.detail("the session is gone: \(revoked["error"]) — \(revoked["error_description"])")
 
-            say.step("Jane signs in once more, then deletes her account in the app: DELETE /v1/me")
+            say.detail("the Apple identity was her only one, so the account went with it")
+
+            say.step("Jane signs in with Apple once more: a new account")
             signIn = try await signInAgain()
-            let deletion = try await http.json("DELETE", latchkey + "/v1/me", bearer: signIn["accessToken"])
-            let log = try await http.array("GET", running.baseURL + "/emulator/requests")
-            let revokes = log.filter { $0["endpoint"] as? String == "/auth/revoke" }.map { "\($0["status"] ?? "?")" }
+            say.detail("isNewUser \(signIn.flag("isNewUser")) · user \(signIn.child("user")["id"])")
+
+            say.step("In the app's settings she links her Google account: POST /v1/me/identities/google with a code and its PKCE verifier")
+            let verifier = PKCE.makeVerifier()
+            let google = try await http.json(
+                "POST", running.baseURL + "/emulator/authorizations",
+                ["provider": "google", "sub": sub, "clientId": clientID, "codeChallenge": PKCE.challenge(for: verifier)])
+            let linked = try await http.json(
+                "POST", latchkey + "/v1/me/identities/google", ["authorizationCode": google["authorizationCode"], "codeVerifier": verifier],
+                bearer: signIn["accessToken"])
+            let providers = (linked.object["identities"] as? [[String: Any]] ?? []).compactMap { $0["provider"] as? String }
+            say.detail("identities: \(providers.joined(separator: " + ")) — linked because she was signed in, never because an e-mail matched")
+            say.detail("Latchkey redeemed the code at Google with the verifier and sealed Google's refresh token")
+
+            say.step("On her Mac she signs in with Google: POST /v1/auth/google")
+            let macNonce = PKCE.makeVerifier()
+            let mac = try await http.json(
+                "POST", running.baseURL + "/emulator/authorizations", ["provider": "google", "sub": sub, "clientId": clientID, "nonce": hashedNonce(macNonce)])
+            let viaGoogle = try await http.json("POST", latchkey + "/v1/auth/google", ["idToken": mac["idToken"], "rawNonce": macNonce])
             say.detail(
-                "Apple tokens revoked: \(deletion["appleTokensRevoked"]) · \"Apple\" received POST /auth/revoke → \(revokes.joined(separator: ", ")), as the App Store requires"
+                "same user: \(viaGoogle.child("user")["id"] == signIn.child("user")["id"]) · isNewUser \(viaGoogle.flag("isNewUser")) · provider google"
+            )
+
+            say.step("Then she deletes her account in the app: DELETE /v1/me")
+            let deletion = try await http.json("DELETE", latchkey + "/v1/me", bearer: viaGoogle["accessToken"])
+            let log = try await http.array("GET", running.baseURL + "/emulator/requests")
+            func calls(_ endpoint: String) -> String {
+                log.filter { $0["endpoint"] as? String == endpoint }.map { "\($0["status"] ?? "?")" }.joined(separator: ", ")
+            }
+            say.detail(
+                "provider grants revoked: \(deletion["tokensRevoked"]) · \"Apple\" received POST /auth/revoke → \(calls("/auth/revoke")), as the App Store requires; \"Google\" POST /google/revoke → \(calls("/google/revoke"))"
             )
 
             say.step("And when something is wrong, Latchkey says what")

@@ -37,6 +37,24 @@ enum Runtime {
         return ConfigReader(providers: providers)
     }
 
+    /// Settings that point every provider at an emulator on `baseURL`, with `clientIDs` registered at each
+    /// (Facebook and Dropbox take the first): what `serve --dev` and `demo` run with. Apple's credentials are the team's.
+    static func emulatedProviderSettings(baseURL: String, team: (teamID: String, keyID: String, keyFile: String), clientIDs: [String])
+        -> [String: String]
+    {
+        let ids = clientIDs.joined(separator: ",")
+        let first = clientIDs.first ?? "com.example.app"
+        return [
+            "apple.teamId": team.teamID, "apple.keyId": team.keyID, "apple.privateKeyFile": team.keyFile, "apple.clientIds": ids, "apple.baseUrl": baseURL,
+            "google.clientIds": ids, "google.discoveryUrl": baseURL + "/google/.well-known/openid-configuration",
+            "microsoft.clientIds": ids, "microsoft.authority": baseURL + "/microsoft",
+            "oidc.providers": "oidc", "oidc.oidc.issuer": baseURL + "/oidc", "oidc.oidc.clientIds": ids, "oidc.oidc.displayName": "Emulated OpenID Connect",
+            "facebook.appId": first, "facebook.appSecret": first + "-secret", "facebook.graphUrl": baseURL + "/facebook",
+            "facebook.jwksUrl": baseURL + "/facebook/.well-known/oauth/openid/jwks/",
+            "dropbox.appKey": first, "dropbox.apiUrl": baseURL + "/dropbox",
+        ]
+    }
+
     /// The configured key, or in development a key kept in `directory` (created on first use, mode 0600).
     static func encryptionKey(_ configuration: ServerConfiguration, directory: String) throws -> String {
         if let key = configuration.encryptionKey { return key }

@@ -18,7 +18,7 @@ struct Serve: AsyncParsableCommand {
             Configuration comes from --config (JSON), LATCHKEY_* environment variables and these flags; see docs/configuration.md.
 
             Examples:
-              latchkey serve --dev                         # server on :8080 and an Apple emulator on :8081
+              latchkey serve --dev                         # server on :8080, emulated Apple, Google, Microsoft, Facebook, Dropbox and OIDC on :8081
               latchkey serve --config /etc/latchkey.json   # production set-up
               LATCHKEY_MODE=production LATCHKEY_ENCRYPTION_KEY_FILE=/run/secrets/key latchkey serve
             """
@@ -27,9 +27,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "A JSON configuration file.") var config: String?
     @Option(help: "Port to listen on.") var port: Int?
     @Option(help: "Address to listen on.") var host: String?
-    @Flag(help: "Also run the Apple emulator in-process and point Sign in with Apple at it.") var dev = false
+    @Flag(help: "Also run the emulator in-process and point every provider (Apple, Google, Microsoft, Facebook, Dropbox, OIDC) at it.") var dev = false
     @Option(help: "With --dev: the emulator's port.") var emulatorPort = 8081
-    @Option(help: "With --dev: the client id (bundle id) the emulator registers; repeatable.") var clientID: [String] = []
+    @Option(help: "With --dev: the client id (bundle id) the emulator registers at every provider; repeatable.") var clientID: [String] = []
 
     func run() async throws {
         var overrides: [String: String] = [:]
@@ -47,15 +47,11 @@ struct Serve: AsyncParsableCommand {
         let devClientIDs = clientID.isEmpty ? ["com.example.app"] : clientID
         var devTeam: (teamID: String, keyID: String, keyFile: String)?
         if dev {
-            // The emulator's team replaces only Apple's credentials and address; the other apple.* settings
-            // (requireNonce, nonceMatching, redirectUris) still come from the configuration.
+            // Every provider points at the emulator with the dev client ids; the other settings (requireNonce,
+            // nonceMatching, redirectUris, signup.mode…) still come from the configuration.
             do {
                 let team = try TestTeam.createOrLoad(in: (Runtime.dataDirectory(configuration) as NSString).appendingPathComponent("dev-team"))
-                overrides["apple.teamId"] = team.teamID
-                overrides["apple.keyId"] = team.keyID
-                overrides["apple.privateKeyFile"] = team.keyFile
-                overrides["apple.clientIds"] = devClientIDs.joined(separator: ",")
-                overrides["apple.baseUrl"] = "http://127.0.0.1:\(emulatorPort)"
+                overrides.merge(Runtime.emulatedProviderSettings(baseURL: "http://127.0.0.1:\(emulatorPort)", team: team, clientIDs: devClientIDs)) { $1 }
                 configuration = try await Runtime.configuration(file: config, overrides: overrides)
                 devTeam = team
             } catch {
@@ -77,7 +73,7 @@ struct Serve: AsyncParsableCommand {
                 let emulator = try Emulator(configuration: emulatorConfiguration, logger: emulatorLogger)
                 services += [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
                 print(
-                    "Apple emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/), team \(team.teamID), client ids \(clientIDs.joined(separator: ", "))"
+                    "emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/): Apple (team \(team.teamID)), Google, Microsoft, Facebook, Dropbox and OIDC, client ids \(clientIDs.joined(separator: ", "))"
                 )
             }
             let key = try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))

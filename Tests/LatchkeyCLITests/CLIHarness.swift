@@ -19,7 +19,17 @@ enum CLI {
         return directory.appendingPathComponent("latchkey")
     }
 
-    static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], directory: String? = nil) throws -> Result {
+    /// Runs the binary on a thread of its own: waiting for a process must not hold one of the few threads that
+    /// every other (async) test shares.
+    static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], directory: String? = nil) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Swift.Result { try runBlocking(arguments, stdin: stdin, environment: environment, directory: directory) })
+            }
+        }
+    }
+
+    private static func runBlocking(_ arguments: [String], stdin: String?, environment: [String: String], directory: String?) throws -> Result {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments

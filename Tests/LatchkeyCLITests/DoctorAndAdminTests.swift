@@ -18,11 +18,11 @@ struct DoctorAndAdminTests {
         ]
     }
 
-    func doctor(_ config: [String: Any], live: Bool = false) throws -> CLI.Result {
+    func doctor(_ config: [String: Any], live: Bool = false) async throws -> CLI.Result {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try CLI.write(config, to: directory + "/latchkey.json")
-        return try CLI.run(["doctor", "--config", directory + "/latchkey.json", "--json"] + (live ? ["--live"] : []))
+        return try await CLI.run(["doctor", "--config", directory + "/latchkey.json", "--json"] + (live ? ["--live"] : []))
     }
 
     func findings(_ result: CLI.Result) -> [[String: String]] {
@@ -30,8 +30,8 @@ struct DoctorAndAdminTests {
     }
 
     @Test("a good set-up has no errors")
-    func good() throws {
-        let result = try doctor(Self.goodConfig())
+    func good() async throws {
+        let result = try await doctor(Self.goodConfig())
         #expect(result.status == 0, "\(result.stdout)")
         #expect(result.json["errors"] as? Int == 0)
     }
@@ -51,12 +51,12 @@ struct DoctorAndAdminTests {
     ]
 
     @Test("each misconfiguration is an error finding that says what to fix", arguments: misconfigurations)
-    func misconfigured(field: String, check: String, value: String, mention: String) throws {
+    func misconfigured(field: String, check: String, value: String, mention: String) async throws {
         var config = Self.goodConfig()
         var apple = config["apple"] as! [String: Any]
         apple[field] = value
         config["apple"] = apple
-        let result = try doctor(config)
+        let result = try await doctor(config)
         #expect(result.status == 1, "\(result.stdout)")
         let finding = findings(result).first { $0["check"] == check && $0["status"] == "error" }
         #expect(finding?["message"]?.contains(mention) == true, "\(findings(result))")
@@ -64,33 +64,33 @@ struct DoctorAndAdminTests {
     }
 
     @Test("nonce matching that lets a stolen token carry its own proof is a warning in doctor", arguments: ["verbatim", "hashed_or_verbatim"])
-    func weakNonceMatching(mode: String) throws {
+    func weakNonceMatching(mode: String) async throws {
         var config = Self.goodConfig()
         var apple = config["apple"] as! [String: Any]
         apple["nonceMatching"] = mode
         config["apple"] = apple
-        let result = try doctor(config)
+        let result = try await doctor(config)
         #expect(result.status == 0, "\(result.stdout)")
         let warning = findings(result).first { $0["check"] == "config" && $0["status"] == "warning" }
         #expect(warning?["message"]?.contains("apple.nonceMatching is \(mode)") == true, "\(findings(result))")
-        #expect(!findings(try doctor(Self.goodConfig())).contains { $0["check"] == "config" && $0["status"] == "warning" })
+        #expect(!findings(try await doctor(Self.goodConfig())).contains { $0["check"] == "config" && $0["status"] == "warning" })
     }
 
     @Test("production without an encryption key or public URL, and a bad key, are errors; missing Apple settings are named")
-    func productionAndMissing() throws {
+    func productionAndMissing() async throws {
         var config = Self.goodConfig()
         config["encryptionKey"] = "c2hvcnQ="
         config["publicUrl"] = "http://auth.example.com"
-        let result = try doctor(config)
+        let result = try await doctor(config)
         #expect(result.status == 1)
         #expect(findings(result).contains { $0["check"] == "encryptionKey" && $0["status"] == "error" })
         #expect(findings(result).contains { $0["check"] == "publicUrl" && $0["status"] == "error" })
-        let empty = try doctor(["mode": "development"])
+        let empty = try await doctor(["mode": "development"])
         #expect(
             Set(findings(empty).filter { $0["status"] == "error" }.compactMap { $0["check"] }).isSuperset(of: [
                 "apple.teamId", "apple.keyId", "apple.privateKeyFile", "apple.clientIds",
             ]))
-        let human = try CLI.run(["doctor"])
+        let human = try await CLI.run(["doctor"])
         #expect(human.stdout.contains("error   apple.teamId: not set"))
         #expect(human.stdout.contains("fix:"))
     }
@@ -98,7 +98,7 @@ struct DoctorAndAdminTests {
     @Test("--live proves the client secret against the emulator, and lists causes when it is refused")
     func live() async throws {
         try await EmulatorHarness.with { harness in
-            let accepted = try doctor(Self.goodConfig(baseURL: harness.emulator.baseURL), live: true)
+            let accepted = try await doctor(Self.goodConfig(baseURL: harness.emulator.baseURL), live: true)
             #expect(accepted.status == 0, "\(accepted.stdout)")
             #expect(findings(accepted).filter { $0["check"] == "live" && $0["status"] == "ok" }.count == 2)
 
@@ -106,7 +106,7 @@ struct DoctorAndAdminTests {
             var apple = wrongKey["apple"] as! [String: Any]
             apple["keyId"] = "OTHERKEY00"
             wrongKey["apple"] = apple
-            let refused = try doctor(wrongKey, live: true)
+            let refused = try await doctor(wrongKey, live: true)
             #expect(refused.status == 1)
             let finding = try #require(findings(refused).first { $0["check"] == "live" && $0["status"] == "error" })
             #expect(finding["message"]?.contains("invalid_client") == true)
@@ -124,7 +124,7 @@ struct DoctorAndAdminTests {
             let config: [String: Any] = [
                 "mode": "development", "google": google, "dropbox": ["appKey": "k", "acceptAccessTokens": true], "facebook": ["appId": "1234"],
             ]
-            let result = try doctor(config, live: true)
+            let result = try await doctor(config, live: true)
             #expect(result.status == 0, "\(result.stdout)")
             let found = findings(result)
             #expect(found.contains { $0["check"] == "apple" && $0["status"] == "ok" })
@@ -135,39 +135,39 @@ struct DoctorAndAdminTests {
 
             var unreachable = config
             unreachable["google"] = ["clientIds": "1234-abc.apps.googleusercontent.com", "discoveryUrl": harness.emulator.baseURL + "/nothing-here"]
-            let broken = try doctor(unreachable, live: true)
+            let broken = try await doctor(unreachable, live: true)
             #expect(broken.status == 1)
             #expect(findings(broken).contains { $0["check"] == "live" && $0["status"] == "error" && $0["fix"]?.contains("google") == true })
         }
     }
 
     @Test("invites create prints a code once, list shows uses and state, revoke ends it; mistakes exit 1 or 64")
-    func invites() throws {
+    func invites() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try CLI.write(["mode": "development", "signup": ["mode": "invite"], "database": ["url": directory + "/latchkey.sqlite"]], to: directory + "/c.json")
         let config = ["--config", directory + "/c.json"]
-        let created = try CLI.run(["invites", "create", "--uses", "3", "--note", "beta"] + config, directory: directory)
+        let created = try await CLI.run(["invites", "create", "--uses", "3", "--note", "beta"] + config, directory: directory)
         #expect(created.status == 0, "\(created.stderr)")
         let code = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(code.hasPrefix("inv_") && code.count == 36, "\(created.stdout)")
         #expect(created.stderr.contains("3 use(s)"))
-        let json = try CLI.run(["invites", "create", "--json", "--expires-in", "60"] + config, directory: directory).json
+        let json = try await CLI.run(["invites", "create", "--json", "--expires-in", "60"] + config, directory: directory).json
         let second = try #require(json["id"] as? String)
         #expect((json["code"] as? String)?.hasPrefix("inv_") == true)
         #expect(json["expiresAt"] is Int)
 
-        #expect(try CLI.run(["invites", "revoke", second] + config, directory: directory).status == 0)
-        let listed = try CLI.run(["invites", "list", "--json"] + config, directory: directory).json["invites"] as? [[String: Any]] ?? []
+        #expect(try await CLI.run(["invites", "revoke", second] + config, directory: directory).status == 0)
+        let listed = try await CLI.run(["invites", "list", "--json"] + config, directory: directory).json["invites"] as? [[String: Any]] ?? []
         #expect(listed.count == 2)
         #expect(listed.first { $0["id"] as? String == second }?["state"] as? String == "revoked")
         #expect(listed.first { $0["id"] as? String != second }?["note"] as? String == "beta")
-        #expect(!(try CLI.run(["invites", "list"] + config, directory: directory).stdout.contains(code)), "codes are never shown again")
+        #expect(!(try await CLI.run(["invites", "list"] + config, directory: directory).stdout.contains(code)), "codes are never shown again")
 
-        let missing = try CLI.run(["invites", "revoke", "no-such-invite"] + config, directory: directory)
+        let missing = try await CLI.run(["invites", "revoke", "no-such-invite"] + config, directory: directory)
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("no invite no-such-invite"))
-        #expect(try CLI.run(["invites", "create", "--uses", "0"] + config, directory: directory).status == 64)
+        #expect(try await CLI.run(["invites", "create", "--uses", "0"] + config, directory: directory).status == 64)
     }
 
     @Test("keys, users and sessions commands work on the configured store; deletion revokes at Apple")
@@ -183,11 +183,11 @@ struct DoctorAndAdminTests {
             try CLI.write(config, to: directory + "/latchkey.json")
             let configPath = directory + "/latchkey.json"
 
-            #expect(try CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
-            let keys = try CLI.run(["keys", "list", "--config", configPath, "--json"]).json["keys"] as? [[String: Any]] ?? []
+            #expect(try await CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
+            let keys = try await CLI.run(["keys", "list", "--config", configPath, "--json"]).json["keys"] as? [[String: Any]] ?? []
             #expect(keys.count == 1)
-            let rotated = try CLI.run(["keys", "rotate", "--config", configPath, "--json"]).json["activeKeyId"] as? String
-            let after = try CLI.run(["keys", "list", "--config", configPath, "--json"]).json["keys"] as? [[String: Any]] ?? []
+            let rotated = try await CLI.run(["keys", "rotate", "--config", configPath, "--json"]).json["activeKeyId"] as? String
+            let after = try await CLI.run(["keys", "list", "--config", configPath, "--json"]).json["keys"] as? [[String: Any]] ?? []
             #expect(after.count == 2)
             #expect(after.first { $0["keyId"] as? String == rotated }?["state"] as? String == "active")
             #expect(after.contains { $0["state"] as? String == "retiring" })
@@ -212,29 +212,29 @@ struct DoctorAndAdminTests {
                 firstToken: RefreshTokenRecord(hash: "h", familyID: family.id, parentHash: nil, createdAt: now, idleExpiresAt: now.addingTimeInterval(3600)))
             await store.close()
 
-            #expect(try CLI.run(["users", "list", "--config", configPath]).stdout.contains("cli@example.com"))
-            let shown = try CLI.run(["users", "show", user.id, "--config", configPath, "--json"]).json
+            #expect(try await CLI.run(["users", "list", "--config", configPath]).stdout.contains("cli@example.com"))
+            let shown = try await CLI.run(["users", "show", user.id, "--config", configPath, "--json"]).json
             #expect((shown["identities"] as? [[String: Any]])?.first?["subject"] as? String == "000123.cli.0456")
-            #expect(try CLI.run(["users", "show", "nobody", "--config", configPath]).status == 1)
-            #expect(try CLI.run(["sessions", "revoke", "--user", user.id, "--config", configPath, "--json"]).json["revokedSessions"] as? Int == 1)
-            let deleted = try CLI.run(["users", "delete", user.id, "--config", configPath, "--json"])
+            #expect(try await CLI.run(["users", "show", "nobody", "--config", configPath]).status == 1)
+            #expect(try await CLI.run(["sessions", "revoke", "--user", user.id, "--config", configPath, "--json"]).json["revokedSessions"] as? Int == 1)
+            let deleted = try await CLI.run(["users", "delete", user.id, "--config", configPath, "--json"])
             #expect(deleted.json["appleTokensRevoked"] as? Int == 1, "\(deleted.stdout)\(deleted.stderr)")
             #expect(try await harness.requestLog().contains { $0["endpoint"] as? String == "/auth/revoke" && $0["status"] as? Int == 200 })
-            #expect(try CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
-            #expect(try CLI.run(["users", "delete", user.id, "--config", configPath]).status == 1)
+            #expect(try await CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
+            #expect(try await CLI.run(["users", "delete", user.id, "--config", configPath]).status == 1)
         }
     }
 
     @Test("bad configuration files are usage errors that name the problem")
-    func badConfig() throws {
-        let missing = try CLI.run(["users", "list", "--config", "/nonexistent.json"])
+    func badConfig() async throws {
+        let missing = try await CLI.run(["users", "list", "--config", "/nonexistent.json"])
         #expect(missing.status == 64)
         #expect(missing.stderr.contains("does not exist"))
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "{ not json".write(toFile: directory + "/bad.json", atomically: true, encoding: .utf8)
-        #expect(try CLI.run(["keys", "list", "--config", directory + "/bad.json"]).stderr.contains("not valid JSON"))
+        #expect(try await CLI.run(["keys", "list", "--config", directory + "/bad.json"]).stderr.contains("not valid JSON"))
         try CLI.write(["port": "eighty"], to: directory + "/port.json")
-        #expect(try CLI.run(["migrate", "--config", directory + "/port.json"]).stderr.contains("port"))
+        #expect(try await CLI.run(["migrate", "--config", directory + "/port.json"]).stderr.contains("port"))
     }
 }

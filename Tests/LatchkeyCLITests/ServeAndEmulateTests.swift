@@ -7,14 +7,14 @@ import Testing
 @Suite("CLI: serve, migrate and emulate refuse what they cannot run")
 struct ServeAndEmulateTests {
     @Test("serve refuses production mode without Apple credentials, an encryption key and a public URL")
-    func productionRefusal() throws {
+    func productionRefusal() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let result = try CLI.run(["serve", "--port", "0"], environment: ["LATCHKEY_MODE": "production"], directory: directory)
+        let result = try await CLI.run(["serve", "--port", "0"], environment: ["LATCHKEY_MODE": "production"], directory: directory)
         #expect(result.status == 1)
         #expect(!result.stderr.contains("Usage:"))
         #expect(result.stderr.contains("production mode needs at least one provider"), "\(result.stderr)")
-        let noKey = try CLI.run(
+        let noKey = try await CLI.run(
             ["serve", "--port", "0"],
             environment: [
                 "LATCHKEY_MODE": "production", "LATCHKEY_APPLE_TEAM_ID": Fixtures.teamID, "LATCHKEY_APPLE_KEY_ID": Fixtures.keyID,
@@ -25,41 +25,42 @@ struct ServeAndEmulateTests {
     }
 
     @Test("serve names a bad environment setting")
-    func badSetting() throws {
-        let result = try CLI.run(["serve"], environment: ["LATCHKEY_ACCESS_TOKEN_LIFETIME": "forever"], directory: CLI.directory())
+    func badSetting() async throws {
+        let result = try await CLI.run(["serve"], environment: ["LATCHKEY_ACCESS_TOKEN_LIFETIME": "forever"], directory: CLI.directory())
         #expect(result.status == 1)
         #expect(result.stderr.contains("accessToken.lifetime"), "\(result.stderr)")
     }
 
     @Test("serve exits 64 with usage only for usage errors")
-    func usageErrors() throws {
+    func usageErrors() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         for arguments in [["serve", "--no-such-flag"], ["serve", "--port", "eighty"], ["serve", "--config", directory + "/missing.json"]] {
-            let result = try CLI.run(arguments, directory: directory)
+            let result = try await CLI.run(arguments, directory: directory)
             #expect(result.status == 64, "\(arguments)")
             #expect(result.stderr.contains("Usage:") || result.stderr.contains("does not exist"), "\(result.stderr)")
         }
     }
 
     @Test("serve exits 1 with one line naming the problem: a port in use, a database it cannot open, an unreadable key file")
-    func runFailures() throws {
+    func runFailures() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let socket = try ListeningSocket()
-        let portInUse = try CLI.run(["serve", "--port", String(socket.port)], directory: directory)
+        let portInUse = try await CLI.run(["serve", "--port", String(socket.port)], directory: directory)
         #expect(portInUse.status == 1)
         #expect(
             portInUse.stderr.hasSuffix("latchkey serve: cannot listen on 127.0.0.1:\(socket.port): the port is already in use (set --port or port)\n"),
             "\(portInUse.stderr)")
 
         try FileManager.default.createDirectory(atPath: directory + "/a-directory.sqlite", withIntermediateDirectories: true)
-        let database = try CLI.run(["serve", "--port", "0"], environment: ["LATCHKEY_DATABASE_URL": directory + "/a-directory.sqlite"], directory: directory)
+        let database = try await CLI.run(
+            ["serve", "--port", "0"], environment: ["LATCHKEY_DATABASE_URL": directory + "/a-directory.sqlite"], directory: directory)
         #expect(database.status == 1)
         #expect(database.stderr.contains("could not open the database at sqlite:\(directory)/a-directory.sqlite"), "\(database.stderr)")
         #expect(oneLine(database.stderr))
 
-        let key = try CLI.run(
+        let key = try await CLI.run(
             ["serve", "--port", "0"],
             environment: [
                 "LATCHKEY_APPLE_TEAM_ID": Fixtures.teamID, "LATCHKEY_APPLE_KEY_ID": Fixtures.keyID, "LATCHKEY_APPLE_CLIENT_IDS": Fixtures.bundleID,
@@ -74,11 +75,11 @@ struct ServeAndEmulateTests {
     }
 
     @Test("log.format json writes one JSON object per line; log.level filters; deprecated settings are announced")
-    func logSettings() throws {
+    func logSettings() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let socket = try ListeningSocket()
-        let json = try CLI.run(
+        let json = try await CLI.run(
             ["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_FORMAT": "json", "LATCHKEY_HTTP_TRUST_FORWARDED_FOR": "true"],
             directory: directory)
         let lines = json.stderr.split(separator: "\n").map(String.init)
@@ -92,20 +93,20 @@ struct ServeAndEmulateTests {
         #expect(lines.last?.hasPrefix("latchkey serve: cannot listen") == true)
 
         // --dev points Apple at its emulator but keeps the other apple.* settings, which are checked as usual.
-        let dev = try CLI.run(
+        let dev = try await CLI.run(
             ["serve", "--dev", "--port", String(socket.port), "--emulator-port", "0"], environment: ["LATCHKEY_APPLE_NONCE_MATCHING": "verbatim"],
             directory: directory)
         #expect(dev.stderr.contains("apple.nonceMatching is verbatim"), "\(dev.stderr)")
 
-        let quiet = try CLI.run(["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_LEVEL": "error"], directory: directory)
+        let quiet = try await CLI.run(["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_LEVEL": "error"], directory: directory)
         #expect(quiet.stderr.split(separator: "\n").count == 1, "\(quiet.stderr)")
-        let bad = try CLI.run(["serve"], environment: ["LATCHKEY_LOG_LEVEL": "loud"], directory: directory)
+        let bad = try await CLI.run(["serve"], environment: ["LATCHKEY_LOG_LEVEL": "loud"], directory: directory)
         #expect(bad.status == 1)
         #expect(bad.stderr.contains("setting log.level is \"loud\""))
     }
 
     @Test("doctor and serve read the same files the same way")
-    func doctorAgreesWithServe() throws {
+    func doctorAgreesWithServe() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let socket = try ListeningSocket()
@@ -115,55 +116,58 @@ struct ServeAndEmulateTests {
                 "port": socket.port, "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID,
                 "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"), "apple.clientIds": [Fixtures.bundleID, Fixtures.servicesID],
             ], to: directory + "/array.json")
-        let doctor = try CLI.run(["doctor", "--json", "--config", directory + "/array.json"], directory: directory)
+        let doctor = try await CLI.run(["doctor", "--json", "--config", directory + "/array.json"], directory: directory)
         let findings = doctor.json["findings"] as? [[String: Any]] ?? []
         let clientIDs = findings.filter { $0["check"] as? String == "apple.clientIds" && $0["status"] as? String == "ok" }
         #expect(clientIDs.count == 2, "\(doctor.stdout)")
         #expect(!findings.contains { $0["check"] as? String == "config" && $0["status"] as? String == "error" }, "\(doctor.stdout)")
         // serve gets past configuration and stops only at the port it was told to use.
-        let serve = try CLI.run(["serve", "--config", directory + "/array.json"], directory: directory)
+        let serve = try await CLI.run(["serve", "--config", directory + "/array.json"], directory: directory)
         #expect(serve.stderr.contains("the port is already in use"), "\(serve.stderr)")
 
         // A value serve refuses is an error for doctor too, naming the same setting.
         try CLI.write(["port": "eighty"], to: directory + "/bad.json")
-        let refused = try CLI.run(["serve", "--config", directory + "/bad.json"], directory: directory)
+        let refused = try await CLI.run(["serve", "--config", directory + "/bad.json"], directory: directory)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("setting port"))
-        let diagnosed = try CLI.run(["doctor", "--json", "--config", directory + "/bad.json"], directory: directory)
+        let diagnosed = try await CLI.run(["doctor", "--json", "--config", directory + "/bad.json"], directory: directory)
         #expect(diagnosed.status == 1)
         #expect(diagnosed.stdout.contains("latchkey serve refuses this configuration: setting port"), "\(diagnosed.stdout)")
     }
 
     @Test("the demo, the README's main command, plays the whole lifecycle offline")
-    func demo() throws {
+    func demo() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let result = try CLI.run(["demo"], directory: directory)
+        let result = try await CLI.run(["demo"], directory: directory)
         #expect(result.status == 0, "\(result.stderr)")
-        for step in ["nonce_required", "token_already_used", "isNewUser false", "POST /auth/revoke → 200", "nonce_mismatch", "Done."] {
+        for step in [
+            "nonce_required", "token_already_used", "isNewUser false", "identities: apple + google", "same user: true", "POST /auth/revoke → 200",
+            "POST /google/revoke → 200", "nonce_mismatch", "Done.",
+        ] {
             #expect(result.stdout.contains(step), "\(step) is missing from the demo's output")
         }
     }
 
     @Test("migrate creates the schema and reports its version")
-    func migrate() throws {
+    func migrate() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let result = try CLI.run(["migrate"], environment: ["LATCHKEY_DATABASE_URL": directory + "/db.sqlite"], directory: directory)
+        let result = try await CLI.run(["migrate"], environment: ["LATCHKEY_DATABASE_URL": directory + "/db.sqlite"], directory: directory)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("schema version 3"))
     }
 
     @Test("emulate needs a team, and checks its options")
-    func emulateUsage() throws {
-        let missing = try CLI.run(["emulate"])
+    func emulateUsage() async throws {
+        let missing = try await CLI.run(["emulate"])
         #expect(missing.status == 64)
         #expect(missing.stderr.contains("--generate"))
-        let style = try CLI.run(["emulate", "--generate", CLI.directory(), "--boolean-style", "yes"])
+        let style = try await CLI.run(["emulate", "--generate", CLI.directory(), "--boolean-style", "yes"])
         #expect(style.status == 64)
-        let event = try CLI.run(["emulate", "--generate", CLI.directory(), "--account-deletion-event", "gone"])
+        let event = try await CLI.run(["emulate", "--generate", CLI.directory(), "--account-deletion-event", "gone"])
         #expect(event.status == 64)
-        let badKey = try CLI.run([
+        let badKey = try await CLI.run([
             "emulate", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Fixtures.path("AuthKey_TESTKEY123.pub.pem"), "--port", "0",
         ])
         #expect(badKey.status == 64)
@@ -174,10 +178,10 @@ struct ServeAndEmulateTests {
     func discovery() async throws {
         try await EmulatorHarness.with { harness in
             let token = Fixtures.appleKey.sign(claims: appleClaims(issuedAt: Date()))
-            let foreign = try CLI.run(["token", "verify", token, "--provider", harness.emulator.googleBaseURL, "--audience", "x"])
+            let foreign = try await CLI.run(["token", "verify", token, "--provider", harness.emulator.googleBaseURL, "--audience", "x"])
             #expect(foreign.status == 1)
             #expect(foreign.stdout.contains("must be identical"), "\(foreign.stdout)")
-            let noDiscovery = try CLI.run(["token", "verify", token, "--provider", harness.emulator.baseURL + "/nothing", "--audience", "x"])
+            let noDiscovery = try await CLI.run(["token", "verify", token, "--provider", harness.emulator.baseURL + "/nothing", "--audience", "x"])
             #expect(noDiscovery.status == 1)
             #expect(noDiscovery.stdout.contains("discovery document"))
         }

@@ -9,8 +9,8 @@ struct ToolTests {
     static let key = Fixtures.path("AuthKey_TESTKEY123.p8")
 
     @Test("client-secret prints a secret that verifies with the key's public half")
-    func clientSecret() throws {
-        let result = try CLI.run([
+    func clientSecret() async throws {
+        let result = try await CLI.run([
             "client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.bundleID, "--lifetime",
             "180d",
         ])
@@ -21,7 +21,7 @@ struct ToolTests {
         let signature = try P256.Signing.ECDSASignature(rawRepresentation: base64URLDecoded(parts[2]))
         #expect(try P256.Signing.PublicKey(pemRepresentation: Fixtures.p8PublicKey).isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8)))
         #expect(result.stderr.contains("expires"))
-        let json = try CLI.run([
+        let json = try await CLI.run([
             "client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.servicesID, "--json",
         ]).json
         #expect(json["clientId"] as? String == Fixtures.servicesID)
@@ -29,8 +29,8 @@ struct ToolTests {
     }
 
     @Test("client-secret refuses a lifetime over six months and explains why")
-    func lifetime() throws {
-        let result = try CLI.run([
+    func lifetime() async throws {
+        let result = try await CLI.run([
             "client-secret", "--team-id", Fixtures.teamID, "--key-id", Fixtures.keyID, "--key-file", Self.key, "--client-id", Fixtures.bundleID, "--lifetime",
             "200d",
         ])
@@ -45,22 +45,22 @@ struct ToolTests {
             (["--team-id", "short"], "team id"), (["--key-id", "KEY-1"], "key id"),
             (["--key-file", Fixtures.path("p384.p8")], "P-384"), (["--key-file", "/nonexistent.p8"], "cannot read"), (["--client-id", ""], "client id"),
         ])
-    func clientSecretErrors(override: [String], mention: String) throws {
+    func clientSecretErrors(override: [String], mention: String) async throws {
         var options = ["--team-id": Fixtures.teamID, "--key-id": Fixtures.keyID, "--key-file": Self.key, "--client-id": Fixtures.bundleID]
         options[override[0]] = override[1]
-        let result = try CLI.run(["client-secret"] + options.flatMap { [$0.key, $0.value] })
+        let result = try await CLI.run(["client-secret"] + options.flatMap { [$0.key, $0.value] })
         #expect(result.status == 1)
         #expect(result.stderr.contains(mention), "\(result.stderr)")
     }
 
     @Test("pkce prints the Appendix B challenge; refuses a bad verifier")
-    func pkce() throws {
-        let json = try CLI.run(["pkce", "--verifier", "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "--json"]).json
+    func pkce() async throws {
+        let json = try await CLI.run(["pkce", "--verifier", "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "--json"]).json
         #expect(json["codeChallenge"] as? String == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
-        let fresh = try CLI.run(["pkce"])
+        let fresh = try await CLI.run(["pkce"])
         #expect(fresh.status == 0)
         #expect(fresh.stdout.contains("code_challenge_method: S256"))
-        #expect(try CLI.run(["pkce", "--verifier", "too-short"]).status == 1)
+        #expect(try await CLI.run(["pkce", "--verifier", "too-short"]).status == 1)
     }
 
     static var appleToken: String {
@@ -68,8 +68,8 @@ struct ToolTests {
     }
 
     @Test("token inspect decodes without verifying, says so, and flags what matters for Apple")
-    func inspect() throws {
-        let result = try CLI.run(["token", "inspect", Self.appleToken])
+    func inspect() async throws {
+        let result = try await CLI.run(["token", "inspect", Self.appleToken])
         #expect(result.status == 0)
         #expect(result.stdout.contains("UNVERIFIED"))
         #expect(result.stdout.contains("UTC"))
@@ -80,33 +80,33 @@ struct ToolTests {
         #expect(result.stdout.contains("transfer_sub"))
         #expect(result.stdout.contains("SHA-256 hex"))
         let expired = Fixtures.appleKey.sign(claims: appleClaims(issuedAt: Date().addingTimeInterval(-4 * 3600)))
-        #expect(try CLI.run(["token", "inspect", expired]).stdout.contains("ago — expired"))
-        let piped = try CLI.run(["token", "inspect", "-", "--json"], stdin: Self.appleToken + "\n").json
+        #expect(try await CLI.run(["token", "inspect", expired]).stdout.contains("ago — expired"))
+        let piped = try await CLI.run(["token", "inspect", "-", "--json"], stdin: Self.appleToken + "\n").json
         #expect(piped["verified"] as? Bool == false)
         #expect((piped["claims"] as? [String: Any])?["aud"] as? String == Fixtures.bundleID)
-        let bad = try CLI.run(["token", "inspect", "not-a-jwt"])
+        let bad = try await CLI.run(["token", "inspect", "not-a-jwt"])
         #expect(bad.status == 1)
         #expect(bad.stderr.contains("three"))
     }
 
-    func withJWKSFile(_ body: (String) throws -> Void) throws {
+    func withJWKSFile(_ body: (String) async throws -> Void) async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/apple-keys.json"
         try jwks(Fixtures.appleKey).write(toFile: path, atomically: true, encoding: .utf8)
-        try body(path)
+        try await body(path)
     }
 
     @Test("token verify offline with --jwks: verified identity and exit 0")
-    func verify() throws {
-        try withJWKSFile { keys in
-            let result = try CLI.run([
+    func verify() async throws {
+        try await withJWKSFile { keys in
+            let result = try await CLI.run([
                 "token", "verify", Self.appleToken, "--provider", "apple", "--audience", Fixtures.bundleID, "--jwks", keys, "--nonce", "raw",
             ])
             #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
             #expect(result.stdout.contains("verified"))
             #expect(result.stdout.contains("000123."))
-            let json = try CLI.run(
+            let json = try await CLI.run(
                 ["token", "verify", "-", "--provider", "apple", "--audience", Fixtures.bundleID, "--jwks", keys, "--json"], stdin: Self.appleToken
             ).json
             #expect(json["verified"] as? Bool == true)
@@ -122,9 +122,9 @@ struct ToolTests {
             (["--audience", Fixtures.bundleID, "--at", "2099-01-01T00:00:00Z"], "token_expired"),
             (["--audience", Fixtures.bundleID, "--at", "1000000000"], "issued_in_future"),
         ])
-    func verifyRefusals(extra: [String], code: String) throws {
-        try withJWKSFile { keys in
-            let result = try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--jwks", keys] + extra)
+    func verifyRefusals(extra: [String], code: String) async throws {
+        try await withJWKSFile { keys in
+            let result = try await CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--jwks", keys] + extra)
             #expect(result.status == 1)
             #expect(result.stdout.contains(code), "\(result.stdout)")
             #expect(result.stdout.contains("refused"))
@@ -132,17 +132,19 @@ struct ToolTests {
     }
 
     @Test("token verify needs an audience, a known provider and readable keys")
-    func verifyUsage() throws {
-        try withJWKSFile { keys in
-            let noAudience = try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--jwks", keys])
+    func verifyUsage() async throws {
+        try await withJWKSFile { keys in
+            let noAudience = try await CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--jwks", keys])
             #expect(noAudience.status == 64)
             #expect(noAudience.stderr.contains("--audience"))
-            #expect(try CLI.run(["token", "verify", Self.appleToken, "--provider", "yahoo", "--audience", "a", "--jwks", keys]).status == 1)
+            #expect(try await CLI.run(["token", "verify", Self.appleToken, "--provider", "yahoo", "--audience", "a", "--jwks", keys]).status == 1)
             #expect(
-                try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", "/nonexistent.json"]).stdout.contains(
-                    "keys_unavailable"))
+                try await CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", "/nonexistent.json"]).stdout
+                    .contains(
+                        "keys_unavailable"))
             #expect(
-                try CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", keys, "--at", "yesterday"]).status == 64)
+                try await CLI.run(["token", "verify", Self.appleToken, "--provider", "apple", "--audience", "a", "--jwks", keys, "--at", "yesterday"]).status
+                    == 64)
         }
     }
 }

@@ -66,7 +66,9 @@ struct ProviderSignInTests {
             let answer = try await harness.post("/v1/auth/github", json: ["idToken": "x"])
             #expect(answer.status == 404)
             #expect(answer.error == "not_found")
-            #expect((answer.json["error_description"] as? String)?.contains("configured: apple, google") == true, "\(answer.text)")
+            #expect(
+                (answer.json["error_description"] as? String)?.contains("configured: apple, dropbox, facebook, google, microsoft, oidc") == true,
+                "\(answer.text)")
         }
         try await ServerHarness.with(configure: { $0.apple = nil }) { harness in
             let answer = try await harness.post("/v1/auth/apple", json: ["identityToken": "x"])

@@ -53,9 +53,21 @@ struct ServerHarness: Sendable {
         configuration.apple = .init(
             teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID, Fixtures.servicesID],
             baseURL: emulator.emulator.baseURL)
+        // Every provider, at the emulator: Google also takes the Google-only test client.
+        let base = emulator.emulator.baseURL
+        let everywhere = EmulatorHarness.providerClientID
         configuration.openIDProviders = [
-            .google(clientIDs: [EmulatorHarness.googleClientID], discoveryURL: emulator.emulator.baseURL + "/google/.well-known/openid-configuration")
+            .google(clientIDs: [EmulatorHarness.googleClientID, everywhere], discoveryURL: base + "/google/.well-known/openid-configuration"),
+            .microsoft(clientIDs: [everywhere], authority: base + "/microsoft"),
+            .generic(name: "oidc", displayName: "Emulated OpenID Connect", issuer: emulator.emulator.oidcIssuer, clientIDs: [everywhere]),
         ]
+        var facebook = FacebookConfiguration(appID: everywhere, appSecret: everywhere + "-secret")
+        facebook.graphURL = base + "/facebook"
+        facebook.jwksURL = base + "/facebook/.well-known/oauth/openid/jwks/"
+        configuration.facebook = facebook
+        var dropbox = DropboxConfiguration(appKey: everywhere)
+        dropbox.apiURL = base + "/dropbox"
+        configuration.dropbox = dropbox
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000
         configure(&configuration)

@@ -1,0 +1,209 @@
+import Foundation
+import LatchkeyCore
+import LatchkeyEmulator
+import LatchkeyModels
+import LatchkeyProviders
+import LatchkeyServer
+import LatchkeyTestSupport
+import Testing
+
+/// Every provider through HTTP: the emulator mints what each provider's app SDK hands an app, the app sends it
+/// to `POST /v1/auth/{provider}` as it would.
+@Suite("Server: every provider end to end")
+struct ProviderEndToEndTests {
+    /// How an app signs in with each provider, and with which of the user's subjects.
+    enum Credential: String, CaseIterable, CustomTestStringConvertible {
+        case googleIDToken, googleCode, microsoftIDToken, microsoftCode, oidcIDToken, oidcCode, facebookLimitedLogin, facebookClassic, dropboxCode
+        var testDescription: String { rawValue }
+
+        var provider: String {
+            switch self {
+            case .googleIDToken, .googleCode: "google"
+            case .microsoftIDToken, .microsoftCode: "microsoft"
+            case .oidcIDToken, .oidcCode: "oidc"
+            case .facebookLimitedLogin, .facebookClassic: "facebook"
+            case .dropboxCode: "dropbox"
+            }
+        }
+
+        var usesCode: Bool { [.googleCode, .microsoftCode, .oidcCode, .dropboxCode].contains(self) }
+    }
+
+    /// A fresh credential from the emulator for the user with `subjects`, as the body the app sends.
+    static func body(_ credential: Credential, _ harness: ServerHarness, subjects: [String: Any], clientID: String = EmulatorHarness.providerClientID)
+        async throws -> [String: any Sendable]
+    {
+        let sub = try #require(subjects[credential.provider] as? String)
+        if credential.usesCode {
+            let verifier = PKCE.makeVerifier()
+            let minted = try await harness.emulator.providerSignIn(
+                credential.provider, sub: sub, clientID: clientID, ["codeChallenge": PKCE.challenge(for: verifier)])
+            return ["authorizationCode": try #require(minted["authorizationCode"] as? String), "codeVerifier": verifier, "clientId": clientID]
+        }
+        let nonce = PKCE.makeVerifier()
+        let minted = try await harness.emulator.providerSignIn(credential.provider, sub: sub, clientID: clientID, ["nonce": sha256Hex(nonce)])
+        if credential == .facebookClassic { return ["accessToken": try #require(minted["accessToken"] as? String)] }
+        return ["idToken": try #require(minted["idToken"] as? String), "rawNonce": nonce]
+    }
+
+    static func newUser(_ harness: ServerHarness, _ fields: [String: any Sendable] = [:]) async throws -> [String: Any] {
+        let answer = try await harness.emulator.createUserAnswer(["email": "u-\(UUID().uuidString.prefix(8))@example.com"].merging(fields) { $1 })
+        return try #require(answer["subjects"] as? [String: Any])
+    }
+
+    @Test("first sign-in creates the user, the second finds it; the session works", arguments: Credential.allCases)
+    func signInTwice(credential: Credential) async throws {
+        try await ServerHarness.with { harness in
+            let subjects = try await Self.newUser(harness)
+            let first = try await harness.post("/v1/auth/\(credential.provider)", json: try await Self.body(credential, harness, subjects: subjects))
+            #expect(first.status == 200, "\(first.text)")
+            let created = try first.decode(SignInResponse.self)
+            #expect(created.isNewUser)
+            #expect(created.user.identities.map(\.provider) == [credential.provider])
+            #expect(created.user.identities.first?.subject == subjects[credential.provider] as? String)
+            let second = try await harness.post("/v1/auth/\(credential.provider)", json: try await Self.body(credential, harness, subjects: subjects))
+            #expect(second.status == 200, "\(second.text)")
+            let again = try second.decode(SignInResponse.self)
+            #expect(!again.isNewUser)
+            #expect(again.user.id == created.user.id)
+            #expect(try await harness.send("GET", "/v1/me", bearer: again.accessToken).status == 200)
+            #expect(try await harness.refresh(again.refreshToken).status == 200)
+        }
+    }
+
+    @Test(
+        "an ID token issued to another app is refused with unexpected_audience",
+        arguments: [Credential.googleIDToken, .microsoftIDToken, .oidcIDToken, .facebookLimitedLogin])
+    func wrongAudience(credential: Credential) async throws {
+        var emulator = EmulatorHarness.configuration()
+        emulator.addClientEverywhere("com.example.stranger")
+        try await ServerHarness.with(emulator: emulator) { harness in
+            let subjects = try await Self.newUser(harness)
+            let body = try await Self.body(credential, harness, subjects: subjects, clientID: "com.example.stranger")
+            let answer = try await harness.post("/v1/auth/\(credential.provider)", json: body)
+            #expect(answer.status == 401, "\(answer.text)")
+            #expect(answer.error == "unexpected_audience")
+        }
+    }
+
+    @Test("expired and re-signed ID tokens, a replayed ID token, a replayed code and a wrong verifier are refused")
+    func refusals() async throws {
+        try await ServerHarness.with { harness in
+            let subjects = try await Self.newUser(harness)
+            // Expired: the server's clock is two hours ahead of the token.
+            let stale = try await Self.body(.microsoftIDToken, harness, subjects: subjects)
+            harness.clock.advance(7200)
+            let expired = try await harness.post("/v1/auth/microsoft", json: stale)
+            #expect(expired.error == "token_expired", "\(expired.text)")
+            harness.clock.advance(-7200)
+
+            // Another token's signature over these claims.
+            let body = try await Self.body(.oidcIDToken, harness, subjects: subjects)
+            let other = try await Self.body(.oidcIDToken, harness, subjects: try await Self.newUser(harness))
+            let token = try #require(body["idToken"] as? String)
+            let forged =
+                token.split(separator: ".").prefix(2).joined(separator: ".") + "." + (try #require((other["idToken"] as? String)?.split(separator: ".").last))
+            let refused = try await harness.post("/v1/auth/oidc", json: ["idToken": forged, "rawNonce": body["rawNonce"] as? String ?? ""])
+            #expect(refused.status == 401)
+            #expect(refused.error == "invalid_signature", "\(refused.text)")
+
+            #expect(try await harness.post("/v1/auth/oidc", json: body).status == 200)
+            #expect(try await harness.post("/v1/auth/oidc", json: body).error == "token_already_used")
+
+            let code = try await Self.body(.dropboxCode, harness, subjects: subjects)
+            #expect(try await harness.post("/v1/auth/dropbox", json: code).status == 200)
+            let replayed = try await harness.post("/v1/auth/dropbox", json: code)
+            #expect(replayed.status == 400)
+            #expect(replayed.error == "invalid_grant")
+
+            var wrongVerifier = try await Self.body(.microsoftCode, harness, subjects: subjects)
+            wrongVerifier["codeVerifier"] = PKCE.makeVerifier()
+            let mismatch = try await harness.post("/v1/auth/microsoft", json: wrongVerifier)
+            #expect(mismatch.status == 400)
+            #expect(mismatch.error == "invalid_grant")
+
+            let bogus = try await harness.post("/v1/auth/facebook", json: ["accessToken": "EAAnot-a-real-token"])
+            #expect(bogus.status == 400)
+            #expect(bogus.error == "invalid_grant")
+        }
+    }
+
+    @Test("Microsoft: a tenant microsoft.tenants does not allow is refused")
+    func wrongTenant() async throws {
+        let configure: (inout ServerConfiguration) -> Void = { configuration in
+            guard let index = configuration.openIDProviders.firstIndex(where: { $0.name == "microsoft" }) else { return }
+            let authority = String(configuration.openIDProviders[index].discoveryURL.dropLast("/common/v2.0/.well-known/openid-configuration".count))
+            configuration.openIDProviders[index] = .microsoft(
+                clientIDs: [EmulatorHarness.providerClientID], tenants: ["organizations"], authority: authority)
+        }
+        try await ServerHarness.with(configure: configure) { harness in
+            let personal = try await Self.newUser(harness)  // the consumers tenant by default
+            let refused = try await harness.post("/v1/auth/microsoft", json: try await Self.body(.microsoftIDToken, harness, subjects: personal))
+            #expect(refused.status == 401)
+            #expect(refused.error == "unexpected_issuer", "\(refused.text)")
+            let work = try await Self.newUser(harness, ["microsoftTenant": "72f988bf-86f1-41af-91ab-2d7cd011db47"])
+            #expect(try await harness.post("/v1/auth/microsoft", json: try await Self.body(.microsoftIDToken, harness, subjects: work)).status == 200)
+        }
+    }
+
+    @Test("a generic provider whose discovery names another issuer than configured is the operator's problem (502), named")
+    func issuerMismatch() async throws {
+        let configure: (inout ServerConfiguration) -> Void = { configuration in
+            guard let index = configuration.openIDProviders.firstIndex(where: { $0.name == "oidc" }),
+                let issuer = configuration.openIDProviders[index].expectedIssuer
+            else { return }
+            var mismatched = OpenIDProviderConfiguration.generic(name: "oidc", issuer: issuer + "/", clientIDs: [EmulatorHarness.providerClientID])
+            mismatched.discoveryURL = issuer + "/.well-known/openid-configuration"
+            configuration.openIDProviders[index] = mismatched
+        }
+        try await ServerHarness.with(configure: configure) { harness in
+            let answer = try await harness.post("/v1/auth/oidc", json: try await Self.body(.oidcIDToken, harness, subjects: try await Self.newUser(harness)))
+            #expect(answer.status == 502)
+            #expect(answer.error == "invalid_configuration")
+            #expect((answer.json["error_description"] as? String)?.contains("oidc.oidc.issuer") == true, "\(answer.text)")
+        }
+    }
+
+    @Test("a grant the user revoked at the provider ends that identity's sessions at the next daily validation")
+    func revokedAtProvider() async throws {
+        try await ServerHarness.with { harness in
+            let subjects = try await Self.newUser(harness)
+            let body = try await Self.body(.facebookClassic, harness, subjects: subjects)
+            let session = try await harness.post("/v1/auth/facebook", json: body).decode(SignInResponse.self)
+            let token = try #require(body["accessToken"] as? String)
+            #expect(try await harness.emulator.send("DELETE", "/facebook/me/permissions?access_token=\(token)").status == 200)
+            #expect(try await harness.refresh(session.refreshToken).status == 200)  // not due yet: validated at sign-in
+            harness.clock.advance(25 * 3600)
+            let answer = try await harness.refresh(session.refreshToken)
+            #expect(answer.error == "invalid_grant", "\(answer.text)")
+            #expect((answer.json["error_description"] as? String)?.contains("Facebook") == true)
+            #expect(try await harness.send("GET", "/v1/me", bearer: session.accessToken).status == 401)
+        }
+    }
+
+    @Test("deleting the account revokes the grant at every provider that has a revocation endpoint")
+    func deletionRevokesEverywhere() async throws {
+        try await ServerHarness.with { harness in
+            let subjects = try await Self.newUser(harness)
+            let first = try await harness.post("/v1/auth/google", json: try await Self.body(.googleCode, harness, subjects: subjects))
+            let tokens = try first.decode(SignInResponse.self)
+            for credential in [Credential.microsoftCode, .oidcCode, .facebookClassic, .dropboxCode] {
+                let linked = try await harness.post(
+                    "/v1/me/identities/\(credential.provider)", json: try await Self.body(credential, harness, subjects: subjects), bearer: tokens.accessToken)
+                #expect(linked.status == 200, "\(credential): \(linked.text)")
+            }
+            _ = try await harness.emulator.send("DELETE", "/emulator/requests")
+            let deletion = try await harness.send("DELETE", "/v1/me", bearer: tokens.accessToken)
+            #expect(deletion.status == 200, "\(deletion.text)")
+            #expect(deletion.json["tokensRevoked"] as? Int == 5)  // Microsoft has no revocation endpoint: its grant is forgotten
+            #expect(deletion.json["revocationsPending"] as? Int == 0)
+            let calls = try await harness.emulator.requestLog().compactMap { entry -> String? in
+                guard let endpoint = entry["endpoint"] as? String, entry["status"] as? Int == 200 else { return nil }
+                return "\(entry["method"] ?? "") \(endpoint)"
+            }
+            for expected in ["POST /google/revoke", "POST /oidc/revoke", "DELETE /facebook/me/permissions", "POST /dropbox/2/auth/token/revoke"] {
+                #expect(calls.contains(expected), "\(expected) missing from \(calls)")
+            }
+        }
+    }
+}
