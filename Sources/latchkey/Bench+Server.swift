@@ -40,6 +40,7 @@ struct ServerBench {
             let environment = [
                 "LATCHKEY_APPLE_TEAM_ID": team.teamID, "LATCHKEY_APPLE_KEY_ID": team.keyID, "LATCHKEY_APPLE_PRIVATE_KEY_FILE": team.keyFile,
                 "LATCHKEY_APPLE_CLIENT_IDS": "com.example.app", "LATCHKEY_APPLE_BASE_URL": emulator.baseURL,
+                "LATCHKEY_GOOGLE_CLIENT_IDS": "com.example.app", "LATCHKEY_GOOGLE_DISCOVERY_URL": emulator.baseURL + "/google/.well-known/openid-configuration",
                 "LATCHKEY_ENCRYPTION_KEY": SecretBox.generateKey(), "LATCHKEY_RATE_LIMIT_PER_IP": "100000000", "LATCHKEY_RATE_LIMIT_PER_SUBJECT": "100000000",
             ]
             let server = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/batched.sqlite"]) { $1 })
@@ -49,12 +50,15 @@ struct ServerBench {
             let signIns = try await mintSignIns(emulator: emulator, http: http, count: max(200, Int(300 * seconds)))
             let (signInRate, sessions) = try await signIn(signIns, server: server, http: http)
             let accessToken = sessions[0].accessToken
+            let googleSignIns = try await mintSignIns(emulator: emulator, http: http, count: max(200, Int(300 * seconds)), provider: "google")
+            let (googleRate, _) = try await signIn(googleSignIns, server: server, http: http)
 
             let healthz = try await load(http, seconds: seconds) { _ in (server.url + "/healthz", "GET", nil, nil) }
             let me = try await load(http, seconds: seconds) { _ in (server.url + "/v1/me", "GET", nil, accessToken) }
             rows.append(BenchRow(name: "get_v1_me_bearer", opsPerSecond: me, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
             rows.append(
                 BenchRow(name: "apple_sign_in_with_code_exchange", opsPerSecond: signInRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
+            rows.append(BenchRow(name: "google_id_token_sign_in", opsPerSecond: googleRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
 
             let batched = try await rotations(server: server, http: http, tokens: sessions.map(\.refreshToken))
             rows.append(
@@ -106,8 +110,8 @@ struct ServerBench {
         let refreshToken: String
     }
 
-    /// Users and native sign-ins made at the emulator before the clock starts.
-    private func mintSignIns(emulator: RunningEmulator, http: HTTPClient, count: Int) async throws -> [MintedSignIn] {
+    /// Users and native sign-ins (Apple's, or an ID token of `provider`) made at the emulator before the clock starts.
+    private func mintSignIns(emulator: RunningEmulator, http: HTTPClient, count: Int, provider: String = "apple") async throws -> [MintedSignIn] {
         try await withThrowingTaskGroup(of: MintedSignIn.self) { group in
             var minted: [MintedSignIn] = []
             for index in 0..<count {
@@ -117,9 +121,17 @@ struct ServerBench {
                     let nonce = UUID().uuidString
                     let signIn = try await json(
                         http, emulator.baseURL + "/emulator/authorizations",
-                        ["sub": user["sub"] as! String, "clientId": "com.example.app", "nonce": hashedNonce(nonce)]
+                        ["provider": provider, "sub": user["sub"] as! String, "clientId": "com.example.app", "nonce": hashedNonce(nonce)]
                     )
-                    return MintedSignIn(token: signIn["identityToken"] as! String, code: signIn["authorizationCode"] as! String, rawNonce: nonce)
+                    if provider == "apple" {
+                        return MintedSignIn(
+                            path: "/v1/auth/apple",
+                            body: [
+                                "identityToken": signIn["identityToken"] as! String, "authorizationCode": signIn["authorizationCode"] as! String,
+                                "rawNonce": nonce,
+                            ])
+                    }
+                    return MintedSignIn(path: "/v1/auth/\(provider)", body: ["idToken": signIn["idToken"] as! String, "rawNonce": nonce])
                 }
             }
             for try await item in group { minted.append(item) }
@@ -127,14 +139,13 @@ struct ServerBench {
         }
     }
 
-    /// `POST /v1/auth/apple` for each minted sign-in, `concurrency` at a time; returns the rate and the sessions.
-    /// What an app sends to `POST /v1/auth/apple` after a native sign-in.
+    /// What an app sends to `POST /v1/auth/{provider}` after a native sign-in.
     struct MintedSignIn: Sendable {
-        let token: String
-        let code: String
-        let rawNonce: String
+        let path: String
+        let body: [String: String]
     }
 
+    /// Each minted sign-in sent to the server, `concurrency` at a time; returns the rate and the sessions.
     private func signIn(_ minted: [MintedSignIn], server: ChildServer, http: HTTPClient) async throws -> (Double, [Session]) {
         let start = ContinuousClock.now
         let sessions = try await withThrowingTaskGroup(of: Session.self) { group in
@@ -142,8 +153,7 @@ struct ServerBench {
             for (index, item) in minted.enumerated() {
                 if index >= concurrency { sessions.append(try await group.next()!) }
                 group.addTask {
-                    let answer = try await json(
-                        http, server.url + "/v1/auth/apple", ["identityToken": item.token, "authorizationCode": item.code, "rawNonce": item.rawNonce])
+                    let answer = try await json(http, server.url + item.path, item.body)
                     guard let access = answer["accessToken"] as? String, let refresh = answer["refreshToken"] as? String else {
                         throw CLIError("sign-in failed: \(answer)")
                     }
