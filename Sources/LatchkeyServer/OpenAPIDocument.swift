@@ -174,7 +174,15 @@ enum OpenAPIDocument {
                 "400": error(
                     "The body lacks what the provider needs, or the provider refused the code", codes: ["invalid_request", "invalid_grant"],
                     example: Examples.invalidBody),
-                "401": unauthorized,
+                "401": error(
+                    "No valid access token (invalid_token, with the bearer challenge), or the provider's token was refused (the code says which check failed)",
+                    codes: ["invalid_token"] + identityTokenRefusals, example: Examples.invalidToken,
+                    headers: [
+                        "WWW-Authenticate": [
+                            "required": false, "description": "The RFC 6750 challenge, when the access token is the problem",
+                            "schema": ["type": "string", "pattern": "^Bearer"],
+                        ]
+                    ]),
                 "404": error(
                     "No such provider is configured", codes: ["not_found"],
                     example: ["error": "not_found", "error_description": "no provider \"github\" is configured on this server; configured: apple, google"]),
