@@ -32,78 +32,95 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "With --dev: the client id (bundle id) the emulator registers at every provider; repeatable.") var clientID: [String] = []
 
     func run() async throws {
+        // Usage errors (64, with usage text) are about the command line; everything after is a run failure (1, one line).
+        if let config, !FileManager.default.fileExists(atPath: config) { throw ValidationError("configuration file \(config) does not exist") }
+        let (configuration, team) = try await loadConfiguration()
+        LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
+        let logger = Logger(label: "latchkey")
+        for warning in configuration.warnings { logger.warning("\(warning)") }
+        do {
+            let services = try team.map { try emulatorServices(team: $0, configuration: configuration) } ?? []
+            try await serve(configuration, extraServices: services, logger: logger)
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    private var devClientIDs: [String] { clientID.isEmpty ? ["com.example.app"] : clientID }
+
+    /// The configuration `serve` runs with and, with `--dev`, the team the emulator signs for.
+    private func loadConfiguration() async throws -> (ServerConfiguration, DevTeam?) {
         var overrides: [String: String] = [:]
         if let port { overrides["port"] = String(port) }
         if let host { overrides["host"] = host }
-        // Usage errors (64, with usage text) are about the command line; everything after is a run failure (1, one line).
-        if let config, !FileManager.default.fileExists(atPath: config) { throw ValidationError("configuration file \(config) does not exist") }
-        var configuration: ServerConfiguration
+        let configuration: ServerConfiguration
         do {
             configuration = try await Runtime.configuration(file: config, overrides: overrides)
         } catch {
             throw Self.failure(error)
         }
-        if dev, configuration.mode != .development { throw ValidationError("--dev runs only in development mode (mode is \(configuration.mode.rawValue))") }
-        let devClientIDs = clientID.isEmpty ? ["com.example.app"] : clientID
-        var devTeam: (teamID: String, keyID: String, keyFile: String)?
-        if dev {
-            // Every provider points at the emulator with the dev client ids; the other settings (requireNonce,
-            // nonceMatching, redirectUris, signup.mode…) still come from the configuration.
-            do {
-                let team = try TestTeam.createOrLoad(in: (Runtime.dataDirectory(configuration) as NSString).appendingPathComponent("dev-team"))
-                overrides.merge(Runtime.emulatedProviderSettings(baseURL: "http://127.0.0.1:\(emulatorPort)", team: team, clientIDs: devClientIDs)) { $1 }
-                configuration = try await Runtime.configuration(file: config, overrides: overrides)
-                devTeam = team
-            } catch {
-                throw Self.failure(error)
-            }
-        }
-        LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
-        let logger = Logger(label: "latchkey")
-        for warning in configuration.warnings { logger.warning("\(warning)") }
+        guard dev else { return (configuration, nil) }
+        if configuration.mode != .development { throw ValidationError("--dev runs only in development mode (mode is \(configuration.mode.rawValue))") }
+        // Every provider points at the emulator with the dev client ids; the other settings (requireNonce,
+        // nonceMatching, redirectUris, signup.mode…) still come from the configuration.
         do {
-            var services: [any Service] = []
-            if let team = devTeam {
-                let clientIDs = devClientIDs
-                let emulatorConfiguration = try Runtime.emulatorConfiguration(
-                    team: team, clientIDs: clientIDs, notificationURL: "http://127.0.0.1:\(configuration.port)/v1/apple/notifications"
-                )
-                var emulatorLogger = Logger(label: "latchkey.emulator")
-                emulatorLogger.logLevel = .warning
-                let emulator = try Emulator(configuration: emulatorConfiguration, logger: emulatorLogger)
-                services += [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
-                print(
-                    "emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/): Apple (team \(team.teamID)), Google, Microsoft, Facebook, Dropbox and OIDC, client ids \(clientIDs.joined(separator: ", "))"
-                )
-            }
-            let key = try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))
-            let store = try await Runtime.openStore(configuration, logger: logger)
-            let server: LatchkeyServer
-            do {
-                server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: key, logger: logger)
-            } catch {
-                await store.close()
-                throw error
-            }
-            if configuration.apple == nil {
-                logger.warning("Sign in with Apple is not configured; POST /v1/auth/apple answers 503 (use --dev or set apple.* settings)")
-            }
-            let settings = configuration
-            let application = server.makeApplication { bound in
-                print("Latchkey listening on http://\(settings.host):\(bound) (\(settings.mode.rawValue), database \(settings.database))")
-                flushStandardOutput()
-            }
-            let group = ServiceGroup(services: [application] + server.services + services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-            do {
-                try await group.run()
-            } catch {
-                await store.close()
-                throw Self.listenFailure(error, configuration: settings) ?? error
-            }
-            await store.close()
+            let made = try TestTeam.createOrLoad(in: (Runtime.dataDirectory(configuration) as NSString).appendingPathComponent("dev-team"))
+            let team = DevTeam(teamID: made.teamID, keyID: made.keyID, keyFile: made.keyFile)
+            overrides.merge(Runtime.emulatedProviderSettings(baseURL: "http://127.0.0.1:\(emulatorPort)", team: made, clientIDs: devClientIDs)) { $1 }
+            return (try await Runtime.configuration(file: config, overrides: overrides), team)
         } catch {
             throw Self.failure(error)
         }
+    }
+
+    /// The `--dev` team: the emulator's Apple signs for it.
+    struct DevTeam {
+        let teamID: String
+        let keyID: String
+        let keyFile: String
+    }
+
+    /// The in-process emulator of `--dev` and its notification sender.
+    private func emulatorServices(team: DevTeam, configuration: ServerConfiguration) throws -> [any Service] {
+        let emulatorConfiguration = try Runtime.emulatorConfiguration(
+            team: (team.teamID, team.keyID, team.keyFile), clientIDs: devClientIDs,
+            notificationURL: "http://127.0.0.1:\(configuration.port)/v1/apple/notifications"
+        )
+        var emulatorLogger = Logger(label: "latchkey.emulator")
+        emulatorLogger.logLevel = .warning
+        let emulator = try Emulator(configuration: emulatorConfiguration, logger: emulatorLogger)
+        print(
+            "emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/): Apple (team \(team.teamID)), Google, Microsoft, Facebook, Dropbox and OIDC, client ids \(devClientIDs.joined(separator: ", "))"
+        )
+        return [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
+    }
+
+    /// Opens the store and runs the server with its services until a signal stops it.
+    private func serve(_ configuration: ServerConfiguration, extraServices: [any Service], logger: Logger) async throws {
+        let key = try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))
+        let store = try await Runtime.openStore(configuration, logger: logger)
+        let server: LatchkeyServer
+        do {
+            server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: key, logger: logger)
+        } catch {
+            await store.close()
+            throw error
+        }
+        if configuration.apple == nil {
+            logger.warning("Sign in with Apple is not configured; POST /v1/auth/apple answers 503 (use --dev or set apple.* settings)")
+        }
+        let application = server.makeApplication { bound in
+            print("Latchkey listening on http://\(configuration.host):\(bound) (\(configuration.mode.rawValue), database \(configuration.database))")
+            flushStandardOutput()
+        }
+        let group = ServiceGroup(services: [application] + server.services + extraServices, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        do {
+            try await group.run()
+        } catch {
+            await store.close()
+            throw Self.listenFailure(error, configuration: configuration) ?? error
+        }
+        await store.close()
     }
 
     /// Prints one line naming what stopped the server, and exits 1.
