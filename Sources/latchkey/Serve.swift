@@ -53,21 +53,32 @@ struct Serve: AsyncParsableCommand {
         var overrides: [String: String] = [:]
         if let port { overrides["port"] = String(port) }
         if let host { overrides["host"] = host }
-        let configuration: ServerConfiguration
-        do {
-            configuration = try await Runtime.configuration(file: config, overrides: overrides)
-        } catch {
-            throw Self.failure(error)
-        }
+        let configuration = try await Self.reading(file: config, overrides: overrides)
         guard dev else { return (configuration, nil) }
         if configuration.mode != .development { throw ValidationError("--dev runs only in development mode (mode is \(configuration.mode.rawValue))") }
+        let team = try devTeam(configuration)
         // Every provider points at the emulator with the dev client ids; the other settings (requireNonce,
         // nonceMatching, redirectUris, signup.mode…) still come from the configuration.
+        overrides.merge(
+            Runtime.emulatedProviderSettings(
+                baseURL: "http://127.0.0.1:\(emulatorPort)", team: (team.teamID, team.keyID, team.keyFile), clientIDs: devClientIDs)
+        ) { $1 }
+        return (try await Self.reading(file: config, overrides: overrides), team)
+    }
+
+    /// The configuration, or exit 1 with the line that names the setting.
+    private static func reading(file: String?, overrides: [String: String]) async throws -> ServerConfiguration {
+        do {
+            return try await Runtime.configuration(file: file, overrides: overrides)
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    private func devTeam(_ configuration: ServerConfiguration) throws -> DevTeam {
         do {
             let made = try TestTeam.createOrLoad(in: (Runtime.dataDirectory(configuration) as NSString).appendingPathComponent("dev-team"))
-            let team = DevTeam(teamID: made.teamID, keyID: made.keyID, keyFile: made.keyFile)
-            overrides.merge(Runtime.emulatedProviderSettings(baseURL: "http://127.0.0.1:\(emulatorPort)", team: made, clientIDs: devClientIDs)) { $1 }
-            return (try await Runtime.configuration(file: config, overrides: overrides), team)
+            return DevTeam(teamID: made.teamID, keyID: made.keyID, keyFile: made.keyFile)
         } catch {
             throw Self.failure(error)
         }
