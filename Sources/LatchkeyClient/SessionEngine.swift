@@ -100,9 +100,7 @@ actor SessionEngine {
             let stored = try store.load()
             lastStored = stored
             storeLoaded = true
-            session = stored.map(Self.withoutMarker)
-            snapshot.accessToken = session?.accessToken
-            events.yield(stored == nil ? .sessionEnded(.noStoredSession) : .signedIn)
+            session = Self.restore(stored, snapshot: snapshot, events: events)
         } catch {
             storeLoaded = false
             storageFailing = true
@@ -332,10 +330,8 @@ actor SessionEngine {
             let stored = try store.load()
             lastStored = stored
             storeLoaded = true
-            session = stored.map(Self.withoutMarker)
-            snapshot.accessToken = session?.accessToken
             reportStorage(failing: false)
-            events.yield(stored == nil ? .sessionEnded(.noStoredSession) : .signedIn)
+            session = Self.restore(stored, snapshot: snapshot, events: events)
             reschedule()
         } catch {
             reportStorage(failing: true)
@@ -399,6 +395,15 @@ actor SessionEngine {
         scheduled?.cancel()
         scheduled = nil
         events.yield(.sessionEnded(reason))
+    }
+
+    /// The session read at launch (or once the store is readable): published, and announced as the stored state.
+    private static func restore(
+        _ stored: StoredSession?, snapshot: TokenSnapshot, events: AsyncStream<SessionEvent>.Continuation
+    ) -> StoredSession? {
+        snapshot.accessToken = stored?.accessToken
+        events.yield(stored == nil ? .sessionEnded(.noStoredSession) : .signedIn)
+        return stored.map(withoutMarker)
     }
 
     private static func withoutMarker(_ stored: StoredSession) -> StoredSession {

@@ -83,10 +83,7 @@ struct SharedStoreTests {
 
     // 7. Two clients sharing one file never send the same refresh token.
     @Test func twoClientsSharingAFileSpendEachTokenOnce() async throws {
-        let fixture = Fixture()
-        let url = try temporaryDirectory().appendingPathComponent("session.json")
-        let app = try await fixture.expiredSession(store: FileTokenStore(url: url))
-        let extensionClient = fixture.client(store: FileTokenStore(url: url))
+        let (fixture, app, extensionClient) = try await clientsSharingAFile()
         let gate = Gate()
         await fixture.server.set(beforeRefreshAnswer: { await gate.wait() })
         let tokens = try await withThrowingTaskGroup(of: String.self) { group in
@@ -115,10 +112,7 @@ struct SharedStoreTests {
     }
 
     @Test func signOutInOneClientEndsTheOthersSessionAtItsNextRefresh() async throws {
-        let fixture = Fixture()
-        let url = try temporaryDirectory().appendingPathComponent("session.json")
-        let app = try await fixture.expiredSession(store: FileTokenStore(url: url))
-        let other = fixture.client(store: FileTokenStore(url: url))
+        let (fixture, app, other) = try await clientsSharingAFile()
         let events = EventLog(other.events)
         await app.signOut()
         await #expect(throws: LatchkeyClientError.notSignedIn) { try await other.validAccessToken() }
@@ -154,6 +148,14 @@ struct SharedStoreTests {
         try Data("{not json".utf8).write(to: url)
         #expect(throws: (any Error).self) { try FileTokenStore(url: url).load() }
         #expect(FileManager.default.fileExists(atPath: url.path))
+    }
+
+    /// Two clients, each with its own `FileTokenStore` on one file (two processes' worth), signed in and expired.
+    private func clientsSharingAFile() async throws -> (Fixture, LatchkeyClient, LatchkeyClient) {
+        let fixture = Fixture()
+        let url = try temporaryDirectory().appendingPathComponent("session.json")
+        let first = try await fixture.expiredSession(store: FileTokenStore(url: url))
+        return (fixture, first, fixture.client(store: FileTokenStore(url: url)))
     }
 
     private func temporaryDirectory() throws -> URL {
