@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "LatchkeyEmulator", targets: ["LatchkeyEmulator"]),
         .library(name: "LatchkeyStore", targets: ["LatchkeyStore"]),
         .library(name: "LatchkeyServer", targets: ["LatchkeyServer"]),
+        .library(name: "LatchkeyClient", targets: ["LatchkeyClient"]),
         .executable(name: "latchkey", targets: ["latchkey"]),
     ],
     dependencies: [
@@ -100,6 +101,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(name: "LatchkeyClient", dependencies: ["LatchkeyModels"], swiftSettings: swiftSettings),
         .target(
             name: "LatchkeyEmulator",
             dependencies: [
@@ -137,6 +139,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "LatchkeyModelsTests", dependencies: ["LatchkeyModels"], swiftSettings: swiftSettings),
+        .testTarget(name: "LatchkeyClientTests", dependencies: ["LatchkeyClient"], swiftSettings: testSwiftSettings),
         .target(
             name: "LatchkeyTestSupport",
             dependencies: [

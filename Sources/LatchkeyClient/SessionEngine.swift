@@ -1,0 +1,437 @@
+import Foundation
+import LatchkeyModels
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Timings of the session engine.
+struct RefreshPolicy: Sendable {
+    /// Renew this long before expiry (at most half the token's lifetime).
+    var refreshAhead: TimeInterval = 120
+    /// An access token this close to expiry is not handed out.
+    var expirySkew: TimeInterval = 10
+    /// A recorded refresh attempt older than this belongs to a client that stopped; another may take it over.
+    var pendingRefreshLease: TimeInterval = 45
+    /// The refresh request's timeout; shorter than the lease.
+    var requestTimeout: TimeInterval = 30
+    /// Backoff after a refresh without a definite answer: `base * 2^(failures - 1)`, at most `maximum`, times a
+    /// jitter in 0.5...1.
+    var backoffBase: TimeInterval = 1
+    var backoffMaximum: TimeInterval = 300
+    /// Whether a timer refreshes ahead of expiry (tests that count requests turn it off).
+    var refreshesInBackground = true
+    /// The least time between two timer-driven checks, so a failing store is not retried in a loop.
+    var minimumCheckInterval: TimeInterval = 5
+}
+
+/// Publishes the access token to synchronous readers.
+final class TokenSnapshot: @unchecked Sendable {
+    // @unchecked: `token` is only read and written while holding `lock`.
+    private let lock = NSLock()
+    private var token: String?
+
+    var accessToken: String? {
+        get { lock.withLock { token } }
+        set { lock.withLock { token = newValue } }
+    }
+}
+
+/// A refresh that finished after a sign-out or another sign-in; its result is dropped.
+struct Superseded: Error {}
+
+/// The session's state machine: one refresh in flight per client, the store as the truth shared with other
+/// clients, and a generation counter so a late answer never overwrites a newer session.
+actor SessionEngine {
+    private enum Unsaved { case signIn, rotation(spent: String) }
+
+    private enum RefreshOutcome {
+        case tokens(TokenPairResponse)
+        case ended
+        case transient(String, retryAfter: TimeInterval?)
+    }
+
+    let baseURL: URL
+    let store: any TokenStore
+    let transport: any LatchkeyTransport
+    let clock: any LatchkeyClock
+    let policy: RefreshPolicy
+    let snapshot: TokenSnapshot
+    private let events: AsyncStream<SessionEvent>.Continuation
+    private let instanceID = UUID().uuidString
+
+    /// The session in use, never carrying a pending-refresh marker.
+    private var session: StoredSession?
+    /// What this client last read from or wrote to the store: the `expected` of the next compare-and-swap.
+    private var lastStored: StoredSession?
+    /// False until the store has been read once.
+    private var storeLoaded: Bool
+    /// Set while `session` is newer than the store because a write failed.
+    private var unsaved: Unsaved?
+    private var storageFailing = false
+    /// Incremented by every sign-in and sign-out; a refresh started in an older generation changes nothing.
+    private var generation = 0
+    private var refreshTask: Task<StoredSession, any Error>?
+    private var failures = 0
+    private var backoffUntil: Date?
+    private var scheduled: Task<Void, Never>?
+    private var lastScheduledCheck: Date?
+
+    init(
+        baseURL: URL, store: any TokenStore, transport: any LatchkeyTransport, clock: any LatchkeyClock, policy: RefreshPolicy,
+        snapshot: TokenSnapshot, events: AsyncStream<SessionEvent>.Continuation
+    ) {
+        self.baseURL = baseURL
+        self.store = store
+        self.transport = transport
+        self.clock = clock
+        self.policy = policy
+        self.snapshot = snapshot
+        self.events = events
+        // The first event is the stored state.
+        do {
+            let stored = try store.load()
+            lastStored = stored
+            storeLoaded = true
+            session = Self.restore(stored, snapshot: snapshot, events: events)
+        } catch {
+            storeLoaded = false
+            storageFailing = true
+            events.yield(.storageUnavailable)
+        }
+    }
+
+    func start() {
+        reschedule()
+    }
+
+    // MARK: - Access tokens
+
+    func validAccessToken() async throws -> String {
+        while true {
+            try loadIfNeeded()
+            guard let current = session else { throw LatchkeyClientError.notSignedIn }
+            if unsaved != nil { _ = saveUnsaved() }
+            if clock.now < current.refreshAt { return current.accessToken }
+            do {
+                return try await refresh().accessToken
+            } catch is Superseded {
+                continue
+            } catch let error as LatchkeyClientError where error == .temporarilyUnavailable || error == .storageUnavailable {
+                // Refreshing ahead of expiry failed: the current token still works until it expires.
+                if let session, session.accessToken == current.accessToken, clock.now < current.expiresAt.addingTimeInterval(-policy.expirySkew) {
+                    return current.accessToken
+                }
+                throw error
+            }
+        }
+    }
+
+    /// After a 401 for `rejected`: a newer token if there is one, else one refresh.
+    func accessToken(replacing rejected: String) async throws -> String {
+        while true {
+            try loadIfNeeded()
+            guard let current = session else { throw LatchkeyClientError.notSignedIn }
+            guard current.accessToken == rejected else { return try await validAccessToken() }
+            do {
+                return try await refresh().accessToken
+            } catch is Superseded {
+                continue
+            }
+        }
+    }
+
+    /// The timer's and the foreground hook's check: refresh when due, retry an unsaved write, read a store that was locked.
+    func refreshIfNeeded() async {
+        _ = try? loadIfNeeded()
+        if unsaved != nil { _ = saveUnsaved() }
+        if let session, clock.now >= session.refreshAt { _ = try? await refresh() }
+    }
+
+    // MARK: - Sign-in and sign-out
+
+    func signedIn(_ response: SignInResponse) {
+        generation += 1
+        refreshTask = nil
+        failures = 0
+        backoffUntil = nil
+        let tokens = TokenPairResponse(
+            accessToken: response.accessToken, tokenType: response.tokenType, expiresIn: response.expiresIn, refreshToken: response.refreshToken)
+        session = StoredSession(tokens: tokens, userID: response.user.id, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
+        storeLoaded = true
+        unsaved = .signIn
+        _ = saveUnsaved()
+        snapshot.accessToken = session?.accessToken
+        events.yield(.signedIn)
+        reschedule()
+    }
+
+    /// Ends the session here and in the store; returns the access token to revoke at the server.
+    func signOut() -> String? {
+        generation += 1
+        refreshTask = nil
+        scheduled?.cancel()
+        scheduled = nil
+        let token = session?.accessToken
+        session = nil
+        unsaved = nil
+        snapshot.accessToken = nil
+        do {
+            var stored = try store.load()
+            while try !store.compareAndSwap(expected: stored, new: nil) { stored = try store.load() }
+            lastStored = nil
+            storeLoaded = true
+        } catch {
+            reportStorage(failing: true)
+        }
+        events.yield(.sessionEnded(.signedOut))
+        return token
+    }
+
+    // MARK: - Refresh
+
+    /// Joins the refresh in flight or starts one.
+    private func refresh() async throws -> StoredSession {
+        if let refreshTask { return try await refreshTask.value }
+        if let backoffUntil, clock.now < backoffUntil {
+            throw LatchkeyClientError.unavailable("backing off after a failed refresh until \(backoffUntil)")
+        }
+        let started = generation
+        let task = Task { try await self.performRefresh(generation: started) }
+        refreshTask = task
+        let result = await task.result
+        if refreshTask == task { refreshTask = nil }
+        return try result.get()
+    }
+
+    private func performRefresh(generation started: Int) async throws -> StoredSession {
+        while true {
+            guard generation == started else { throw Superseded() }
+            guard let current = session else { throw LatchkeyClientError.notSignedIn }
+            if unsaved != nil {
+                guard saveUnsaved() else { throw LatchkeyClientError.storageUnavailable }
+                continue
+            }
+            // The store is the truth shared with other clients: they may have refreshed or signed out.
+            let onDisk: StoredSession?
+            do {
+                onDisk = try store.load()
+            } catch {
+                reportStorage(failing: true)
+                throw LatchkeyClientError.storageUnavailable
+            }
+            reportStorage(failing: false)
+            lastStored = onDisk
+            guard let onDisk else {
+                end(.signedOut)
+                throw LatchkeyClientError.notSignedIn
+            }
+            if onDisk.refreshToken != current.refreshToken {
+                adopt(onDisk)
+                if clock.now < onDisk.refreshAt { return Self.withoutMarker(onDisk) }
+                continue
+            }
+            if let marker = onDisk.pendingRefresh, marker.owner != instanceID, !isAbandoned(marker) {
+                // Another client is spending this refresh token: wait for it to store the successor.
+                try await Task.sleep(nanoseconds: 50_000_000)
+                continue
+            }
+            var claimed = onDisk
+            claimed.pendingRefresh = .init(startedAt: clock.now.wholeSeconds, owner: instanceID, processID: getpid())
+            do {
+                guard try store.compareAndSwap(expected: onDisk, new: claimed) else { continue }
+            } catch {
+                reportStorage(failing: true)
+                throw LatchkeyClientError.storageUnavailable
+            }
+            lastStored = claimed
+            let outcome = await send(refreshToken: claimed.refreshToken)
+            guard generation == started else { throw Superseded() }
+            switch outcome {
+            case .tokens(let tokens):
+                failures = 0
+                backoffUntil = nil
+                let next = StoredSession(tokens: tokens, userID: current.userID, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
+                session = next
+                unsaved = .rotation(spent: claimed.refreshToken)
+                // Saved before anyone sees the new token; if the store fails, the pair stays in memory and is saved later.
+                if !saveUnsaved() { _ = saveUnsaved() }
+                guard let session else { throw LatchkeyClientError.notSignedIn }
+                snapshot.accessToken = session.accessToken
+                events.yield(.refreshed)
+                reschedule()
+                return session
+            case .ended:
+                _ = try? store.compareAndSwap(expected: claimed, new: nil)
+                end(.revoked)
+                throw LatchkeyClientError.notSignedIn
+            case .transient(let reason, let retryAfter):
+                failures += 1
+                let backoff = min(policy.backoffMaximum, policy.backoffBase * pow(2, Double(failures - 1))) * Double.random(in: 0.5...1)
+                backoffUntil = clock.now.addingTimeInterval(max(backoff, min(retryAfter ?? 0, policy.backoffMaximum)))
+                reschedule()
+                throw LatchkeyClientError.unavailable(reason)
+            }
+        }
+    }
+
+    /// `POST /v1/token`; only `invalid_grant` in Latchkey's error format is a definite "no".
+    private func send(refreshToken: String) async -> RefreshOutcome {
+        var request = URLRequest(url: baseURL.appendingPathComponent("v1/token"), timeoutInterval: policy.requestTimeout)
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.httpBody = Data("grant_type=refresh_token&refresh_token=\(Self.formEncoded(refreshToken))".utf8)
+        let data: Data
+        let response: HTTPURLResponse
+        do {
+            (data, response) = try await transport.send(request)
+        } catch {
+            return .transient("no answer: \(type(of: error))", retryAfter: nil)
+        }
+        let retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap(TimeInterval.init)
+        if (200..<300).contains(response.statusCode) {
+            guard let tokens = try? JSONDecoder().decode(TokenPairResponse.self, from: data) else {
+                return .transient("HTTP \(response.statusCode) without a token pair", retryAfter: retryAfter)
+            }
+            return .tokens(tokens)
+        }
+        if response.statusCode == 400, let body = try? JSONDecoder().decode(OAuthErrorResponse.self, from: data), body.error == "invalid_grant" {
+            return .ended
+        }
+        return .transient("HTTP \(response.statusCode)", retryAfter: retryAfter)
+    }
+
+    private static func formEncoded(_ value: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+    }
+
+    /// A marker whose owner stopped: too old, or its process is gone.
+    private func isAbandoned(_ marker: StoredSession.PendingRefresh) -> Bool {
+        if clock.now.timeIntervalSince(marker.startedAt) > policy.pendingRefreshLease { return true }
+        guard marker.processID != getpid() else { return false }
+        return kill(marker.processID, 0) != 0 && errno == ESRCH
+    }
+
+    // MARK: - Store
+
+    private func loadIfNeeded() throws {
+        guard !storeLoaded else { return }
+        do {
+            let stored = try store.load()
+            lastStored = stored
+            storeLoaded = true
+            reportStorage(failing: false)
+            session = Self.restore(stored, snapshot: snapshot, events: events)
+            reschedule()
+        } catch {
+            reportStorage(failing: true)
+            throw LatchkeyClientError.storageUnavailable
+        }
+    }
+
+    /// Writes `session` over what the store held; returns false (and reports) when the store failed.
+    private func saveUnsaved() -> Bool {
+        guard let kind = unsaved else { return true }
+        do {
+            if try store.compareAndSwap(expected: lastStored, new: session) {
+                lastStored = session
+                unsaved = nil
+                reportStorage(failing: false)
+                return true
+            }
+            // Another client changed the store since we read it.
+            let onDisk = try store.load()
+            lastStored = onDisk
+            reportStorage(failing: false)
+            switch kind {
+            case .signIn:
+                return saveUnsaved()
+            case .rotation(let spent):
+                if let onDisk, onDisk.refreshToken == spent {
+                    // Still the pair we rotated (another client took over the attempt): ours is newer.
+                    return saveUnsaved()
+                }
+                unsaved = nil
+                if let onDisk, onDisk.refreshToken == session?.refreshToken { return true }
+                // Signed out or signed in elsewhere since: that is newer than our rotation.
+                if let onDisk { adopt(onDisk) } else { end(.signedOut) }
+                return true
+            }
+        } catch {
+            reportStorage(failing: true)
+            return false
+        }
+    }
+
+    private func reportStorage(failing: Bool) {
+        if failing && !storageFailing { events.yield(.storageUnavailable) }
+        storageFailing = failing
+    }
+
+    private func adopt(_ stored: StoredSession) {
+        let sameUser = stored.userID == session?.userID
+        session = Self.withoutMarker(stored)
+        snapshot.accessToken = stored.accessToken
+        events.yield(sameUser ? .refreshed : .signedIn)
+        reschedule()
+    }
+
+    private func end(_ reason: SessionEndReason) {
+        generation += 1
+        session = nil
+        unsaved = nil
+        refreshTask = nil
+        snapshot.accessToken = nil
+        scheduled?.cancel()
+        scheduled = nil
+        events.yield(.sessionEnded(reason))
+    }
+
+    /// The session read at launch (or once the store is readable): published, and announced as the stored state.
+    private static func restore(
+        _ stored: StoredSession?, snapshot: TokenSnapshot, events: AsyncStream<SessionEvent>.Continuation
+    ) -> StoredSession? {
+        snapshot.accessToken = stored?.accessToken
+        events.yield(stored == nil ? .sessionEnded(.noStoredSession) : .signedIn)
+        return stored.map(withoutMarker)
+    }
+
+    private static func withoutMarker(_ stored: StoredSession) -> StoredSession {
+        var session = stored
+        session.pendingRefresh = nil
+        return session
+    }
+
+    // MARK: - Timer
+
+    /// Sleeps until the next refresh is due (or the backoff ends), then checks; a failed check schedules the next.
+    private func reschedule() {
+        scheduled?.cancel()
+        scheduled = nil
+        guard policy.refreshesInBackground, let session else { return }
+        var due = max(session.refreshAt, backoffUntil ?? .distantPast)
+        if unsaved != nil || storageFailing { due = min(due, clock.now.addingTimeInterval(policy.minimumCheckInterval)) }
+        if let lastScheduledCheck { due = max(due, lastScheduledCheck.addingTimeInterval(policy.minimumCheckInterval)) }
+        scheduled = Task { [weak self, clock] in
+            do { try await clock.sleep(until: due) } catch { return }
+            guard !Task.isCancelled else { return }
+            await self?.scheduledCheck()
+        }
+    }
+
+    private func scheduledCheck() async {
+        lastScheduledCheck = clock.now
+        await refreshIfNeeded()
+        reschedule()
+    }
+}

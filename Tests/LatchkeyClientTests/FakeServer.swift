@@ -1,0 +1,235 @@
+import Foundation
+import LatchkeyModels
+
+@testable import LatchkeyClient
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A clock that stands still until the test moves it; sleepers wake when it passes their deadline.
+final class ManualClock: LatchkeyClock, @unchecked Sendable {
+    // @unchecked: every field is only used while holding `lock`.
+    private let lock = NSLock()
+    private var current: Date
+    private var sleepers: [UUID: (deadline: Date, continuation: CheckedContinuation<Void, any Error>)] = [:]
+
+    init(_ start: Date = Date(timeIntervalSince1970: 1_750_000_000)) {
+        current = start
+    }
+
+    var now: Date { lock.withLock { current } }
+
+    func sleep(until deadline: Date) async throws {
+        let id = UUID()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow = lock.withLock {
+                    if deadline <= current || Task.isCancelled { return true }
+                    sleepers[id] = (deadline, continuation)
+                    return false
+                }
+                if resumeNow { Task.isCancelled ? continuation.resume(throwing: CancellationError()) : continuation.resume() }
+            }
+        } onCancel: {
+            lock.withLock { sleepers.removeValue(forKey: id) }?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    func advance(by seconds: TimeInterval) {
+        let due = lock.withLock {
+            current = current.addingTimeInterval(seconds)
+            let due = sleepers.filter { $0.value.deadline <= current }
+            for id in due.keys { sleepers.removeValue(forKey: id) }
+            return due.values.map(\.continuation)
+        }
+        for continuation in due { continuation.resume() }
+    }
+}
+
+/// Opens once; everyone waiting goes on.
+final class Gate: @unchecked Sendable {
+    // @unchecked: every field is only used while holding `lock`.
+    private let lock = NSLock()
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let go = lock.withLock {
+                if isOpen { return true }
+                waiters.append(continuation)
+                return false
+            }
+            if go { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiting = lock.withLock {
+            isOpen = true
+            defer { waiters = [] }
+            return waiters
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+}
+
+/// Latchkey's wire contract in memory, with rotation as the real server does it: each refresh token works once;
+/// presenting it again answers the same successor while that successor is unused (`session.unusedSuccessorRecovery`),
+/// and otherwise revokes the session (reuse detection) with 400 `invalid_grant`.
+actor FakeServer: LatchkeyTransport {
+    enum Fault {
+        /// Answers instead of the server: a proxy's page, a 503, a 429…
+        case answer(Int, String, [String: String] = [:])
+        /// No answer at all.
+        case fail(any Error)
+        /// The server rotates and commits, then the answer is lost.
+        case commitThenFail(any Error)
+    }
+
+    private struct RefreshRecord {
+        var userID: String
+        var family: Int
+        var successor: TokenPairResponse?
+    }
+
+    let clock: ManualClock
+    var accessLifetime = 900
+    var recoversUnusedSuccessor = true
+    /// Answers the next refresh requests, in order.
+    var faults: [Fault] = []
+    /// Awaited after a rotation is committed, before it is answered.
+    var beforeRefreshAnswer: (@Sendable () async -> Void)?
+
+    private(set) var refreshRequests = 0
+    private(set) var presented: [String: Int] = [:]
+    private(set) var reuseDetections = 0
+    private(set) var logouts = 0
+    private(set) var resourceRequests = 0
+    private(set) var signInBodies: [String: Data] = [:]
+    private var refreshTokens: [String: RefreshRecord] = [:]
+    private var accessTokens: [String: (userID: String, family: Int, expiresAt: Date)] = [:]
+    private var revokedFamilies: Set<Int> = []
+    private var counter = 0
+
+    init(clock: ManualClock) {
+        self.clock = clock
+    }
+
+    func set(faults: [Fault]) { self.faults = faults }
+    func set(beforeRefreshAnswer hook: (@Sendable () async -> Void)?) { beforeRefreshAnswer = hook }
+    func set(recoversUnusedSuccessor value: Bool) { recoversUnusedSuccessor = value }
+
+    /// Makes every access token issued so far fail with 401 (the session lives on).
+    func rejectIssuedAccessTokens() { accessTokens = [:] }
+
+    /// Ends a user's sessions as an administrator would.
+    func revokeSessions(of userID: String) {
+        for record in refreshTokens.values where record.userID == userID { revokedFamilies.insert(record.family) }
+    }
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let path = request.url?.path ?? ""
+        switch (request.httpMethod ?? "GET", path) {
+        case ("POST", "/v1/token"):
+            return try await refresh(request)
+        case ("POST", "/v1/logout"):
+            guard let access = bearer(request) else { return Self.error(401, "invalid_token") }
+            revokedFamilies.insert(access.family)
+            logouts += 1
+            return Self.json(200, ["revokedSessions": 1])
+        case ("POST", let path) where path.hasPrefix("/v1/auth/"):
+            let body = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
+            let provider = String(path.dropFirst("/v1/auth/".count))
+            signInBodies[provider] = request.httpBody
+            guard let userID = (body["identityToken"] ?? body["idToken"] ?? body["authorizationCode"]) as? String else {
+                return Self.error(400, "invalid_request")
+            }
+            if userID == "refused" { return Self.error(401, "invalid_token") }
+            counter += 1
+            let pair = issue(userID: userID, family: counter)
+            let user = UserResponse(
+                id: userID, email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: clock.now, identities: [])
+            let encoder = JSONEncoder()
+            encoder.dateEncodingStrategy = .iso8601
+            return Self.answer(200, try encoder.encode(SignInResponse(tokens: pair, user: user, isNewUser: true)))
+        default:
+            resourceRequests += 1
+            guard let access = bearer(request) else { return Self.error(401, "invalid_token") }
+            return Self.answer(200, Data("hello \(access.userID)".utf8))
+        }
+    }
+
+    private func refresh(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        refreshRequests += 1
+        let form = String(decoding: request.httpBody ?? Data(), as: UTF8.self)
+        var fields: [String: String] = [:]
+        for pair in form.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? "" }
+            if parts.count == 2 { fields[parts[0]] = parts[1] }
+        }
+        guard request.value(forHTTPHeaderField: "Content-Type") == "application/x-www-form-urlencoded", fields["grant_type"] == "refresh_token",
+            let token = fields["refresh_token"]
+        else { return Self.error(400, "invalid_request") }
+        presented[token, default: 0] += 1
+        var lost: (any Error)?
+        if !faults.isEmpty {
+            switch faults.removeFirst() {
+            case .answer(let status, let body, let headers): return Self.answer(status, Data(body.utf8), headers)
+            case .fail(let error): throw error
+            case .commitThenFail(let error): lost = error
+            }
+        }
+        guard var record = refreshTokens[token], !revokedFamilies.contains(record.family) else { return Self.error(400, "invalid_grant") }
+        let pair: TokenPairResponse
+        if let successor = record.successor {
+            guard recoversUnusedSuccessor, presented[successor.refreshToken, default: 0] == 0 else {
+                reuseDetections += 1
+                revokedFamilies.insert(record.family)
+                return Self.error(400, "invalid_grant")
+            }
+            pair = successor
+        } else {
+            pair = issue(userID: record.userID, family: record.family)
+            record.successor = pair
+            refreshTokens[token] = record
+        }
+        await beforeRefreshAnswer?()
+        if let lost { throw lost }
+        return Self.answer(200, try JSONEncoder().encode(pair))
+    }
+
+    private func issue(userID: String, family: Int) -> TokenPairResponse {
+        counter += 1
+        let pair = TokenPairResponse(accessToken: "at-\(userID)-\(counter)", expiresIn: accessLifetime, refreshToken: "rt-\(userID)-\(counter)")
+        accessTokens[pair.accessToken] = (userID, family, clock.now.addingTimeInterval(TimeInterval(accessLifetime)))
+        refreshTokens[pair.refreshToken] = RefreshRecord(userID: userID, family: family)
+        return pair
+    }
+
+    private func bearer(_ request: URLRequest) -> (userID: String, family: Int, expiresAt: Date)? {
+        guard let header = request.value(forHTTPHeaderField: "Authorization"), header.hasPrefix("Bearer "),
+            let access = accessTokens[String(header.dropFirst(7))], access.expiresAt > clock.now, !revokedFamilies.contains(access.family)
+        else { return nil }
+        return access
+    }
+
+    static func error(_ status: Int, _ code: String) -> (Data, HTTPURLResponse) {
+        answer(status, try! JSONEncoder().encode(OAuthErrorResponse(error: code, errorDescription: "fake server: \(code)")))
+    }
+
+    static func json(_ status: Int, _ object: [String: Any]) -> (Data, HTTPURLResponse) {
+        answer(status, try! JSONSerialization.data(withJSONObject: object))
+    }
+
+    static func answer(_ status: Int, _ body: Data, _ headers: [String: String] = [:]) -> (Data, HTTPURLResponse) {
+        let url = URL(string: "https://auth.example.com")!
+        return (body, HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!)
+    }
+}
+
+/// A JSON object's fields, for looking at a request body.
+func fields(_ body: Data?) -> [String: Any] {
+    (try? JSONSerialization.jsonObject(with: body ?? Data())) as? [String: Any] ?? [:]
+}

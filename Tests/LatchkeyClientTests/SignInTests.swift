@@ -1,0 +1,116 @@
+import Foundation
+import LatchkeyModels
+import Testing
+
+@testable import LatchkeyClient
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite("Sign-in and signed-in requests")
+struct SignInTests {
+    @Test func signInWithAppleSendsTheWireBody() async throws {
+        let fixture = Fixture()
+        let client = fixture.client(store: InMemoryTokenStore())
+        let events = EventLog(client.events)
+        var name = PersonNameComponents()
+        name.givenName = "Ada"
+        name.familyName = "Lovelace"
+        let signedIn = try await client.signInWithApple(identityToken: "user-1", authorizationCode: "code", rawNonce: "raw", fullName: name)
+        #expect(signedIn.user.id == "user-1" && signedIn.isNewUser)
+        let body = fields(await fixture.server.signInBodies["apple"])
+        #expect(body["identityToken"] as? String == "user-1")
+        #expect(body["authorizationCode"] as? String == "code")
+        #expect(body["rawNonce"] as? String == "raw")
+        #expect(body["fullName"] as? [String: String] == ["givenName": "Ada", "familyName": "Lovelace"])
+        #expect(try await client.validAccessToken() == client.currentAccessToken)
+        #expect(await events.wait { $0.count >= 2 } == [.sessionEnded(.noStoredSession), .signedIn])
+    }
+
+    @Test func providerSignIns() async throws {
+        let fixture = Fixture()
+        let client = fixture.client(store: InMemoryTokenStore())
+        try await client.signIn(provider: "google", idToken: "user-g", rawNonce: "n")
+        #expect(fields(await fixture.server.signInBodies["google"])["idToken"] as? String == "user-g")
+        try await client.signIn(provider: "dropbox", authorizationCode: "user-d", codeVerifier: "v", redirectUri: "com.example:/cb")
+        let body = fields(await fixture.server.signInBodies["dropbox"])
+        #expect(body["codeVerifier"] as? String == "v" && body["redirectUri"] as? String == "com.example:/cb")
+        #expect(client.currentAccessToken?.hasPrefix("at-user-d-") == true)
+    }
+
+    @Test func refusedSignInCarriesTheServersError() async throws {
+        let fixture = Fixture()
+        let client = fixture.client(store: InMemoryTokenStore())
+        let error = await #expect(throws: LatchkeyClientError.rejected) {
+            try await client.signInWithApple(identityToken: "refused", authorizationCode: nil, rawNonce: "n")
+        }
+        #expect(error?.serverError?.error == "invalid_token")
+        #expect(error?.statusCode == 401)
+        #expect(client.currentAccessToken == nil)
+    }
+
+    @Test func notSignedIn() async throws {
+        let client = Fixture().client(store: InMemoryTokenStore())
+        await #expect(throws: LatchkeyClientError.notSignedIn) { try await client.validAccessToken() }
+        await #expect(throws: LatchkeyClientError.notSignedIn) { try await client.data(for: Fixture().resource()) }
+    }
+
+    @Test func a401RefreshesOnceAndRetriesOnce() async throws {
+        let fixture = Fixture()
+        let client = fixture.client(store: InMemoryTokenStore())
+        try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        await fixture.server.rejectIssuedAccessTokens()
+        let (_, response) = try await client.data(for: fixture.resource())
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(await fixture.server.refreshRequests == 1)
+        #expect(await fixture.server.resourceRequests == 2)
+    }
+
+    @Test func aSecond401IsReturnedNotRetried() async throws {
+        let fixture = Fixture()
+        let rejectEverything = RejectingTransport(server: fixture.server)
+        let stubborn = fixture.client(store: InMemoryTokenStore(), transport: rejectEverything)
+        try await stubborn.signInWithApple(identityToken: "user-2", authorizationCode: nil, rawNonce: "n")
+        let (_, response) = try await stubborn.data(for: fixture.resource())
+        #expect((response as? HTTPURLResponse)?.statusCode == 401)
+        #expect(await fixture.server.refreshRequests == 1)
+        #expect(rejectEverything.resourceRequests.all.count == 2)
+    }
+
+    @Test func concurrent401sForTheSameTokenShareOneRefresh() async throws {
+        let fixture = Fixture()
+        let client = fixture.client(store: InMemoryTokenStore())
+        try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        await fixture.server.rejectIssuedAccessTokens()
+        let request = fixture.resource()
+        try await withThrowingTaskGroup(of: Int?.self) { group in
+            for _ in 0..<50 { group.addTask { (try await client.data(for: request).1 as? HTTPURLResponse)?.statusCode } }
+            for try await status in group { #expect(status == 200) }
+        }
+        #expect(await fixture.server.refreshRequests == 1)
+    }
+
+    @Test func signOutTellsTheServerAndClearsTheStore() async throws {
+        let fixture = Fixture()
+        let store = InMemoryTokenStore()
+        let client = fixture.client(store: store)
+        try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        await client.signOut()
+        #expect(await fixture.server.logouts == 1)
+        #expect(try store.load() == nil)
+        #expect(client.currentAccessToken == nil)
+    }
+}
+
+/// Answers 401 to every resource request; the rest goes to the server.
+struct RejectingTransport: LatchkeyTransport {
+    let server: FakeServer
+    let resourceRequests = SeenTokens()
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        guard request.url?.host == "api.example.com" else { return try await server.send(request) }
+        resourceRequests.append(request.value(forHTTPHeaderField: "Authorization") ?? "", visible: nil)
+        return FakeServer.error(401, "invalid_token")
+    }
+}

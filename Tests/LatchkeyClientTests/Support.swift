@@ -1,0 +1,112 @@
+import Foundation
+import LatchkeyModels
+
+@testable import LatchkeyClient
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A store that fails on demand: reads (a locked Keychain) or saves of a new pair (claims of a refresh still work).
+final class FlakyStore: TokenStore, @unchecked Sendable {
+    // @unchecked: every field is only used while holding `lock`.
+    let inner: any TokenStore
+    private let lock = NSLock()
+    private var loadsFail = false
+    private var savesToFail = 0
+    private var onSave: (@Sendable (StoredSession) -> Void)?
+
+    init(_ inner: any TokenStore = InMemoryTokenStore()) {
+        self.inner = inner
+    }
+
+    func failLoads(_ fail: Bool) { lock.withLock { loadsFail = fail } }
+    func failSaves(_ count: Int) { lock.withLock { savesToFail = count } }
+    func observeSaves(_ observe: @escaping @Sendable (StoredSession) -> Void) { lock.withLock { onSave = observe } }
+
+    func load() throws -> StoredSession? {
+        if lock.withLock({ loadsFail }) { throw CocoaError(.fileReadNoPermission) }
+        return try inner.load()
+    }
+
+    func compareAndSwap(expected: StoredSession?, new: StoredSession?) throws -> Bool {
+        if let new, new.pendingRefresh == nil {
+            let (fail, observe) = lock.withLock {
+                defer { if savesToFail > 0 { savesToFail -= 1 } }
+                return (savesToFail > 0 || loadsFail, onSave)
+            }
+            if fail { throw CocoaError(.fileWriteNoPermission) }
+            observe?(new)
+        } else if lock.withLock({ loadsFail }) {
+            throw CocoaError(.fileWriteNoPermission)
+        }
+        return try inner.compareAndSwap(expected: expected, new: new)
+    }
+}
+
+/// Collects a client's events as they come.
+final class EventLog: @unchecked Sendable {
+    // @unchecked: `events` is only used while holding `lock`.
+    private let lock = NSLock()
+    private var events: [SessionEvent] = []
+
+    init(_ stream: AsyncStream<SessionEvent>) {
+        Task { [self] in
+            for await event in stream { lock.withLock { events.append(event) } }
+        }
+    }
+
+    var all: [SessionEvent] { lock.withLock { events } }
+
+    /// Waits (briefly, in real time) until `predicate` holds for the events so far.
+    func wait(until predicate: ([SessionEvent]) -> Bool) async -> [SessionEvent] {
+        for _ in 0..<200 {
+            let events = all
+            if predicate(events) { return events }
+            try? await Task.sleep(nanoseconds: 10_000_000)
+        }
+        return all
+    }
+}
+
+/// Waits in real time (up to 5 s) for something another task does.
+func eventually(_ condition: () async -> Bool) async -> Bool {
+    for _ in 0..<500 {
+        if await condition() { return true }
+        try? await Task.sleep(nanoseconds: 10_000_000)
+    }
+    return false
+}
+
+/// A server, a clock and a way to start clients that share them.
+struct Fixture {
+    let clock = ManualClock()
+    let server: FakeServer
+    let baseURL = URL(string: "https://auth.example.com")!
+
+    init() {
+        server = FakeServer(clock: clock)
+    }
+
+    func client(store: any TokenStore, transport: (any LatchkeyTransport)? = nil, background: Bool = false) -> LatchkeyClient {
+        var policy = RefreshPolicy()
+        policy.refreshesInBackground = background
+        return LatchkeyClient(baseURL: baseURL, tokenStore: store, transport: transport ?? server, clock: clock, policy: policy)
+    }
+
+    /// A signed-in client whose access token has just expired.
+    func expiredSession(store: any TokenStore = InMemoryTokenStore(), user: String = "user-1") async throws -> LatchkeyClient {
+        let client = client(store: store)
+        try await client.signInWithApple(identityToken: user, authorizationCode: nil, rawNonce: "n")
+        clock.advance(by: 901)
+        return client
+    }
+
+    func resource() -> URLRequest {
+        URLRequest(url: URL(string: "https://api.example.com/feed")!)
+    }
+}
+
+extension StoredSession {
+    var isClaimed: Bool { pendingRefresh != nil }
+}
