@@ -167,7 +167,7 @@ let package = Package(
         .testTarget(
             name: "LatchkeyServerTests",
             dependencies: [
-                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport",
+                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Configuration", package: "swift-configuration"),
             ],

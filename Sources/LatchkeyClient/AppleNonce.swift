@@ -6,9 +6,7 @@ import LatchkeyModels
 ///
 /// ```swift
 /// let nonce = AppleNonce()
-/// request.nonce = nonce.sha256
-/// // … after authorization:
-/// try await client.signInWithApple(identityToken: token, authorizationCode: code, rawNonce: nonce.raw)
+/// request.nonce = nonce.sha256  // request: the ASAuthorizationAppleIDRequest; send nonce.raw to Latchkey
 /// ```
 public struct AppleNonce: Sendable, Equatable {
     /// The nonce itself, 43 URL-safe characters from 32 random bytes.

@@ -12,10 +12,10 @@ public import LatchkeyModels
 /// server says `invalid_grant`: timeouts, 5xx, 429, a proxy's error page or a locked store never sign the user out.
 ///
 /// ```swift
-/// let client = LatchkeyClient(baseURL: URL(string: "https://auth.example.com")!, tokenStore: KeychainTokenStore(service: "com.example.session", accessGroup: nil))
-/// let nonce = AppleNonce()                       // nonce.sha256 goes into the ASAuthorizationAppleIDRequest
-/// try await client.signInWithApple(identityToken: token, authorizationCode: code, rawNonce: nonce.raw)
-/// let (data, _) = try await client.data(for: URLRequest(url: api.appendingPathComponent("feed")))
+/// let client = LatchkeyClient(baseURL: server, tokenStore: FileTokenStore(url: container.appendingPathComponent("session.json")))
+/// // credential: the ASAuthorizationAppleIDCredential of a request whose nonce was nonce.sha256
+/// try await client.signInWithApple(identityToken: credential.identityToken, authorizationCode: credential.code, rawNonce: nonce.raw)
+/// let (data, _) = try await client.data(for: URLRequest(url: server.appendingPathComponent("v1/me")))
 /// ```
 public final class LatchkeyClient: Sendable {
     /// The Latchkey server, e.g. `https://auth.example.com`.

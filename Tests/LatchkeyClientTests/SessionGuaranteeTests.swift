@@ -197,7 +197,7 @@ struct SessionGuaranteeTests {
         let second = try #require(client.currentAccessToken)
         await fixture.server.set(faults: [.fail(URLError(.timedOut)), .answer(503, "")])
         fixture.clock.advance(by: 900 - 119)
-        #expect(await eventually { await fixture.server.refreshRequests == 2 })
+        #expect(await eventually { await fixture.server.refreshRequests >= 2 || tick(fixture.clock) })
         // Time passes in small steps: the failures back off, and the attempts go on.
         #expect(await eventually { await fixture.server.refreshRequests == 3 || tick(fixture.clock) })
         #expect(client.currentAccessToken == second)

@@ -71,7 +71,8 @@ final class EventLog: @unchecked Sendable {
 
 /// Waits in real time (up to 5 s) for something another task does.
 func eventually(_ condition: () async -> Bool) async -> Bool {
-    for _ in 0..<500 {
+    // Up to 30 s of real time: the whole suite runs on two cores beside the server tests.
+    for _ in 0..<3000 {
         if await condition() { return true }
         try? await Task.sleep(nanoseconds: 10_000_000)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import LatchkeyClient
 import LatchkeyCore
 import LatchkeyEmulator
 import LatchkeyModels
@@ -9,6 +10,10 @@ import LatchkeyTestSupport
 import Logging
 import ServiceLifecycle
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Every ```swift block in a `///` comment under `Sources/` is copied here line for line, with just enough set-up
 /// around it to compile and, where that is cheap and offline, to run against fixtures or the in-process emulator.
@@ -244,4 +249,46 @@ private struct ClosureService: Service {
     let body: @Sendable () async throws -> Void
     init(_ body: @escaping @Sendable () async throws -> Void) { self.body = body }
     func run() async throws { try await body() }
+}
+
+extension DocumentationExamplesTests {
+    // MARK: LatchkeyClient
+
+    @Test("AppleNonce.swift and LatchkeyClient.swift: the nonce in the request, then sign-in and a signed-in request against a real server")
+    func clientExamples() async throws {
+        final class AppleIDRequest { var nonce: String? }  // stands in for ASAuthorizationAppleIDRequest
+        let request = AppleIDRequest()
+        let nonce = AppleNonce()
+        request.nonce = nonce.sha256  // request: the ASAuthorizationAppleIDRequest; send nonce.raw to Latchkey
+        let container = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("latchkey-doc-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: container) }
+        try await ServerHarness.with { harness in
+            let server = try #require(URL(string: harness.baseURL))
+            let sub = try await harness.emulator.createUser()
+            let minted = try await harness.emulator.nativeSignIn(sub: sub, nonce: request.nonce ?? "")
+            let credential = (identityToken: minted.identityToken, code: minted.code)
+            let client = LatchkeyClient(baseURL: server, tokenStore: FileTokenStore(url: container.appendingPathComponent("session.json")))
+            // credential: the ASAuthorizationAppleIDCredential of a request whose nonce was nonce.sha256
+            try await client.signInWithApple(identityToken: credential.identityToken, authorizationCode: credential.code, rawNonce: nonce.raw)
+            let (data, _) = try await client.data(for: URLRequest(url: server.appendingPathComponent("v1/me")))
+            let me = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+            #expect((me?["identities"] as? [[String: Any]])?.first?["subject"] as? String == sub)
+        }
+    }
+
+    @Test("FileTokenStore.swift: a store in the app group's container")
+    func fileStoreExample() throws {
+        let container = URL(fileURLWithPath: NSTemporaryDirectory())
+        let store = FileTokenStore(url: container.appendingPathComponent("session.json"))
+        #expect(store.url.lastPathComponent == "session.json")
+    }
+
+    #if canImport(Security)
+        @Test("KeychainTokenStore.swift: a store in the Keychain")
+        func keychainStoreExample() {
+            let store = KeychainTokenStore(service: "com.example.app.session", accessGroup: nil)
+            _ = store
+        }
+    #endif
 }
