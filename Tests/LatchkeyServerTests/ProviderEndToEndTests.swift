@@ -62,12 +62,7 @@ struct ProviderEndToEndTests {
             #expect(created.user.identities.map(\.provider) == [credential.provider])
             #expect(created.user.identities.first?.subject == subjects[credential.provider] as? String)
             let second = try await harness.post("/v1/auth/\(credential.provider)", json: try await Self.body(credential, harness, subjects: subjects))
-            #expect(second.status == 200, "\(second.text)")
-            let again = try second.decode(SignInResponse.self)
-            #expect(!again.isNewUser)
-            #expect(again.user.id == created.user.id)
-            #expect(try await harness.send("GET", "/v1/me", bearer: again.accessToken).status == 200)
-            #expect(try await harness.refresh(again.refreshToken).status == 200)
+            try await harness.expectReturningUser(second, created)
         }
     }
 

@@ -12,6 +12,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
+import Testing
 
 /// A Latchkey server on loopback, backed by a fresh SQLite file and talking to an in-process Apple emulator
 /// that sends its notifications back to the server.
@@ -192,6 +193,18 @@ struct ServerHarness: Sendable {
         let code = try await googleCode(email: email, verifier: verifier)
         let body: [String: any Sendable] = ["authorizationCode": code, "codeVerifier": verifier, "redirectUri": EmulatorHarness.redirectURI]
         return try await post(path, json: body.merging(extra) { $1 }, bearer: bearer)
+    }
+
+    /// Checks that a later sign-in found `created`'s user and that its session works (`/v1/me`, one rotation).
+    @discardableResult
+    func expectReturningUser(_ answer: Answer, _ created: SignInResponse, sourceLocation: SourceLocation = #_sourceLocation) async throws -> SignInResponse {
+        #expect(answer.status == 200, "\(answer.text)", sourceLocation: sourceLocation)
+        let again = try answer.decode(SignInResponse.self)
+        #expect(!again.isNewUser, sourceLocation: sourceLocation)
+        #expect(again.user.id == created.user.id, sourceLocation: sourceLocation)
+        #expect(try await send("GET", "/v1/me", bearer: again.accessToken).status == 200, sourceLocation: sourceLocation)
+        #expect(try await refresh(again.refreshToken).status == 200, sourceLocation: sourceLocation)
+        return again
     }
 
     func refresh(_ token: String) async throws -> Answer {
