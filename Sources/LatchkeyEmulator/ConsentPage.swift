@@ -1,6 +1,6 @@
 import Foundation
 
-/// The HTML the emulator shows where Apple (or Google) would show its sign-in sheet.
+/// The HTML the emulator shows where Apple (or another provider) would show its sign-in sheet.
 enum ConsentPage {
     static func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
@@ -15,7 +15,7 @@ enum ConsentPage {
     static func render(parameters: [String: String], provider: Emulator.Provider, action: String, suggestedEmail: String) -> String {
         let client = escape(parameters["client_id"] ?? "")
         let scopes = Set((parameters["scope"] ?? "").split(separator: " ").map(String.init))
-        let title = provider == .apple ? "Sign in with Apple (Latchkey emulator)" : "Sign in with Google (Latchkey emulator)"
+        let title = "Sign in with \(provider.displayName) (Latchkey emulator)"
         let shares = [scopes.contains("name") || scopes.contains("profile") ? "your name" : nil, scopes.contains("email") ? "your e-mail address" : nil]
             .compactMap { $0 }.joined(separator: " and ")
         let hideChoice =

@@ -125,6 +125,9 @@ public struct EmulatorConfiguration: Sendable {
     public var notificationInitialBackoff: Duration = .milliseconds(500)
     /// Lets redirect URIs use plain HTTP on a domain name (never an IP address or localhost).
     public var allowHTTPRedirectURIs = false
+    /// Lets Apple's authorization page redirect to `http://127.0.0.1`, `localhost` or `[::1]`, which Apple
+    /// refuses: for a development server on loopback (`latchkey serve --dev`), never a faithful default.
+    public var allowLoopbackRedirectURIs = false
     /// How many requests `GET /emulator/requests` keeps: the newest ones, the oldest dropped first (0 keeps none).
     public var requestLogCapacity = 10_000
 

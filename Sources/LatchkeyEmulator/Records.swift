@@ -20,7 +20,21 @@ struct ConsentRecord: Sendable {
 }
 
 struct CodeRecord: Sendable {
-    enum Provider: String, Sendable, CaseIterable { case apple, google, microsoft, facebook, dropbox, oidc }
+    enum Provider: String, Sendable, CaseIterable {
+        case apple, google, microsoft, facebook, dropbox, oidc
+
+        /// The name the sign-in pages show.
+        var displayName: String {
+            switch self {
+            case .apple: "Apple"
+            case .google: "Google"
+            case .microsoft: "Microsoft"
+            case .facebook: "Facebook"
+            case .dropbox: "Dropbox"
+            case .oidc: "OpenID Connect"
+            }
+        }
+    }
     let code: String
     let provider: Provider
     let userID: UUID

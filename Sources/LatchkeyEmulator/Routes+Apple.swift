@@ -93,9 +93,9 @@ extension Emulator {
 
     // MARK: - Authorization page (web sign-in)
 
-    enum Provider { case apple, google }
+    typealias Provider = CodeRecord.Provider
 
-    /// Checks an authorization request the way Apple (or Google) does before showing its page.
+    /// Checks an authorization request the way Apple (or the OAuth provider) does before showing its page.
     func validateAuthorizeRequest(_ parameters: [String: String], provider: Provider) async -> (error: String, detail: String)? {
         guard let clientID = parameters["client_id"], !clientID.isEmpty else { return ("invalid_request", "client_id is missing") }
         let registered: [String]
@@ -103,8 +103,8 @@ extension Emulator {
         case .apple:
             guard let app = configuration.app(clientID) else { return ("invalid_client", "client_id \(clientID) is not registered") }
             registered = app.redirectURIs
-        case .google:
-            guard let client = configuration.googleClient(clientID) else { return ("invalid_client", "client_id \(clientID) is not registered") }
+        default:
+            guard let client = configuration.oauthClient(provider, clientID) else { return ("invalid_client", "client_id \(clientID) is not registered") }
             registered = client.redirectURIs
         }
         guard let redirectURI = parameters["redirect_uri"], !redirectURI.isEmpty else { return ("unauthorized_client", "redirect_uri is missing") }
@@ -127,7 +127,7 @@ extension Emulator {
                 return ("invalid_request", "response_mode must be fragment or form_post when id_token is requested")
             }
             if !scopes.isEmpty, mode != "form_post" { return ("invalid_request", "response_mode must be form_post when scopes are requested") }
-        case .google:
+        default:
             guard responseTypes == ["code"] else { return ("unsupported_response_type", "response_type must be code") }
             if let method = parameters["code_challenge_method"], !["S256", "plain"].contains(method) {
                 return ("invalid_request", "code_challenge_method must be S256 or plain")
@@ -136,9 +136,13 @@ extension Emulator {
         return nil
     }
 
-    /// Apple refuses redirect URIs that are IP addresses, `localhost`, carry a fragment, or are not HTTPS.
+    /// Apple refuses redirect URIs that are IP addresses, `localhost`, carry a fragment, or are not HTTPS
+    /// (unless ``EmulatorConfiguration/allowLoopbackRedirectURIs`` lets a development server on loopback through).
     func redirectURIProblem(_ uri: String) -> String? {
         guard let url = URLComponents(string: uri), let host = url.host, !host.isEmpty else { return "redirect_uri is not a URL" }
+        if configuration.allowLoopbackRedirectURIs, url.scheme == "http", ["127.0.0.1", "localhost", "::1"].contains(host), url.fragment == nil {
+            return nil
+        }
         guard url.scheme == "https" || (configuration.allowHTTPRedirectURIs && url.scheme == "http") else { return "redirect_uri must use HTTPS" }
         if host == "localhost" || host.hasSuffix(".localhost") { return "redirect_uri cannot be localhost" }
         let isIPv4 = host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy { UInt8($0) != nil }

@@ -36,30 +36,7 @@ extension Emulator {
             return await authorizePage(parameters, provider: .google, action: "/google/o/oauth2/v2/auth")
         }
 
-        router.post("/google/o/oauth2/v2/auth") { request, _ in
-            let (form, _, malformed) = try await readForm(request)
-            if malformed { return HTTPAnswer.json(["error": "invalid_request"], status: .badRequest) }
-            if let (error, _) = await validateAuthorizeRequest(form, provider: .google) { return HTTPAnswer.json(["error": error], status: .badRequest) }
-            var answer: [(String, String)] = []
-            if form["action"] != "continue" {
-                answer.append(("error", "access_denied"))
-            } else {
-                let user = await findOrCreateUser(form)
-                do throws(ProviderOAuthError) {
-                    let code = try await state.issueCode(
-                        .init(
-                            provider: .google, userID: user.id, clientID: form["client_id"]!, redirectURI: form["redirect_uri"], nonce: form["nonce"],
-                            scopes: (form["scope"] ?? "").split(separator: " ").map(String.init), codeChallenge: form["code_challenge"],
-                            codeChallengeMethod: form["code_challenge_method"]))
-                    answer.append(("code", code))
-                    answer.append(("scope", form["scope"] ?? ""))
-                } catch {
-                    return HTTPAnswer.json(["error": error.code], status: .init(code: error.status))
-                }
-            }
-            if let stateValue = form["state"] { answer.append(("state", stateValue)) }
-            return deliver(answer, to: form["redirect_uri"]!, mode: "query")
-        }
+        router.post("/google/o/oauth2/v2/auth") { request, _ in try await oauthAuthorizeDecision(request, provider: .google) }
 
         router.post("/google/token") { request, _ in
             try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in
@@ -84,6 +61,45 @@ extension Emulator {
             }
             return HTTPAnswer.json(claims)
         }
+    }
+}
+
+extension Emulator {
+    /// The user pressed Continue or Cancel on an OAuth provider's page (Google, Microsoft, Dropbox, OIDC): the
+    /// answer goes to the redirect URI in the query, with a code bound to the client, redirect URI, nonce and PKCE challenge.
+    func oauthAuthorizeDecision(_ request: Request, provider: Provider) async throws -> Response {
+        let (form, _, malformed) = try await readForm(request)
+        if malformed { return HTTPAnswer.json(["error": "invalid_request"], status: .badRequest) }
+        if let (error, _) = await validateAuthorizeRequest(form, provider: provider) { return HTTPAnswer.json(["error": error], status: .badRequest) }
+        var answer: [(String, String)] = []
+        if form["action"] != "continue" {
+            answer.append(("error", "access_denied"))
+        } else {
+            let user = await findOrCreateUser(form)
+            do throws(ProviderOAuthError) {
+                let code = try await state.issueCode(
+                    .init(
+                        provider: provider, userID: user.id, clientID: form["client_id"]!, redirectURI: form["redirect_uri"], nonce: form["nonce"],
+                        scopes: (form["scope"] ?? "").split(separator: " ").map(String.init), codeChallenge: form["code_challenge"],
+                        codeChallengeMethod: form["code_challenge_method"]))
+                answer.append(("code", code))
+                if provider != .dropbox { answer.append(("scope", form["scope"] ?? "")) }
+            } catch {
+                return HTTPAnswer.json(["error": error.code], status: .init(code: error.status))
+            }
+        }
+        if let stateValue = form["state"] { answer.append(("state", stateValue)) }
+        return deliver(answer, to: form["redirect_uri"]!, mode: "query")
+    }
+
+    /// The GET (page) and POST (decision) routes of an OAuth provider's authorization endpoint at `path`.
+    func addAuthorizeRoutes(_ path: RouterPath, provider: Provider, to router: Router<BasicRequestContext>) {
+        router.get(path) { request, _ in
+            var parameters: [String: String] = [:]
+            for (name, value) in request.uri.queryParameters { parameters[String(name)] = String(value) }
+            return await authorizePage(parameters, provider: provider, action: request.uri.path)
+        }
+        router.post(path) { request, _ in try await oauthAuthorizeDecision(request, provider: provider) }
     }
 }
 

@@ -37,6 +37,8 @@ extension Emulator {
             }
         }
 
+        addAuthorizeRoutes("/microsoft/:tenant/oauth2/v2.0/authorize", provider: .microsoft, to: router)
+
         router.post("/microsoft/:tenant/oauth2/v2.0/token") { request, context in
             let tenant = try context.parameters.require("tenant")
             return try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in
@@ -100,6 +102,8 @@ extension Emulator {
             }
         }
 
+        addAuthorizeRoutes("/dropbox/oauth2/authorize", provider: .dropbox, to: router)
+
         router.post("/dropbox/2/users/get_current_account") { request, _ in
             let body = String(buffer: try await request.body.collect(upTo: maximumBodySize)).trimmingCharacters(in: .whitespacesAndNewlines)
             return await dropboxRPC(request) { () throws(ProviderOAuthError) in
@@ -141,6 +145,8 @@ extension Emulator {
         router.get("/oidc/jwks") { request, _ in
             await providerDocument(request) { HTTPAnswer.json(await state.keyRings[.oidc]!.jwks) }
         }
+
+        addAuthorizeRoutes("/oidc/authorize", provider: .oidc, to: router)
 
         router.post("/oidc/token") { request, _ in
             try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in

@@ -48,6 +48,37 @@ public struct ProviderSignIn: Sendable {
     }
 }
 
+/// What Latchkey sends a provider to start a browser sign-in on an app's behalf.
+public struct BrowserSignInRequest: Sendable {
+    /// Latchkey's own callback for this provider, `{issuer}/oauth2/callback/{provider}`.
+    public var callbackURL: String
+    public var state: String
+    /// The ID token must carry this nonce (hashed, unless the provider's `nonceMatching` says otherwise).
+    public var rawNonce: String
+    /// Latchkey's PKCE verifier at the provider (S256).
+    public var codeVerifier: String
+
+    public init(callbackURL: String, state: String, rawNonce: String, codeVerifier: String) {
+        self.callbackURL = callbackURL
+        self.state = state
+        self.rawNonce = rawNonce
+        self.codeVerifier = codeVerifier
+    }
+}
+
+/// Where the browser goes to sign in at a provider.
+public struct BrowserSignInStart: Sendable, Equatable {
+    /// The provider's authorization URL with every parameter.
+    public var url: String
+    /// The provider posts its answer back (`response_mode=form_post`, Apple) instead of redirecting with a query.
+    public var answersWithFormPost: Bool
+
+    public init(url: String, answersWithFormPost: Bool = false) {
+        self.url = url
+        self.answersWithFormPost = answersWithFormPost
+    }
+}
+
 /// A provider users sign in with: turns what an app sends into a verified identity, and validates and
 /// revokes the grant it leaves behind.
 ///
@@ -65,11 +96,36 @@ public protocol IdentityProvider: ProviderAuthorizationLink {
     func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn
     /// Signing-key caches to keep fresh in the background.
     var keyCaches: [JWKSCache] { get }
+    /// The provider's name for people (the chooser page's buttons).
+    var displayName: String { get }
+    /// Whether ``browserSignIn(_:)`` can start a sign-in (false for Facebook, whose logins come from its SDKs).
+    var signsInWithBrowser: Bool { get }
+    /// Starts a browser sign-in at the provider; nil when the provider has none here.
+    func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart?
+    /// The credential the provider's answer at Latchkey's callback makes, to run through ``verify(_:)``.
+    func browserCredential(_ answer: [String: String], _ request: BrowserSignInRequest) -> ProviderCredential
 }
 
 extension IdentityProvider {
     public func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn { signIn }
     public var keyCaches: [JWKSCache] { [] }
+    public var signsInWithBrowser: Bool { false }
+    public func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? { nil }
+
+    /// A code redeemed with Latchkey's verifier at Latchkey's callback, its ID token checked against the nonce.
+    public func browserCredential(_ answer: [String: String], _ request: BrowserSignInRequest) -> ProviderCredential {
+        ProviderCredential(rawNonce: request.rawNonce, authorizationCode: answer["code"], codeVerifier: request.codeVerifier, redirectURI: request.callbackURL)
+    }
+}
+
+/// The `nonce` parameter that makes a provider's ID token pass `matching` for `rawNonce`.
+func nonceParameter(_ rawNonce: String, _ matching: NonceMatching) -> String {
+    matching == .verbatim ? rawNonce : hashedNonce(rawNonce)
+}
+
+/// `base` with `fields` appended as a form-encoded query.
+func url(_ base: String, query fields: [(String, String)]) -> String {
+    base + (base.contains("?") ? "&" : "?") + formURLEncoded(fields)
 }
 
 /// Receives one event per provider call: the provider, the operation (`code_exchange`, `refresh_validation`,

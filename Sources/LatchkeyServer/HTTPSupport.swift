@@ -144,7 +144,7 @@ struct RateLimitMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let path = request.uri.path
-        if request.method == .post, path.hasPrefix("/v1/auth/") || path == "/v1/token" {
+        if (request.method == .post && (path.hasPrefix("/v1/auth/") || path == "/v1/token")) || path.hasPrefix("/oauth2/") {
             let client = clientAddress(request, context) ?? "unknown"
             if let wait = limiter.check("ip:" + client) {
                 throw APIError(

@@ -22,6 +22,10 @@ public struct LatchkeyServer: Sendable {
     public let accessKeys: AccessTokenKeys
     /// The providers users sign in with, by name.
     public let providers: ProviderRegistry
+    /// The browser flow: provider sign-ins in progress and the codes apps redeem.
+    public let flows: AuthorizationCodeFlow
+    /// Apps registered for the browser flow, by client id.
+    let clients: [String: OAuthClient]
     /// Verifies Apple's server-to-server notifications, when Apple is configured.
     let appleNotifications: AppleNotificationVerifier?
     let box: SecretBox
@@ -60,7 +64,8 @@ public struct LatchkeyServer: Sendable {
             let appleConfiguration = AppleConfiguration(credentials: credentials, clientIDs: settings.clientIDs, baseURL: settings.baseURL)
             let apple = try AppleIdentityProvider(
                 configuration: appleConfiguration, signInPolicy: Self.signInPolicy(appleConfiguration.identityTokenPolicy, settings),
-                redirectURIs: settings.redirectURIs, transport: transport, timeSource: timeSource, logger: logger, observer: observer)
+                redirectURIs: settings.redirectURIs + [Self.callbackURL(configuration, provider: "apple")], servicesID: settings.servicesID,
+                transport: transport, timeSource: timeSource, logger: logger, observer: observer)
             providers.append(apple)
             appleNotifications = AppleNotificationVerifier(keys: apple.keys, audiences: settings.clientIDs, timeSource: timeSource)
         }
@@ -80,10 +85,17 @@ public struct LatchkeyServer: Sendable {
             store: store, accessTokens: accessTokens, box: box, providerLinks: registry.links, policy: policy, timeSource: timeSource, logger: logger)
         return LatchkeyServer(
             configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, providers: registry,
+            flows: AuthorizationCodeFlow(store: store, issuer: sessions.issuer, box: box, timeSource: timeSource),
+            clients: Dictionary(configuration.clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first }),
             appleNotifications: appleNotifications, box: box, timeSource: timeSource, logger: logger,
             ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP), subjectLimiter: RateLimiter(perMinute: configuration.rateLimit.perSubject),
             verifiedTokens: VerifiedTokenCache(timeSource: timeSource)
         )
+    }
+
+    /// Where a provider answers a browser sign-in: `{issuer}/oauth2/callback/{provider}`.
+    public static func callbackURL(_ configuration: ServerConfiguration, provider: String) -> String {
+        configuration.issuer + "/oauth2/callback/" + provider
     }
 
     static func signInPolicy(_ base: IdentityTokenPolicy, _ settings: ServerConfiguration.Apple) -> IdentityTokenPolicy {

@@ -13,6 +13,8 @@ extension LatchkeyServer {
         ("POST", "/v1/apple/notifications"),
         ("GET", "/.well-known/jwks.json"), ("GET", "/.well-known/openid-configuration"),
         ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/openapi.json"),
+        ("GET", "/oauth2/authorize"), ("GET", "/oauth2/callback/{provider}"), ("POST", "/oauth2/callback/{provider}"), ("POST", "/oauth2/token"),
+        ("POST", "/oauth2/revoke"), ("GET", "/.well-known/oauth-authorization-server"),
     ]
 
     func addRoutes(to router: Router<LatchkeyRequestContext>) {
@@ -32,7 +34,10 @@ extension LatchkeyServer {
         }
         router.post("/v1/apple/notifications") { request, _ in try await appleNotification(request) }
         router.get("/.well-known/jwks.json") { _, _ in JSONBody.response(accessKeys.jwks, headers: [.cacheControl: "public, max-age=300"]) }
-        router.get("/.well-known/openid-configuration") { _, _ in JSONBody.response(discovery, headers: [.cacheControl: "public, max-age=3600"]) }
+        router.get("/.well-known/openid-configuration") { _, _ in
+            JSONBody.response(authorizationServerMetadata, headers: [.cacheControl: "public, max-age=3600"])
+        }
+        addOAuthRoutes(to: router)
         router.get("/healthz") { _, _ in JSONBody.response(["status": "ok"]) }
         router.get("/readyz") { _, _ in
             do {
@@ -52,19 +57,6 @@ extension LatchkeyServer {
         }
     }
 
-    /// Issuer metadata (RFC 8414 field names). No `token_endpoint`: `/v1/token` answers in the app-facing
-    /// camelCase shape, not RFC 6749 §5.1, so advertising it would mislead OAuth clients.
-    struct Discovery: Encodable {
-        let issuer, jwks_uri: String
-        let access_token_signing_alg_values_supported: [String]
-    }
-
-    /// What a backend needs to verify Latchkey's access tokens statelessly.
-    var discovery: Discovery {
-        let issuer = configuration.issuer
-        return Discovery(issuer: issuer, jwks_uri: issuer + "/.well-known/jwks.json", access_token_signing_alg_values_supported: ["ES256"])
-    }
-
     // MARK: - Sign-in
 
     /// What a sign-in or link body says, whichever provider it is for.
@@ -75,7 +67,7 @@ extension LatchkeyServer {
         var inviteCode: String?
     }
 
-    private func provider(_ name: String) throws -> any IdentityProvider {
+    func provider(_ name: String) throws -> any IdentityProvider {
         if let provider = providers[name] { return provider }
         if name == "apple" {
             throw APIError(
@@ -110,7 +102,7 @@ extension LatchkeyServer {
 
     /// Verifies a credential and claims its single-use token; then `body` runs, and a failure there releases the
     /// claim so the app may retry with the same token.
-    private func withVerifiedCredential<T: Sendable>(
+    func withVerifiedCredential<T: Sendable>(
         _ provider: any IdentityProvider, _ credential: ProviderCredential, _ body: (ProviderSignIn) async throws -> T
     ) async throws -> T {
         let signIn = try await provider.verify(credential)
@@ -215,16 +207,7 @@ extension LatchkeyServer {
         guard contentType.hasPrefix("application/x-www-form-urlencoded") else {
             throw APIError.invalidRequest("send application/x-www-form-urlencoded or application/json")
         }
-        var fields: [String: String] = [:]
-        for pair in String(decoding: bytes, as: UTF8.self).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = parts[0].replacingOccurrences(of: "+", with: " ").removingPercentEncoding,
-                let value = (parts.count > 1 ? parts[1] : "").replacingOccurrences(of: "+", with: " ").removingPercentEncoding
-            else { throw APIError.invalidRequest("the form body is not valid percent-encoding") }
-            guard fields[name] == nil else { throw APIError.invalidRequest("parameter \(name.prefix(40)) appears twice") }
-            fields[name] = value
-        }
-        return fields
+        return try Self.formFields(bytes)
     }
 
     // MARK: - Authenticated

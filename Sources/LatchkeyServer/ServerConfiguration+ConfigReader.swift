@@ -43,6 +43,8 @@ extension ServerConfiguration {
     /// | `dropbox.appKey`, `dropbox.appSecret`, `dropbox.apiUrl`, `dropbox.acceptAccessTokens` | Dropbox sign-in | off |
     /// | `<provider>.nonceMatching`, `<provider>.requireNonce` | as for Apple; `requireNonce` defaults to false | `hashed`, false |
     /// | `signup.mode` | `open` or `invite` | `open` |
+    /// | `clients[]`: `clientId`, `redirectUris`, `providers`, `type` (`public`/`confidential`), `clientSecret`/`clientSecretFile` | apps of the browser flow | none |
+    /// | `apple.servicesId`, `<provider>.webClientId`, `dropbox.authorizeUrl` | the browser flow's client ids and Dropbox's sign-in page | first client id |
     public init(reading config: ConfigReader) throws(LatchkeyError) {
         self.init()
         if let mode = config.string(forKey: "mode") {
@@ -104,8 +106,10 @@ extension ServerConfiguration {
                 baseURL: config.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com",
                 redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching, requireNonce: requireNonce
             )
+            apple?.servicesID = config.string(forKey: "apple.servicesId")
         }
         try readProviders(config)
+        try readClients(config)
         if let mode = config.string(forKey: "signup.mode") {
             guard let parsed = SignUpMode(rawValue: mode) else { throw setting("signup.mode", "is \"\(mode)\"; use open or invite") }
             signUp = parsed
@@ -141,6 +145,7 @@ extension ServerConfiguration {
                 clientIDs: clientIDs, hostedDomains: Self.list(config, "google.hostedDomains") ?? [],
                 clientSecret: try Self.secret(config, "google.clientSecret", fileKey: "google.clientSecretFile"))
             if let url = config.string(forKey: "google.discoveryUrl") { google.discoveryURL = url }
+            google.webClientID = config.string(forKey: "google.webClientId")
             openIDProviders.append(try withNonces(google, "google"))
         }
         if let clientIDs = Self.list(config, "microsoft.clientIds") {
@@ -148,9 +153,10 @@ extension ServerConfiguration {
             for tenant in tenants where !["common", "organizations", "consumers"].contains(tenant.lowercased()) && UUID(uuidString: tenant) == nil {
                 throw setting("microsoft.tenants", "has \"\(tenant.prefix(60))\"; use common, organizations, consumers or tenant GUIDs")
             }
-            let microsoft = OpenIDProviderConfiguration.microsoft(
+            var microsoft = OpenIDProviderConfiguration.microsoft(
                 clientIDs: clientIDs, tenants: tenants, clientSecret: try Self.secret(config, "microsoft.clientSecret", fileKey: "microsoft.clientSecretFile"),
                 authority: config.string(forKey: "microsoft.authority") ?? "https://login.microsoftonline.com")
+            microsoft.webClientID = config.string(forKey: "microsoft.webClientId")
             openIDProviders.append(try withNonces(microsoft, "microsoft"))
         }
         for name in Self.list(config, "oidc.providers") ?? [] {
@@ -162,10 +168,11 @@ extension ServerConfiguration {
             guard let issuer = config.string(forKey: ConfigKey(key + ".issuer")), URL(string: issuer)?.scheme != nil else {
                 throw setting(key + ".issuer", "is missing: set the provider's issuer URL (its discovery document is read from there)")
             }
-            let generic = OpenIDProviderConfiguration.generic(
+            var generic = OpenIDProviderConfiguration.generic(
                 name: name, displayName: config.string(forKey: ConfigKey(key + ".displayName")), issuer: issuer,
                 clientIDs: Self.list(config, ConfigKey(key + ".clientIds")) ?? [],
                 clientSecret: try Self.secret(config, ConfigKey(key + ".clientSecret"), fileKey: ConfigKey(key + ".clientSecretFile")))
+            generic.webClientID = config.string(forKey: ConfigKey(key + ".webClientId"))
             openIDProviders.append(try withNonces(generic, key))
         }
         if let appID = config.string(forKey: "facebook.appId") {
@@ -180,8 +187,29 @@ extension ServerConfiguration {
         if let appKey = config.string(forKey: "dropbox.appKey") {
             var dropbox = DropboxConfiguration(appKey: appKey, appSecret: try Self.secret(config, "dropbox.appSecret", fileKey: "dropbox.appSecretFile"))
             dropbox.apiURL = config.string(forKey: "dropbox.apiUrl") ?? dropbox.apiURL
+            dropbox.authorizeURL = config.string(forKey: "dropbox.authorizeUrl") ?? dropbox.authorizeURL
             dropbox.acceptAccessTokens = try Self.bool(config, "dropbox.acceptAccessTokens") ?? false
             self.dropbox = dropbox
+        }
+    }
+
+    /// `clients`: in a JSON file an array of objects; in the environment `LATCHKEY_CLIENTS_0_CLIENT_ID` and so on.
+    private mutating func readClients(_ config: ConfigReader) throws(LatchkeyError) {
+        var index = 0
+        while let clientID = config.string(forKey: ConfigKey("clients.\(index).clientId")) {
+            let key = "clients.\(index)"
+            let kind: OAuthClient.Kind
+            switch config.string(forKey: ConfigKey(key + ".type")) ?? "public" {
+            case "public": kind = .public
+            case "confidential": kind = .confidential
+            case let other: throw setting("clients[\(index)].type", "is \"\(other.prefix(40))\"; use public or confidential")
+            }
+            clients.append(
+                OAuthClient(
+                    clientID: clientID, redirectURIs: Self.list(config, ConfigKey(key + ".redirectUris")) ?? [],
+                    providers: Self.list(config, ConfigKey(key + ".providers")), kind: kind,
+                    secret: try Self.secret(config, ConfigKey(key + ".clientSecret"), fileKey: ConfigKey(key + ".clientSecretFile"))))
+            index += 1
         }
     }
 

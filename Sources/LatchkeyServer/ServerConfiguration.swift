@@ -29,6 +29,10 @@ public struct ServerConfiguration: Sendable {
     public var dropbox: DropboxConfiguration?
     /// Who may create an account by signing in.
     public var signUp: SignUpMode = .open
+    /// Apps registered for the browser flow (`/oauth2/authorize`, `/oauth2/token`).
+    public var clients: [OAuthClient] = []
+    /// Serve the demo sign-in page at `/` (and its `/callback`): `serve --dev` turns it on.
+    public var servesDemoPage = false
     public var rateLimit = RateLimits()
     /// Largest request body accepted, in bytes.
     public var maximumBodySize = 16 * 1024
@@ -60,6 +64,8 @@ public struct ServerConfiguration: Sendable {
         public var nonceMatching: NonceMatching = .hashed
         /// Refuse identity tokens without a `nonce` claim; web sign-ins that cannot carry one turn it off.
         public var requireNonce = true
+        /// The Services ID the browser flow signs in with; nil uses the first of ``clientIDs``.
+        public var servicesID: String?
 
         public init(
             teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com",
@@ -124,6 +130,22 @@ public struct ServerConfiguration: Sendable {
         if let repeated = names.first(where: { name in names.filter { $0 == name }.count > 1 }) {
             throw setting("oidc.providers", "names \(repeated) twice or reuses a built-in provider's name")
         }
+        var clientIDs: Set<String> = []
+        for (index, client) in clients.enumerated() {
+            let key = "clients[\(index)]"
+            guard !client.clientID.isEmpty else { throw setting(key + ".clientId", "is missing") }
+            guard clientIDs.insert(client.clientID).inserted else { throw setting(key + ".clientId", "registers \(client.clientID) twice") }
+            guard !client.redirectURIs.isEmpty else { throw setting(key + ".redirectUris", "is empty; list the exact URIs the app receives codes at") }
+            for uri in client.redirectURIs {
+                if let problem = Self.redirectURIProblem(uri) { throw setting(key + ".redirectUris", "has \(uri.prefix(200)): \(problem)") }
+            }
+            if client.kind == .confidential, (client.secret ?? "").count < 16 {
+                throw setting(key + ".clientSecret", "is missing or shorter than 16 characters (a confidential client authenticates with it)")
+            }
+            for provider in client.providers ?? [] where !names.contains(provider) {
+                throw setting(key + ".providers", "names \(provider.prefix(40)), which is not configured; configured: \(names.joined(separator: ", "))")
+            }
+        }
         for provider in openIDProviders where provider.policy.audiences.isEmpty {
             throw setting("\(provider.policy.configurationKey ?? provider.name).clientIds", "is empty; list the OAuth client ids your apps use")
         }
@@ -138,6 +160,26 @@ public struct ServerConfiguration: Sendable {
                 throw setting("encryptionKey", "production mode needs an encryption key (32 random bytes in base64: openssl rand -base64 32)")
             }
             guard publicURL != nil else { throw setting("publicUrl", "production mode needs the URL clients reach this server at") }
+        }
+    }
+}
+
+extension ServerConfiguration {
+    /// Why a client's redirect URI cannot be registered: RFC 9700 wants exact, fragment-free URIs; plain `http`
+    /// only on loopback (RFC 8252 §7.3); custom schemes (`com.example.app:/oauth2redirect`) for native apps.
+    static func redirectURIProblem(_ uri: String) -> String? {
+        guard let components = URLComponents(string: uri), let scheme = components.scheme?.lowercased() else { return "not an absolute URI" }
+        if components.fragment != nil { return "a redirect URI cannot have a fragment" }
+        switch scheme {
+        case "https":
+            return components.host?.isEmpty == false ? nil : "an https redirect URI needs a host"
+        case "http":
+            return OAuthClient.isLoopback(uri)
+                ? nil : "plain http is allowed only on loopback (127.0.0.1, [::1], localhost); use https"
+        case "javascript", "data", "file", "vbscript":
+            return "the \(scheme) scheme cannot receive codes"
+        default:
+            return scheme.contains(".") ? nil : "a custom scheme must be a reverse domain name (com.example.app:/oauth2redirect, RFC 8252 §7.1)"
         }
     }
 }

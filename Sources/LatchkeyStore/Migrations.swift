@@ -73,6 +73,18 @@ enum Migrations {
                 """,
             ]
         ),
+        (
+            4,
+            [
+                // The browser flow: provider flow state and authorization codes, each used once, kept a day past expiry
+                // so a replayed code is recognised.
+                """
+                CREATE TABLE one_time_records (kind TEXT NOT NULL, key_hash TEXT NOT NULL, sealed_payload TEXT NOT NULL, expires_at BIGINT NOT NULL,
+                  used_at BIGINT, PRIMARY KEY (kind, key_hash))
+                """,
+                "CREATE INDEX one_time_records_expiry ON one_time_records(expires_at)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

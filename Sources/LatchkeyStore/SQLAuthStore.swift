@@ -604,6 +604,43 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
+    // MARK: One-time records
+
+    public func saveOneTimeRecord(_ record: OneTimeRecord) async throws {
+        try await write { db in
+            try await db.raw(
+                """
+                INSERT INTO one_time_records (kind, key_hash, sealed_payload, expires_at, used_at)
+                VALUES (\(bind: record.kind), \(bind: record.keyHash), \(bind: record.sealedPayload), \(bind: record.expiresAt.millis), \(bind: record.usedAt?.millis))
+                """
+            ).run()
+        }
+    }
+
+    public func useOneTimeRecord(kind: String, keyHash: String, at: Date) async throws -> OneTimeRecord? {
+        try await write { db in
+            // One conditional update decides who used it first, across instances; a loser reads what is there.
+            if let first = try await db.raw(
+                """
+                UPDATE one_time_records SET used_at = \(bind: at.millis) WHERE kind = \(bind: kind) AND key_hash = \(bind: keyHash) AND used_at IS NULL
+                RETURNING sealed_payload, expires_at
+                """
+            ).first() {
+                return OneTimeRecord(
+                    kind: kind, keyHash: keyHash, sealedPayload: try first.decode(column: "sealed_payload", as: String.self),
+                    expiresAt: try first.date("expires_at"))
+            }
+            guard
+                let used = try await db.raw(
+                    "SELECT sealed_payload, expires_at, used_at FROM one_time_records WHERE kind = \(bind: kind) AND key_hash = \(bind: keyHash)"
+                ).first()
+            else { return nil }
+            return OneTimeRecord(
+                kind: kind, keyHash: keyHash, sealedPayload: try used.decode(column: "sealed_payload", as: String.self), expiresAt: try used.date("expires_at"),
+                usedAt: try used.optionalDate("used_at"))
+        }
+    }
+
     public func outboxItems() async throws -> [OutboxItem] {
         try await read { db in try await db.raw("SELECT * FROM outbox ORDER BY created_at").all().map(Self.outboxItem) }
     }
@@ -660,9 +697,13 @@ public final class SQLAuthStore: AuthStore {
                 try await db.raw("SELECT COUNT(*) AS n FROM used_sign_in_tokens WHERE expires_at <= \(bind: now.millis)").first()?
                 .decode(column: "n", as: Int.self) ?? 0
             try await db.raw("DELETE FROM used_sign_in_tokens WHERE expires_at <= \(bind: now.millis)").run()
+            let oneTime =
+                try await db.raw("SELECT COUNT(*) AS n FROM one_time_records WHERE expires_at <= \(bind: dayAgo)").first()?
+                .decode(column: "n", as: Int.self) ?? 0
+            try await db.raw("DELETE FROM one_time_records WHERE expires_at <= \(bind: dayAgo)").run()
             // Finished revocations need no token any more.
             try await db.raw("UPDATE outbox SET sealed_payload = '' WHERE completed_at IS NOT NULL AND sealed_payload <> ''").run()
-            return expired + dead + usedSignIns
+            return expired + dead + usedSignIns + oneTime
         }
     }
 

@@ -29,7 +29,7 @@ enum Runtime {
         if let file {
             guard FileManager.default.fileExists(atPath: file) else { throw CLIError("configuration file \(file) does not exist") }
             do {
-                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
+                providers.append(try await FileProvider<ConfigurationFileSnapshot>(filePath: FilePath(file)))
             } catch {
                 throw CLIError("configuration file \(file) is not valid JSON")
             }
@@ -51,7 +51,7 @@ enum Runtime {
             "oidc.providers": "oidc", "oidc.oidc.issuer": baseURL + "/oidc", "oidc.oidc.clientIds": ids, "oidc.oidc.displayName": "Emulated OpenID Connect",
             "facebook.appId": first, "facebook.appSecret": first + "-secret", "facebook.graphUrl": baseURL + "/facebook",
             "facebook.jwksUrl": baseURL + "/facebook/.well-known/oauth/openid/jwks/",
-            "dropbox.appKey": first, "dropbox.apiUrl": baseURL + "/dropbox",
+            "dropbox.appKey": first, "dropbox.apiUrl": baseURL + "/dropbox", "dropbox.authorizeUrl": baseURL + "/dropbox/oauth2/authorize",
         ]
     }
 
@@ -107,19 +107,50 @@ enum Runtime {
     }
 
     /// An emulator configuration for a development team, with the server's notification URL.
-    static func emulatorConfiguration(team: (teamID: String, keyID: String, keyFile: String), clientIDs: [String], notificationURL: String) throws
-        -> EmulatorConfiguration
-    {
+    /// With `serverIssuer`, each provider's page may also answer the browser flow at `{serverIssuer}/oauth2/callback/{provider}`,
+    /// on loopback too (which Apple itself refuses).
+    static func emulatorConfiguration(
+        team: (teamID: String, keyID: String, keyFile: String), clientIDs: [String], notificationURL: String, serverIssuer: String? = nil
+    ) throws -> EmulatorConfiguration {
         let pem = try String(contentsOfFile: team.keyFile, encoding: .utf8)
         let key = try P256.Signing.PrivateKey(pemRepresentation: pem)
         var configuration = EmulatorConfiguration()
         configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
+        let callbacks = serverIssuer.map { issuer in ["apple", "google", "microsoft", "oidc", "dropbox"].map { issuer + "/oauth2/callback/" + $0 } } ?? []
+        configuration.allowLoopbackRedirectURIs = serverIssuer != nil
         for clientID in clientIDs {
-            configuration.addApp(clientID: clientID, teamID: team.teamID, redirectURIs: ["https://app.example.com/callback"], notificationURL: notificationURL)
-            configuration.addClientEverywhere(clientID, redirectURIs: ["https://app.example.com/callback"])
+            let redirectURIs = ["https://app.example.com/callback"] + callbacks
+            configuration.addApp(clientID: clientID, teamID: team.teamID, redirectURIs: redirectURIs, notificationURL: notificationURL)
+            configuration.addClientEverywhere(clientID, redirectURIs: redirectURIs)
         }
         return configuration
     }
+}
+
+/// The JSON configuration file. swift-configuration reads arrays of strings and numbers only, so an array of
+/// objects (`clients`) is read as an object keyed by index: `clients.0.clientId`, as the environment spells it.
+struct ConfigurationFileSnapshot: FileConfigSnapshot {
+    typealias ParsingOptions = JSONSnapshot.ParsingOptions
+    private let json: JSONSnapshot
+
+    init(data: RawSpan, providerName: String, parsingOptions: ParsingOptions) throws {
+        guard var object = try JSONSerialization.jsonObject(with: data.withUnsafeBytes { Data($0) }) as? [String: Any] else {
+            json = try JSONSnapshot(data: data, providerName: providerName, parsingOptions: parsingOptions)
+            return
+        }
+        for (key, value) in object {
+            if let array = value as? [Any], array.contains(where: { $0 is [String: Any] }) {
+                object[key] = [String: Any](uniqueKeysWithValues: array.enumerated().map { (String($0.offset), $0.element) })
+            }
+        }
+        let rewritten = [UInt8](try JSONSerialization.data(withJSONObject: object))
+        json = try JSONSnapshot(data: rewritten.span.bytes, providerName: providerName, parsingOptions: parsingOptions)
+    }
+
+    var providerName: String { json.providerName }
+    func value(forKey key: AbsoluteConfigKey, type: ConfigType) throws -> LookupResult { try json.value(forKey: key, type: type) }
+    var description: String { json.description }
+    var debugDescription: String { json.debugDescription }
 }
 
 /// A command-line failure with a message for people; exits 1 (or 2 for usage).

@@ -63,7 +63,13 @@ struct Serve: AsyncParsableCommand {
             Runtime.emulatedProviderSettings(
                 baseURL: "http://127.0.0.1:\(emulatorPort)", team: (team.teamID, team.keyID, team.keyFile), clientIDs: devClientIDs)
         ) { $1 }
-        return (try await Self.reading(file: config, overrides: overrides), team)
+        var devConfiguration = try await Self.reading(file: config, overrides: overrides)
+        // Each client id is also a public client of the browser flow, with every emulated provider, and `/` shows the demo.
+        for clientID in devClientIDs where !devConfiguration.clients.contains(where: { $0.clientID == clientID }) {
+            devConfiguration.clients.append(OAuthClient(clientID: clientID, redirectURIs: ["http://127.0.0.1/callback", clientID + ":/oauth2redirect"]))
+        }
+        devConfiguration.servesDemoPage = true
+        return (devConfiguration, team)
     }
 
     /// The configuration, or exit 1 with the line that names the setting.
@@ -95,7 +101,7 @@ struct Serve: AsyncParsableCommand {
     private func emulatorServices(team: DevTeam, configuration: ServerConfiguration) throws -> [any Service] {
         let emulatorConfiguration = try Runtime.emulatorConfiguration(
             team: (team.teamID, team.keyID, team.keyFile), clientIDs: devClientIDs,
-            notificationURL: "http://127.0.0.1:\(configuration.port)/v1/apple/notifications"
+            notificationURL: "http://127.0.0.1:\(configuration.port)/v1/apple/notifications", serverIssuer: configuration.issuer
         )
         var emulatorLogger = Logger(label: "latchkey.emulator")
         emulatorLogger.logLevel = .warning
@@ -122,6 +128,7 @@ struct Serve: AsyncParsableCommand {
         }
         let application = server.makeApplication { bound in
             print("Latchkey listening on http://\(configuration.host):\(bound) (\(configuration.mode.rawValue), database \(configuration.database))")
+            if configuration.servesDemoPage { print("demo sign-in page: http://\(configuration.host):\(bound)/") }
             flushStandardOutput()
         }
         let group = ServiceGroup(services: [application] + server.services + extraServices, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)

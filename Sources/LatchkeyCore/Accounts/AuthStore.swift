@@ -3,13 +3,15 @@ public import Foundation
 /// Where Latchkey keeps users, sessions and keys: one store made of the aggregates below. ``MemoryAuthStore``
 /// is for tests; `SQLAuthStore` (module `LatchkeyStore`) keeps them in SQLite or PostgreSQL. Every method is
 /// atomic on its own.
-public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore {
+public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
+    OneTimeRecordStore
+{
     /// Creates or upgrades the schema.
     func migrate() async throws
     /// Throws when the store cannot answer (readiness).
     func ping() async throws
-    /// Deletes expired refresh tokens and sign-in records, sessions dead for 30 days and sealed payloads of
-    /// finished outbox items; returns how many rows went.
+    /// Deletes expired refresh tokens and sign-in records, one-time records expired for a day, sessions dead for
+    /// 30 days and sealed payloads of finished outbox items; returns how many rows went.
     @discardableResult func sweep(now: Date) async throws -> Int
 }
 
@@ -76,6 +78,15 @@ public protocol ReplayStore: Sendable {
     func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool
     /// Forgets a record, so a sign-in that failed before starting its session can be retried with the same token.
     func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws
+}
+
+/// The browser flow's single-use records: provider flow state and authorization codes.
+public protocol OneTimeRecordStore: Sendable {
+    /// `.duplicate` when a record with this kind and key hash exists.
+    func saveOneTimeRecord(_ record: OneTimeRecord) async throws
+    /// Marks the record used, atomically across instances, and returns it as it was before: `usedAt` nil means
+    /// this call used it first. Nil when there is no such record. Expiry is the caller's to check.
+    func useOneTimeRecord(kind: String, keyHash: String, at: Date) async throws -> OneTimeRecord?
 }
 
 /// Invite codes for invite-only sign-up.

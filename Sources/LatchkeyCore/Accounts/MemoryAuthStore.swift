@@ -13,6 +13,7 @@ public actor MemoryAuthStore: AuthStore {
     private var outbox: [String: OutboxItem] = [:]
     private var events: [AuditEvent] = []
     private var invitesByID: [String: Invite] = [:]
+    private var oneTimeRecords: [String: OneTimeRecord] = [:]
 
     public init() {}
 
@@ -172,6 +173,17 @@ public actor MemoryAuthStore: AuthStore {
         invitesByID[invite.id]?.uses += 1
         return true
     }
+    public func saveOneTimeRecord(_ record: OneTimeRecord) throws {
+        let key = record.kind + ":" + record.keyHash
+        guard oneTimeRecords[key] == nil else { throw AuthStoreError.duplicate }
+        oneTimeRecords[key] = record
+    }
+    public func useOneTimeRecord(kind: String, keyHash: String, at: Date) -> OneTimeRecord? {
+        let key = kind + ":" + keyHash
+        guard let record = oneTimeRecords[key] else { return nil }
+        if record.usedAt == nil { oneTimeRecords[key]?.usedAt = at }
+        return record
+    }
     public func outboxItems() -> [OutboxItem] { outbox.values.sorted { $0.createdAt < $1.createdAt } }
 
     public func audit(_ event: AuditEvent) { events.append(event) }
@@ -182,6 +194,8 @@ public actor MemoryAuthStore: AuthStore {
     public func sweep(now: Date) -> Int {
         let before = tokens.count + families.count + signInTokens.count
         signInTokens = signInTokens.filter { $0.value > now }
+        let oneTimeBefore = oneTimeRecords.count
+        oneTimeRecords = oneTimeRecords.filter { now.timeIntervalSince($0.value.expiresAt) < 86_400 }
         tokens = tokens.filter { $0.value.idleExpiresAt > now || ($0.value.rotatedAt.map { now.timeIntervalSince($0) < 86_400 } ?? false) }
         let dead = families.values.filter { family in
             (family.revokedAt.map { now.timeIntervalSince($0) > 30 * 86_400 } ?? false) || now.timeIntervalSince(family.absoluteExpiresAt) > 30 * 86_400
@@ -189,6 +203,6 @@ public actor MemoryAuthStore: AuthStore {
         for id in dead { families[id] = nil }
         tokens = tokens.filter { !dead.contains($0.value.familyID) }
         for (id, item) in outbox where item.completedAt != nil && !item.sealedPayload.isEmpty { outbox[id]?.sealedPayload = "" }
-        return before - tokens.count - families.count - signInTokens.count
+        return before - tokens.count - families.count - signInTokens.count + oneTimeBefore - oneTimeRecords.count
     }
 }

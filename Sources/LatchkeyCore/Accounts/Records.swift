@@ -272,3 +272,24 @@ public struct Invite: Sendable, Equatable {
     /// Whether the code can still create a user at `now`.
     public func isUsable(at now: Date) -> Bool { revokedAt == nil && uses < maxUses && (expiresAt.map { now < $0 } ?? true) }
 }
+
+/// A record of the browser flow that may be used once: a provider sign-in in progress (found by its `state`)
+/// or an authorization code. Only the hash of the key is stored; what it carries is sealed.
+public struct OneTimeRecord: Sendable, Equatable {
+    /// `flow` or `code`.
+    public var kind: String
+    /// SHA-256 (hex) of the state or code.
+    public var keyHash: String
+    public var sealedPayload: String
+    public var expiresAt: Date
+    /// When it was first used; nil while unused.
+    public var usedAt: Date?
+
+    public init(kind: String, keyHash: String, sealedPayload: String, expiresAt: Date, usedAt: Date? = nil) {
+        self.kind = kind
+        self.keyHash = keyHash
+        self.sealedPayload = sealedPayload
+        self.expiresAt = expiresAt
+        self.usedAt = usedAt
+    }
+}

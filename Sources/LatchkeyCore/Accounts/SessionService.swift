@@ -42,11 +42,13 @@ public struct SessionIssuer: Sendable {
     public let timeSource: TimeSource
 
     /// Starts a new session family for a user.
-    public func startSession(userID: String, identityID: String?, clientID: String, userAgent: String?) async throws -> IssuedTokens {
+    public func startSession(userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier()) async throws
+        -> IssuedTokens
+    {
         let now = timeSource.now
         let refreshToken = refreshTokens.generate()
         let family = SessionFamily(
-            id: newIdentifier(), userID: userID, identityID: identityID, clientID: clientID, createdAt: now, lastUsedAt: now,
+            id: sessionID, userID: userID, identityID: identityID, clientID: clientID, createdAt: now, lastUsedAt: now,
             absoluteExpiresAt: now.addingTimeInterval(policy.refreshAbsoluteLifetime), userAgent: userAgent.map { String($0.prefix(256)) }
         )
         let record = RefreshTokenRecord(

@@ -28,12 +28,40 @@ public struct SignInService: Sendable {
         public var isNewUser: Bool
     }
 
+    /// The account a verified sign-in belongs to, created or updated, with the provider grant saved.
+    public struct ResolvedAccount: Sendable {
+        public var user: UserAccount
+        public var identity: LinkedIdentity
+        public var identities: [LinkedIdentity]
+        public var isNewUser: Bool
+    }
+
     /// Records a verified sign-in and starts a session. Users are found by provider and subject only.
     /// E-mail and name from the first sign-in are kept; later sign-ins fill gaps but never blank them.
     public func signIn(
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
         providerRefreshToken: String? = nil, userAgent: String? = nil, inviteCode: String? = nil
     ) async throws -> SignInOutcome {
+        let account = try await resolveAccount(
+            identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
+            inviteCode: inviteCode)
+        // Nothing after the session starts may fail the sign-in: the caller would release the identity token
+        // for a retry while a session made from it exists.
+        let tokens = try await issuer.startSession(userID: account.user.id, identityID: account.identity.id, clientID: verified.audience, userAgent: userAgent)
+        do {
+            try await store.audit(at: timeSource.now, account.user.id, "signed_in", "provider=\(provider) session=\(tokens.sessionID)")
+        } catch {
+            logger?.warning("could not record the sign-in in the audit log", metadata: ["session": "\(tokens.sessionID)", "error": "\(error)"])
+        }
+        return SignInOutcome(tokens: tokens, user: account.user, identities: account.identities, isNewUser: account.isNewUser)
+    }
+
+    /// Finds or creates the user of a verified sign-in exactly as ``signIn(identity:provider:givenName:familyName:providerRefreshToken:userAgent:inviteCode:)``
+    /// does (sign-up policy included), without starting a session: the browser flow starts it when the app redeems its code.
+    public func resolveAccount(
+        identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
+        providerRefreshToken: String? = nil, inviteCode: String? = nil
+    ) async throws -> ResolvedAccount {
         let now = timeSource.now
         let givenName = givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName
         let familyName = familyName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.familyName
@@ -96,16 +124,7 @@ public struct SignInService: Sendable {
             try await store.updateIdentity(identity)
         }
         try await grants.save(providerRefreshToken, identity: identity, clientID: verified.audience)
-        let identities = try await store.identities(userID: user.id)
-        // Nothing after the session starts may fail the sign-in: the caller would release the identity token
-        // for a retry while a session made from it exists.
-        let tokens = try await issuer.startSession(userID: user.id, identityID: identity.id, clientID: verified.audience, userAgent: userAgent)
-        do {
-            try await store.audit(at: timeSource.now, user.id, "signed_in", "provider=\(provider) session=\(tokens.sessionID)")
-        } catch {
-            logger?.warning("could not record the sign-in in the audit log", metadata: ["session": "\(tokens.sessionID)", "error": "\(error)"])
-        }
-        return SignInOutcome(tokens: tokens, user: user, identities: identities, isNewUser: isNewUser)
+        return ResolvedAccount(user: user, identity: identity, identities: try await store.identities(userID: user.id), isNewUser: isNewUser)
     }
 
     /// The claims worth keeping on an identity beyond the columns every provider fills.

@@ -8,18 +8,21 @@ public struct AppleIdentityProvider: IdentityProvider {
     public let client: AppleClient
     public let keys: JWKSCache
     public let verifier: IdentityTokenVerifier
-    /// The redirect URIs web codes may name (`apple.redirectUris`).
+    /// The redirect URIs web codes may name (`apple.redirectUris`, and Latchkey's own callback).
     public let redirectURIs: [String]
+    /// The client id of the browser flow: the Services ID.
+    public let servicesID: String
     private let observer: ProviderCallObserver?
 
     public init(
-        configuration: AppleConfiguration, signInPolicy: IdentityTokenPolicy, redirectURIs: [String], transport: any HTTPTransport,
+        configuration: AppleConfiguration, signInPolicy: IdentityTokenPolicy, redirectURIs: [String], servicesID: String? = nil, transport: any HTTPTransport,
         timeSource: TimeSource = .system, logger: Logger? = nil, observer: ProviderCallObserver? = nil
     ) throws(LatchkeyError) {
         self.client = try AppleClient(configuration: configuration, transport: transport, timeSource: timeSource, logger: logger)
         self.keys = JWKSCache(url: configuration.jwksURL, transport: transport, timeSource: timeSource, logger: logger)
         self.verifier = IdentityTokenVerifier(policy: signInPolicy, keys: keys, timeSource: timeSource)
         self.redirectURIs = redirectURIs
+        self.servicesID = servicesID ?? configuration.clientIDs.first ?? ""
         self.observer = observer
     }
 
@@ -27,6 +30,26 @@ public struct AppleIdentityProvider: IdentityProvider {
     public var displayName: String { "Apple" }
     public var acceptedCredentials: String { "{identityToken, rawNonce, authorizationCode?, redirectUri?, fullName?}" }
     public var keyCaches: [JWKSCache] { [keys] }
+    public var signsInWithBrowser: Bool { true }
+
+    /// Sign in with Apple on the web: the Services ID (`apple.servicesId`) as client id, `form_post` with the
+    /// name and e-mail scopes (Apple requires `form_post` when scopes are asked), and the ID token in the answer.
+    public func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? {
+        BrowserSignInStart(
+            url: url(
+                client.configuration.baseURL + "/auth/authorize",
+                query: [
+                    ("response_type", "code id_token"), ("response_mode", "form_post"), ("scope", "name email"), ("client_id", servicesID),
+                    ("redirect_uri", request.callbackURL), ("state", request.state),
+                    ("nonce", nonceParameter(request.rawNonce, verifier.policy.nonceMatching)),
+                ]),
+            answersWithFormPost: true)
+    }
+
+    /// Apple posts `id_token`, `code`, `state` and, on the first authorization only, `user`.
+    public func browserCredential(_ answer: [String: String], _ request: BrowserSignInRequest) -> ProviderCredential {
+        ProviderCredential(idToken: answer["id_token"], rawNonce: request.rawNonce, authorizationCode: answer["code"], redirectURI: request.callbackURL)
+    }
 
     public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
         guard let token = credential.idToken, !token.isEmpty else { throw LatchkeyError(.malformedRequest, "identityToken is empty") }

@@ -9,6 +9,8 @@ public struct DropboxConfiguration: Sendable {
     public var appKey: String
     public var appSecret: String?
     public var apiURL = "https://api.dropboxapi.com"
+    /// Where the browser flow signs in.
+    public var authorizeURL = "https://www.dropbox.com/oauth2/authorize"
     /// Dropbox cannot say which app an access token was issued to, so a token from any Dropbox app would
     /// sign in. Off by default; turn on only when the tokens come from your own app's trusted code path.
     public var acceptAccessTokens = false
@@ -33,7 +35,19 @@ public struct DropboxProvider: IdentityProvider {
 
     public var name: String { "dropbox" }
     public var displayName: String { "Dropbox" }
+    public var signsInWithBrowser: Bool { true }
     public var acceptedCredentials: String { "{authorizationCode, codeVerifier, redirectUri}" + (configuration.acceptAccessTokens ? " or {accessToken}" : "") }
+
+    /// The code flow with PKCE, asking for a refresh token (`token_access_type=offline`) to revoke on deletion.
+    public func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? {
+        BrowserSignInStart(
+            url: url(
+                configuration.authorizeURL,
+                query: [
+                    ("response_type", "code"), ("client_id", configuration.appKey), ("redirect_uri", request.callbackURL), ("state", request.state),
+                    ("code_challenge", PKCE.challenge(for: request.codeVerifier)), ("code_challenge_method", "S256"), ("token_access_type", "offline"),
+                ]))
+    }
 
     public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
         if let code = credential.authorizationCode, !code.isEmpty {

@@ -18,6 +18,8 @@ public struct OpenIDProviderConfiguration: Sendable {
     public var policy: IdentityTokenPolicy
     /// For confidential clients; public clients with PKCE send none.
     public var clientSecret: String?
+    /// The client id of the browser flow (a web client); nil uses the first of the policy's audiences.
+    public var webClientID: String?
     /// Provider-specific checks after the token verified (Google's `azp` and `hd`, Microsoft's tenants).
     public var checks: @Sendable (VerifiedIdentity) throws(LatchkeyError) -> Void
     public var requestTimeout: Duration = .seconds(10)
@@ -121,6 +123,7 @@ public final class OpenIDProvider: IdentityProvider {
     struct Endpoints: Sendable {
         let verifier: IdentityTokenVerifier
         let keys: JWKSCache
+        let authorizationEndpoint: String?
         let tokenEndpoint: String?
         let revocationEndpoint: String?
     }
@@ -140,6 +143,7 @@ public final class OpenIDProvider: IdentityProvider {
 
     public var name: String { configuration.name }
     public var displayName: String { configuration.displayName }
+    public var signsInWithBrowser: Bool { true }
     public var acceptedCredentials: String { "{idToken, rawNonce?} or {authorizationCode, codeVerifier, redirectUri}" }
 
     public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
@@ -171,6 +175,27 @@ public final class OpenIDProvider: IdentityProvider {
         let identity = try await endpoints.verifier.verify(idToken, expecting: IdentityTokenExpectations(rawNonce: credential.rawNonce))
         try configuration.checks(identity)
         return ProviderSignIn(identity: identity, grant: answer.refresh_token)
+    }
+
+    /// The code flow with PKCE and a nonce, at discovery's `authorization_endpoint`.
+    public func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? {
+        let endpoints = try await resolve()
+        guard let authorization = endpoints.authorizationEndpoint, endpoints.tokenEndpoint != nil else { return nil }
+        return BrowserSignInStart(
+            url: url(
+                authorization,
+                query: [
+                    ("response_type", "code"), ("client_id", try chooseClientID(configuration.webClientID)), ("redirect_uri", request.callbackURL),
+                    ("scope", "openid email profile"), ("state", request.state),
+                    ("nonce", nonceParameter(request.rawNonce, configuration.policy.nonceMatching)),
+                    ("code_challenge", PKCE.challenge(for: request.codeVerifier)), ("code_challenge_method", "S256"),
+                ]))
+    }
+
+    public func browserCredential(_ answer: [String: String], _ request: BrowserSignInRequest) -> ProviderCredential {
+        ProviderCredential(
+            rawNonce: request.rawNonce, authorizationCode: answer["code"], codeVerifier: request.codeVerifier, redirectURI: request.callbackURL,
+            clientID: configuration.webClientID)
     }
 
     public func validate(refreshToken: String, clientID: String) async -> ProviderValidation {
@@ -238,6 +263,7 @@ public final class OpenIDProvider: IdentityProvider {
         struct Discovery: Decodable {
             let issuer: String
             let jwks_uri: String
+            let authorization_endpoint: String?
             let token_endpoint: String?
             let revocation_endpoint: String?
             let id_token_signing_alg_values_supported: [String]?
@@ -262,7 +288,8 @@ public final class OpenIDProvider: IdentityProvider {
         }
         let keys = JWKSCache(url: document.jwks_uri, transport: transport, timeSource: timeSource, logger: logger)
         return Endpoints(
-            verifier: IdentityTokenVerifier(policy: policy, keys: keys, timeSource: timeSource), keys: keys, tokenEndpoint: document.token_endpoint,
+            verifier: IdentityTokenVerifier(policy: policy, keys: keys, timeSource: timeSource), keys: keys,
+            authorizationEndpoint: document.authorization_endpoint, tokenEndpoint: document.token_endpoint,
             revocationEndpoint: document.revocation_endpoint)
     }
 }

@@ -1,0 +1,162 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LatchkeyProviders
+
+/// The few pages the browser flow shows: errors that must not be redirected, the provider chooser, and the
+/// development demo. Every page refuses framing (clickjacking), loads nothing from elsewhere and is never cached.
+enum HTMLPage {
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+    static let frameOptions = HTTPField.Name("X-Frame-Options")!
+    static let contentTypeOptions = HTTPField.Name("X-Content-Type-Options")!
+
+    static func headers(script: Bool = false) -> HTTPFields {
+        [
+            .contentType: "text/html; charset=utf-8", .cacheControl: "no-store", frameOptions: "DENY", contentTypeOptions: "nosniff",
+            referrerPolicy: "no-referrer",
+            .contentSecurityPolicy:
+                "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+                + (script ? "; script-src 'self'; connect-src 'self'" : ""),
+        ]
+    }
+
+    static func escape(_ text: some StringProtocol) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+            .replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
+    }
+
+    static func page(_ title: String, _ body: String, status: HTTPResponse.Status = .ok, script: Bool = false) -> Response {
+        let html = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>\(escape(title))</title>
+            <style>body{font-family:-apple-system,system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#222}
+            a.button,button{display:block;width:100%;box-sizing:border-box;margin:.6rem 0;padding:.7rem 1rem;border:1px solid #888;border-radius:.5rem;
+            background:#fff;color:#111;text-align:center;text-decoration:none;font-size:1rem;cursor:pointer}a.button:hover,button:hover{background:#f2f2f2}
+            pre{background:#f6f6f6;padding:.7rem;overflow:auto;font-size:.8rem;white-space:pre-wrap;word-break:break-all}.error{color:#a00}</style></head>
+            <body>
+            \(body)
+            </body></html>
+            """
+        return Response(status: status, headers: headers(script: script), body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    /// A request that cannot be sent back to the app (unknown client or redirect URI, unknown state): shown, never redirected.
+    static func error(title: String, _ message: String) -> Response {
+        page(title, "<h1>\(escape(title))</h1>\n<p class=\"error\">\(escape(message))</p>", status: .badRequest)
+    }
+
+    /// The provider chooser of `/oauth2/authorize` without `provider`: plain links that repeat the validated
+    /// request with `provider` added. Following one changes nothing until the user signs in at the provider.
+    static func chooser(providers: [(name: String, displayName: String)], query: [String: String], clientID: String) -> Response {
+        let buttons = providers.map { provider in
+            var fields = query.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            fields.append(("provider", provider.name))
+            let href = "/oauth2/authorize?" + formURLEncoded(fields)
+            return #"<a class="button" rel="noreferrer" href="\#(escape(href))">Continue with \#(escape(provider.displayName))</a>"#
+        }.joined(separator: "\n")
+        let body = """
+            <h1>Sign in</h1>
+            <p>to <strong>\(escape(clientID))</strong></p>
+            \(providers.isEmpty ? "<p class=\"error\">No provider is available to this app.</p>" : buttons)
+            """
+        return page("Sign in", body)
+    }
+
+    /// `serve --dev`'s demo: a button per provider that runs the whole browser flow as a public client with PKCE,
+    /// then shows the user and the tokens.
+    static func demo(providers: [(name: String, displayName: String)], clientID: String) -> Response {
+        let buttons = providers.map { #"<button type="button" data-provider="\#(escape($0.name))">Sign in with \#(escape($0.displayName))</button>"# }
+            .joined(separator: "\n")
+        let body = """
+            <h1>Latchkey</h1>
+            <p>This development server signs in through the emulator's consent pages, as the public client
+            <code id="client" data-client-id="\(escape(clientID))">\(escape(clientID))</code> with PKCE.</p>
+            <div id="providers">\(buttons)</div>
+            <p id="status" role="status"></p>
+            <div id="result" hidden>
+            <h2>User</h2><pre id="user"></pre>
+            <h2>Tokens</h2><pre id="tokens"></pre>
+            <button type="button" id="refresh">Refresh the tokens</button>
+            <button type="button" id="signout">Sign out</button>
+            </div>
+            <script src="/demo.js"></script>
+            """
+        return page("Latchkey demo", body, script: true)
+    }
+
+    static func demoScript() -> Response {
+        Response(
+            status: .ok, headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-store", contentTypeOptions: "nosniff"],
+            body: .init(byteBuffer: ByteBuffer(string: demoJavaScript)))
+    }
+
+    /// The demo's client side: PKCE with WebCrypto, `/oauth2/authorize`, then `/oauth2/token` and `/v1/me`.
+    static let demoJavaScript = """
+        "use strict";
+        // Loopback redirect URIs are registered for 127.0.0.1; keep the whole flow on one origin.
+        if (location.hostname === "localhost") { location.hostname = "127.0.0.1"; }
+        const clientID = document.getElementById("client").dataset.clientId;
+        const redirectURI = location.origin + "/callback";
+        const status = (text, error) => { const el = document.getElementById("status"); el.textContent = text; el.className = error ? "error" : ""; };
+        const b64url = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+        const random = () => b64url(crypto.getRandomValues(new Uint8Array(32)));
+
+        async function start(provider) {
+          const verifier = random(), state = random();
+          const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+          sessionStorage.setItem("latchkey.demo", JSON.stringify({ verifier, state }));
+          const query = new URLSearchParams({ response_type: "code", client_id: clientID, redirect_uri: redirectURI, code_challenge: challenge,
+            code_challenge_method: "S256", state, provider });
+          location.assign("/oauth2/authorize?" + query);
+        }
+
+        async function token(fields) {
+          const response = await fetch("/oauth2/token", { method: "POST", body: new URLSearchParams({ client_id: clientID, ...fields }) });
+          const body = await response.json();
+          if (!response.ok) { throw new Error(body.error + ": " + body.error_description); }
+          return body;
+        }
+
+        async function show(tokens) {
+          sessionStorage.setItem("latchkey.demo.tokens", JSON.stringify(tokens));
+          const me = await fetch("/v1/me", { headers: { Authorization: "Bearer " + tokens.access_token } });
+          const user = await me.json();
+          if (!me.ok) { throw new Error(user.error + ": " + user.error_description); }
+          document.getElementById("user").textContent = JSON.stringify(user, null, 2);
+          document.getElementById("tokens").textContent = JSON.stringify(tokens, null, 2);
+          document.getElementById("result").hidden = false;
+          const name = [user.givenName, user.familyName].filter(Boolean).join(" ") || user.email || user.id;
+          status("Signed in as " + name + " with " + user.identities.map((i) => i.provider).join(", "));
+        }
+
+        async function finish() {
+          const query = new URLSearchParams(location.search);
+          const saved = JSON.parse(sessionStorage.getItem("latchkey.demo") || "null");
+          sessionStorage.removeItem("latchkey.demo");
+          history.replaceState(null, "", "/");
+          if (query.get("error")) { throw new Error(query.get("error") + ": " + (query.get("error_description") || "")); }
+          if (!saved || saved.state !== query.get("state")) { throw new Error("the state does not match the sign-in this page started"); }
+          status("Redeeming the code…");
+          await show(await token({ grant_type: "authorization_code", code: query.get("code"), redirect_uri: redirectURI, code_verifier: saved.verifier }));
+        }
+
+        for (const button of document.querySelectorAll("[data-provider]")) {
+          button.addEventListener("click", () => start(button.dataset.provider).catch((e) => status(e.message, true)));
+        }
+        document.getElementById("refresh").addEventListener("click", async () => {
+          try {
+            const tokens = JSON.parse(sessionStorage.getItem("latchkey.demo.tokens"));
+            await show(await token({ grant_type: "refresh_token", refresh_token: tokens.refresh_token }));
+          } catch (e) { status(e.message, true); }
+        });
+        document.getElementById("signout").addEventListener("click", async () => {
+          const tokens = JSON.parse(sessionStorage.getItem("latchkey.demo.tokens") || "null");
+          if (tokens) { await fetch("/oauth2/revoke", { method: "POST", body: new URLSearchParams({ client_id: clientID, token: tokens.refresh_token }) }); }
+          sessionStorage.removeItem("latchkey.demo.tokens");
+          document.getElementById("result").hidden = true;
+          status("Signed out");
+        });
+        if (location.pathname === "/callback") { finish().catch((e) => status(e.message, true)); }
+        """
+}
