@@ -60,7 +60,174 @@ enum OpenAPIDocument {
             "GET /readyz": ready,
             "GET /metrics": metrics,
             "GET /openapi.json": openAPI,
+            "GET /oauth2/authorize": authorize,
+            "GET /oauth2/callback/{provider}": providerCallback(post: false),
+            "POST /oauth2/callback/{provider}": providerCallback(post: true),
+            "POST /oauth2/token": oauthToken,
+            "POST /oauth2/revoke": revoke,
+            "GET /.well-known/oauth-authorization-server": authorizationServerMetadata,
         ]
+    }
+
+    // MARK: - The browser flow
+
+    private static func query(_ name: String, _ description: String, required: Bool = false, schema: JSON = nonEmptyString) -> JSON {
+        ["name": .string(name), "in": "query", "required": .bool(required), "description": .string(description), "schema": schema]
+    }
+
+    private static func html(_ example: String) -> JSON { ["text/html": ["schema": ["type": "string"], "example": .string(example)]] }
+
+    private static let stateMismatchPage = html("<!doctype html>…<h1>This sign-in cannot be finished</h1>…(state mismatch)…")
+
+    private static func redirect(_ description: String) -> JSON {
+        [
+            "description": .string(description),
+            "headers": ["Location": ["required": true, "description": "Where the browser goes next", "schema": ["type": "string", "minLength": 1]]],
+        ]
+    }
+
+    private static var authorize: JSON {
+        operation(
+            id: "authorize", summary: "Start a browser sign-in (OAuth 2.1 authorization code with PKCE S256)",
+            description: """
+                Validates the client and its exact redirect URI; errors up to there are shown as a page, never redirected (RFC 9700). \
+                Later errors go back to the redirect URI with `error`, `error_description`, `state` and `iss`. Without `provider` \
+                the answer is a page listing the providers the client may use; with it, the browser goes to the provider. The \
+                provider's answer arrives at /oauth2/callback/{provider}, which redirects to the app with a single-use `code`, \
+                the app's `state` and `iss` (RFC 9207).
+                """,
+            parameters: [
+                query("response_type", "Must be code", required: true, schema: ["type": "string", "enum": ["code"]]),
+                query("client_id", "A registered client (clients[] in the configuration)", required: true),
+                query("redirect_uri", "One of the client's redirect URIs, exactly (a loopback http URI matches any port)", required: true),
+                query(
+                    "code_challenge", "BASE64URL(SHA-256(code_verifier)) (RFC 7636)", required: true,
+                    schema: ["type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"]),
+                query("code_challenge_method", "Must be S256", required: true, schema: ["type": "string", "enum": ["S256"]]),
+                query("state", "Returned to the app unchanged; required", required: true, schema: ["type": "string", "minLength": 1, "maxLength": 1024]),
+                query("provider", "apple, google, microsoft, dropbox or a generic OpenID Connect provider's name; omitted, a chooser page is shown"),
+                query("invite_code", "Needed for a new user while signup.mode is invite"),
+            ],
+            responses: [
+                "200": [
+                    "description": "The provider chooser page",
+                    "content": html(#"<!doctype html>…<a class="button" href="/oauth2/authorize?…&amp;provider=apple">Continue with Apple</a>…"#),
+                ],
+                "303": redirect("To the provider's sign-in page, or back to the app's redirect URI with an error"),
+                "400": [
+                    "description": "The client, redirect URI or query cannot be trusted: shown, not redirected",
+                    "content": html("<!doctype html>…<h1>Unknown redirect URI</h1>…"),
+                ],
+                "429": rateLimited,
+            ])
+    }
+
+    private static func providerCallback(post: Bool) -> JSON {
+        let fields: [String: JSON] = [
+            "state": string, "code": string, "id_token": string, "user": string, "error": string, "error_description": string, "iss": string,
+            "scope": string,
+        ]
+        let description = """
+            Where the provider sends the user back. The sign-in in progress is found by `state` (single use, 10 minutes), not by a cookie: \
+            Apple's form_post is a cross-site POST that carries no SameSite=Lax cookie. The user is found or created as the native \
+            endpoints do, and the browser goes back to the app with a code.
+            """
+        if post {
+            return operation(
+                id: "providerCallbackPost", summary: "A provider's form_post answer (Sign in with Apple on the web)", description: description,
+                parameters: [providerParameter],
+                body: [
+                    "required": true,
+                    "content": [
+                        "application/x-www-form-urlencoded": [
+                            "schema": ["type": "object", "properties": .object(fields)],
+                            "example": [
+                                "state": "zB5OpgCugRw0AlyRxHL6D1IItiJ5B3H5WuOyO8J5UcQ",
+                                "code": "c68eafb759bcc49d9b9620ee0e3de91ba.0.mxzs.gN4k953WIuRVUIqZ4LJl9A",
+                            ],
+                        ]
+                    ],
+                ],
+                responses: [
+                    "303": redirect("Back to the app's redirect URI with `code` or `error`, `state` and `iss`"),
+                    "400": ["description": "No sign-in in progress has this state (or it was finished already)", "content": stateMismatchPage],
+                    "413": tooLarge, "429": rateLimited,
+                ])
+        }
+        return operation(
+            id: "providerCallback", summary: "A provider's answer in the query", description: description,
+            parameters: [providerParameter] + ["state", "code", "error", "error_description", "iss", "scope"].map { query($0, "As the provider sent it") },
+            responses: [
+                "303": redirect("Back to the app's redirect URI with `code` or `error`, `state` and `iss`"),
+                "400": ["description": "No sign-in in progress has this state (or it was finished already)", "content": stateMismatchPage],
+                "429": rateLimited,
+            ])
+    }
+
+    private static var oauthToken: JSON {
+        operation(
+            id: "oauthToken", summary: "The token endpoint (RFC 6749 §3.2): redeem a code with its PKCE verifier, or rotate a refresh token",
+            description: """
+                Answers exactly RFC 6749 §5.1 and §5.2 (snake_case, `token_type`, `Cache-Control: no-store`). Public clients send \
+                `client_id`; confidential clients authenticate with client_secret_basic or client_secret_post. A code works once, \
+                within 60 s, for the client, redirect URI and code challenge it was issued to; a replayed code also ends the session \
+                it started. Refresh tokens rotate as at /v1/token, for the client the session belongs to only.
+                """,
+            body: [
+                "required": true,
+                "content": [
+                    "application/x-www-form-urlencoded": [
+                        "schema": ref("OAuthTokenRequest"),
+                        "examples": [
+                            "code": ["summary": "Redeem a code", "value": Examples.oauthCode],
+                            "refresh": ["summary": "Rotate a refresh token", "value": Examples.oauthRefresh],
+                        ],
+                    ]
+                ],
+            ],
+            responses: [
+                "200": ["description": "RFC 6749 §5.1 tokens", "content": jsonContent(ref("OAuthTokenResponse"), example: Examples.oauthTokens)],
+                "400": error(
+                    "A missing parameter, another grant type, or a code or refresh token that is unknown, used, expired, another client's, or whose verifier does not match",
+                    codes: ["invalid_request", "unsupported_grant_type", "invalid_grant"], example: Examples.invalidGrant),
+                "401": error(
+                    "Client authentication failed", codes: ["invalid_client"], example: Examples.clientAuthenticationFailed,
+                    headers: ["WWW-Authenticate": ["description": "Basic, when the client authenticated with it", "schema": string]]),
+                "413": tooLarge, "429": rateLimited,
+                "503": unavailable("The database is unavailable, or the session's provider has not confirmed it for too long"),
+            ])
+    }
+
+    private static var revoke: JSON {
+        operation(
+            id: "revokeToken", summary: "Revoke a refresh or access token (RFC 7009): its session ends",
+            description: "200 whether or not the token was valid or the client's, so nothing is learned about other tokens.",
+            body: [
+                "required": true,
+                "content": [
+                    "application/x-www-form-urlencoded": [
+                        "schema": [
+                            "type": "object", "required": ["token"],
+                            "properties": ["token": nonEmptyString, "token_type_hint": string, "client_id": string, "client_secret": string],
+                        ],
+                        "example": ["token": .string(Examples.refreshToken), "token_type_hint": "refresh_token", "client_id": "com.example.app"],
+                    ]
+                ],
+            ],
+            responses: [
+                "200": ["description": "Revoked, or nothing to revoke"],
+                "400": error("token is missing", codes: ["invalid_request"], example: ["error": "invalid_request", "error_description": "token is missing"]),
+                "401": error(
+                    "Client authentication failed", codes: ["invalid_client"], example: Examples.clientAuthenticationFailed,
+                    headers: ["WWW-Authenticate": ["description": "Basic, when the client authenticated with it", "schema": string]]),
+                "413": tooLarge, "429": rateLimited, "503": unavailable("The database is unavailable"),
+            ])
+    }
+
+    private static var authorizationServerMetadata: JSON {
+        operation(
+            id: "getAuthorizationServerMetadata", summary: "Authorization server metadata (RFC 8414); the same document as /.well-known/openid-configuration",
+            responses: ["200": ["description": "The metadata", "content": jsonContent(ref("Discovery"), example: Examples.discovery)]])
     }
 
     private static var signInWithApple: JSON {
@@ -241,7 +408,7 @@ enum OpenAPIDocument {
                 The app-facing refresh endpoint. It takes RFC 6749 §6's `grant_type=refresh_token` request as a form, or as JSON \
                 with snake_case or camelCase members, but answers Latchkey's camelCase token pair (`accessToken`, `tokenType`, \
                 `expiresIn`, `refreshToken`), not RFC 6749 §5.1's `access_token`/`token_type`/`expires_in`/`refresh_token`. \
-                That is why the discovery document does not advertise it as `token_endpoint`. Each refresh token works once: \
+                The discovery document's `token_endpoint` is /oauth2/token, which does answer RFC 6749 §5.1. Each refresh token works once: \
                 the answer carries its successor, and presenting a used one again (outside a short grace window) ends the session.
                 """,
             body: ["required": true, "content": content],
@@ -370,7 +537,7 @@ enum OpenAPIDocument {
         operation(
             id: "getDiscovery", summary: "Issuer metadata (RFC 8414 member names)",
             description:
-                "What a backend needs to verify access tokens without a database. There is no `token_endpoint`: `/v1/token` answers the app-facing camelCase shape, not RFC 6749 §5.1.",
+                "What a backend needs to verify access tokens without a database (`jwks_uri`), and the browser flow's endpoints. The `token_endpoint` is /oauth2/token, which answers RFC 6749 §5.1; /v1/token is the app-facing camelCase endpoint.",
             responses: ["200": ["description": "The issuer metadata", "content": jsonContent(ref("Discovery"), example: Examples.discovery)]]
         )
     }
@@ -521,6 +688,9 @@ enum OpenAPIDocument {
         return .object(schema)
     }
 
+    /// An array of strings drawn from `values`.
+    private static func strings(_ values: [String]) -> JSON { ["type": "array", "items": ["type": "string", "enum": .array(values.map { .string($0) })]] }
+
     private static var tokenPairProperties: [String: JSON] {
         [
             "accessToken": jwt.merging(["description": "A JWT (typ at+jwt, ES256) for `Authorization: Bearer`; verify it with /.well-known/jwks.json"]),
@@ -668,11 +838,36 @@ enum OpenAPIDocument {
                 ], required: ["keys"], closed: true, examples: [Examples.jwks]
             ),
             "Discovery": object(
-                "Issuer metadata (RFC 8414 member names); no token_endpoint",
+                "Authorization server metadata (RFC 8414)",
                 [
-                    "issuer": nonEmptyString, "jwks_uri": nonEmptyString,
-                    "access_token_signing_alg_values_supported": ["type": "array", "items": ["type": "string", "enum": ["ES256"]]],
-                ], required: ["issuer", "jwks_uri", "access_token_signing_alg_values_supported"], closed: true, examples: [Examples.discovery]
+                    "issuer": nonEmptyString, "jwks_uri": nonEmptyString, "authorization_endpoint": nonEmptyString, "token_endpoint": nonEmptyString,
+                    "revocation_endpoint": nonEmptyString, "response_types_supported": strings(["code"]), "response_modes_supported": strings(["query"]),
+                    "grant_types_supported": strings(["authorization_code", "refresh_token"]), "code_challenge_methods_supported": strings(["S256"]),
+                    "token_endpoint_auth_methods_supported": strings(["none", "client_secret_basic", "client_secret_post"]),
+                    "revocation_endpoint_auth_methods_supported": strings(["none", "client_secret_basic", "client_secret_post"]),
+                    "authorization_response_iss_parameter_supported": ["type": "boolean"],
+                    "access_token_signing_alg_values_supported": strings(["ES256"]),
+                ],
+                required: [
+                    "issuer", "jwks_uri", "authorization_endpoint", "token_endpoint", "revocation_endpoint", "response_types_supported",
+                    "response_modes_supported", "grant_types_supported", "code_challenge_methods_supported", "token_endpoint_auth_methods_supported",
+                    "revocation_endpoint_auth_methods_supported", "authorization_response_iss_parameter_supported",
+                    "access_token_signing_alg_values_supported",
+                ], closed: true, examples: [Examples.discovery]
+            ),
+            "OAuthTokenRequest": object(
+                "RFC 6749 §4.1.3 and §6, form-encoded",
+                [
+                    "grant_type": ["type": "string", "enum": ["authorization_code", "refresh_token"]], "code": string, "redirect_uri": string,
+                    "code_verifier": string, "refresh_token": string, "client_id": string, "client_secret": string,
+                ], required: ["grant_type"], closed: false, examples: [Examples.oauthCode, Examples.oauthRefresh]
+            ),
+            "OAuthTokenResponse": object(
+                "RFC 6749 §5.1",
+                [
+                    "access_token": jwt, "token_type": ["type": "string", "enum": ["Bearer"]], "expires_in": ["type": "integer", "minimum": 1],
+                    "refresh_token": ["type": "string", "pattern": "^lkr_[A-Za-z0-9_-]{43}$"],
+                ], required: ["access_token", "token_type", "expires_in", "refresh_token"], closed: true, examples: [Examples.oauthTokens]
             ),
             "Health": object("Liveness", ["status": ["type": "string", "enum": ["ok"]]], required: ["status"], closed: true, examples: [["status": "ok"]]),
             "Ready": object(
@@ -752,8 +947,22 @@ enum OpenAPIDocument {
         ]
         static let discovery: JSON = [
             "issuer": "https://auth.example.com", "jwks_uri": "https://auth.example.com/.well-known/jwks.json",
-            "access_token_signing_alg_values_supported": ["ES256"],
+            "authorization_endpoint": "https://auth.example.com/oauth2/authorize", "token_endpoint": "https://auth.example.com/oauth2/token",
+            "revocation_endpoint": "https://auth.example.com/oauth2/revoke", "response_types_supported": ["code"], "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code", "refresh_token"], "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
+            "revocation_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
+            "authorization_response_iss_parameter_supported": true, "access_token_signing_alg_values_supported": ["ES256"],
         ]
+        static let oauthCode: JSON = [
+            "grant_type": "authorization_code", "code": "Hb5Rq0n2c2u1bW0mV4sLh5yq8m3WlVJgq3p0T0d8r9A", "redirect_uri": "com.example.app:/oauth2redirect",
+            "code_verifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk", "client_id": "com.example.app",
+        ]
+        static let oauthRefresh: JSON = ["grant_type": "refresh_token", "refresh_token": .string(refreshToken), "client_id": "com.example.app"]
+        static let oauthTokens: JSON = [
+            "access_token": .string(accessToken), "token_type": "Bearer", "expires_in": 600, "refresh_token": "lkr_Zm9vYmFyYmF6cXV4LW5leHQtdG9rZW4tcm90YXRlZC1",
+        ]
+        static let clientAuthenticationFailed: JSON = ["error": "invalid_client", "error_description": "client authentication failed"]
         static let openAPI: JSON = ["openapi": "3.1.0", "info": ["title": "Latchkey", "version": "0.1.0"], "paths": [:]]
         static let metrics = """
             # TYPE latchkey_http_requests_total counter

@@ -68,6 +68,7 @@ struct ServerHarness: Sendable {
         configuration.facebook = facebook
         var dropbox = DropboxConfiguration(appKey: everywhere)
         dropbox.apiURL = base + "/dropbox"
+        dropbox.authorizeURL = base + "/dropbox/oauth2/authorize"
         configuration.dropbox = dropbox
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000

@@ -140,12 +140,12 @@ struct SignInHardeningTests {
         }
     }
 
-    @Test("discovery advertises no token_endpoint until one answers RFC 6749 §5.1")
-    func discoveryHasNoTokenEndpoint() async throws {
+    @Test("discovery's token_endpoint is the one that answers RFC 6749 §5.1, not the app-facing /v1/token")
+    func discoveryTokenEndpoint() async throws {
         try await ServerHarness.with { harness in
             let document = try await harness.send("GET", "/.well-known/openid-configuration").json
             #expect(document["jwks_uri"] as? String == harness.server.configuration.issuer + "/.well-known/jwks.json")
-            #expect(document["token_endpoint"] == nil)
+            #expect(document["token_endpoint"] as? String == harness.server.configuration.issuer + "/oauth2/token")
         }
     }
 

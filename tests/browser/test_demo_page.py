@@ -1,0 +1,307 @@
+"""End-to-end tests of the development demo page (`latchkey serve --dev`) in a real browser.
+
+Headless Chromium (Selenium) opens `/`, clicks a "Sign in with …" button, fills the emulator's
+consent page and waits for the page's own JavaScript (PKCE, code exchange, `/v1/me`) to show the
+signed-in user. Nothing here uses Latchkey code; the server is a subprocess on free loopback ports:
+    LATCHKEY_BIN=/path/to/latchkey python3 -m pytest -q tests/browser
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+DEFAULT_BIN = "/work/main/.build/debug/latchkey"
+STARTUP_TIMEOUT = 30.0
+FLOW_TIMEOUT = 20.0  # seconds for a whole sign-in to show its result on the demo page
+PAGE_TIMEOUT = 10.0
+
+LISTENING = re.compile(r"Latchkey listening on (http://127\.0\.0\.1:(\d+))")
+
+
+# --------------------------------------------------------------------------------------------
+# Server process
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    base_url: str
+    emulator_url: str
+    process: subprocess.Popen
+    output: list = field(default_factory=list)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    """`latchkey serve --dev` in a fresh temporary directory with its own SQLite database."""
+    binary = os.environ.get("LATCHKEY_BIN", DEFAULT_BIN)
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        pytest.fail(f"latchkey binary not found or not executable: {binary} (set LATCHKEY_BIN)")
+
+    port, emulator_port = _free_port(), _free_port()
+    while emulator_port == port:
+        emulator_port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="latchkey-browser-") as workdir:
+        process = subprocess.Popen(
+            [binary, "serve", "--dev", "--port", str(port), "--emulator-port", str(emulator_port)],
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            env={**os.environ, "LATCHKEY_DATABASE_URL": os.path.join(workdir, "db.sqlite")},
+        )
+        output: list[str] = []
+        found: dict[str, str] = {}
+        ready = threading.Event()
+
+        def pump() -> None:
+            # Drains the pipe for the server's whole life so it never blocks on stdout.
+            for line in process.stdout:
+                output.append(line)
+                match = LISTENING.search(line)
+                if match and not ready.is_set():
+                    found["base_url"], found["port"] = match.group(1), match.group(2)
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, name=f"latchkey-serve-{port}", daemon=True).start()
+        try:
+            if not ready.wait(STARTUP_TIMEOUT) or "base_url" not in found:
+                pytest.fail(
+                    f"server did not print its listening line within {STARTUP_TIMEOUT:.0f} s:\n" + "".join(output)
+                )
+            assert int(found["port"]) == port, f"server bound {found['port']}, asked for {port}"
+            yield Server(found["base_url"], f"http://127.0.0.1:{emulator_port}", process, output)
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=10)
+
+
+# --------------------------------------------------------------------------------------------
+# Browser
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser():
+    """A fresh headless Chromium per test: a new profile, so no sessionStorage or cookies carry over."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--no-proxy-server",  # loopback only: never route through a proxy from the environment
+        "--window-size=1024,900",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.set_page_load_timeout(PAGE_TIMEOUT * 2)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def unique_email(tag: str) -> str:
+    return f"{tag}-{uuid.uuid4().hex[:12]}@example.com"
+
+
+def click_provider(driver, server: Server, provider: str, label: str) -> None:
+    driver.get(server.base_url + "/")
+    button = WebDriverWait(driver, PAGE_TIMEOUT).until(
+        EC.element_to_be_clickable((By.CSS_SELECTOR, f'button[data-provider="{provider}"]'))
+    )
+    assert button.text.strip() == label
+    button.click()
+    # The demo page's JavaScript sends the browser to /oauth2/authorize, which 303s to the emulator.
+    WebDriverWait(driver, PAGE_TIMEOUT).until(lambda d: d.current_url.startswith(server.emulator_url + "/"))
+    WebDriverWait(driver, PAGE_TIMEOUT).until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, 'button[name="action"][value="continue"]'))
+    )
+
+
+def fill_consent(driver, email: str, given_name: str, family_name: str) -> None:
+    for name, value in (("email", email), ("given_name", given_name), ("family_name", family_name)):
+        box = driver.find_element(By.NAME, name)
+        box.clear()
+        box.send_keys(value)
+
+
+def press(driver, action: str) -> None:
+    driver.find_element(By.CSS_SELECTOR, f'button[name="action"][value="{action}"]').click()
+
+
+def wait_for_status(driver, server: Server, predicate) -> str:
+    """Waits until the demo page (back on the server's origin) shows a final `#status`."""
+
+    def settled(d):
+        if not d.current_url.startswith(server.base_url + "/"):
+            return False
+        elements = d.find_elements(By.ID, "status")
+        if not elements:
+            return False
+        text = elements[0].text.strip()
+        return text if predicate(text, elements[0]) else False
+
+    try:
+        return WebDriverWait(driver, FLOW_TIMEOUT).until(settled)
+    except Exception:
+        status = driver.find_elements(By.ID, "status")
+        pytest.fail(
+            f"demo page never settled; url={driver.current_url!r} "
+            f"status={status[0].text if status else None!r}\npage:\n{driver.page_source[:3000]}"
+        )
+
+
+def sign_in(driver, server: Server, provider: str, label: str, email: str, given: str, family: str):
+    click_provider(driver, server, provider, label)
+    fill_consent(driver, email, given, family)
+    press(driver, "continue")
+    text = wait_for_status(
+        driver,
+        server,
+        lambda t, el: t.startswith("Signed in as") or "error" in (el.get_attribute("class") or "").split(),
+    )
+    status = driver.find_element(By.ID, "status")
+    assert "error" not in (status.get_attribute("class") or ""), f"sign-in failed: {text}"
+    assert text.startswith("Signed in as"), text
+    # The page replaces /callback?code=… with / once it has redeemed the code.
+    assert driver.current_url.rstrip("/") == server.base_url, driver.current_url
+    user = json.loads(driver.find_element(By.ID, "user").get_attribute("textContent"))
+    tokens = json.loads(driver.find_element(By.ID, "tokens").get_attribute("textContent"))
+    return text, user, tokens
+
+
+def check_tokens(tokens: dict) -> None:
+    assert tokens["token_type"] == "Bearer"
+    assert isinstance(tokens["access_token"], str) and tokens["access_token"]
+    assert isinstance(tokens["expires_in"], int) and tokens["expires_in"] > 0
+    assert tokens["refresh_token"].startswith("lkr_"), tokens["refresh_token"]
+
+
+# --------------------------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------------------------
+
+
+def test_demo_page_lists_every_provider(browser, server):
+    browser.get(server.base_url + "/")
+    providers = {
+        b.get_attribute("data-provider"): b.text.strip()
+        for b in browser.find_elements(By.CSS_SELECTOR, "button[data-provider]")
+    }
+    assert set(providers) >= {"apple", "google", "microsoft", "oidc", "dropbox"}, providers
+    assert providers["apple"] == "Sign in with Apple"
+    assert providers["google"] == "Sign in with Google"
+    assert browser.find_element(By.ID, "status").text == ""
+
+
+def test_sign_in_with_apple(browser, server):
+    email = unique_email("ada")
+    text, user, tokens = sign_in(browser, server, "apple", "Sign in with Apple", email, "Ada", "Lovelace")
+
+    assert "Ada Lovelace" in text and "apple" in text, text
+    assert user["identities"][0]["provider"] == "apple", user
+    assert user["identities"][0]["subject"]
+    assert user["givenName"] == "Ada", user
+    assert user["familyName"] == "Lovelace", user
+    assert user["email"] == email, user
+    check_tokens(tokens)
+
+
+def test_sign_in_with_google(browser, server):
+    email = unique_email("grace")
+    text, user, tokens = sign_in(browser, server, "google", "Sign in with Google", email, "Grace", "Hopper")
+
+    assert "Grace Hopper" in text and "google" in text, text
+    assert user["identities"][0]["provider"] == "google", user
+    assert user["identities"][0]["subject"]
+    assert user["givenName"] == "Grace", user
+    assert user["email"] == email, user
+    check_tokens(tokens)
+
+
+@pytest.mark.parametrize("provider,label", [
+    ("microsoft", "Sign in with Microsoft"),
+    ("oidc", "Sign in with Emulated OpenID Connect"),
+    ("dropbox", "Sign in with Dropbox"),
+])
+def test_sign_in_with_other_providers(browser, server, provider, label):
+    email = unique_email(provider)
+    text, user, tokens = sign_in(browser, server, provider, label, email, "Mary", "Jackson")
+
+    assert "Mary Jackson" in text and provider in text, text
+    assert user["identities"][0]["provider"] == provider, user
+    assert user["givenName"] == "Mary", user
+    assert user["email"] == email, user
+    check_tokens(tokens)
+
+
+def test_apple_returning_user_keeps_first_name(browser, server):
+    """Apple sends `user` (the name) only on the first authorization; the server must keep it."""
+    email = unique_email("returning")
+    _, first, first_tokens = sign_in(browser, server, "apple", "Sign in with Apple", email, "Ada", "Lovelace")
+    assert first["givenName"] == "Ada", first
+    check_tokens(first_tokens)
+
+    # A new sign-in from a clean page state (the flow's verifier and tokens live in sessionStorage).
+    browser.execute_script("window.sessionStorage.clear();")
+    text, second, second_tokens = sign_in(browser, server, "apple", "Sign in with Apple", email, "Someone", "Else")
+
+    assert second["id"] == first["id"], (first, second)
+    assert second["identities"][0]["provider"] == "apple", second
+    assert second["identities"][0]["subject"] == first["identities"][0]["subject"], (first, second)
+    assert second["givenName"] == "Ada", second
+    assert second["familyName"] == "Lovelace", second
+    assert "Ada Lovelace" in text and "Someone" not in text, text
+    check_tokens(second_tokens)
+    assert second_tokens["refresh_token"] != first_tokens["refresh_token"]
+
+
+def test_cancel_at_provider_shows_access_denied(browser, server):
+    click_provider(browser, server, "google", "Sign in with Google")
+    press(browser, "cancel")
+    text = wait_for_status(
+        browser, server, lambda t, el: "error" in (el.get_attribute("class") or "").split() and t != ""
+    )
+    assert "access_denied" in text, text
+    assert browser.current_url.rstrip("/") == server.base_url, browser.current_url
+    assert browser.find_element(By.ID, "result").get_attribute("hidden") is not None
+
+
+def test_cancel_at_apple_shows_access_denied(browser, server):
+    click_provider(browser, server, "apple", "Sign in with Apple")
+    press(browser, "cancel")
+    text = wait_for_status(
+        browser, server, lambda t, el: "error" in (el.get_attribute("class") or "").split() and t != ""
+    )
+    assert "access_denied" in text, text
