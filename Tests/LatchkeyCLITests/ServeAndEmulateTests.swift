@@ -135,6 +135,36 @@ struct ServeAndEmulateTests {
         #expect(diagnosed.stdout.contains("latchkey serve refuses this configuration: setting port"), "\(diagnosed.stdout)")
     }
 
+    @Test("clients[] is read from a JSON array of objects in the file, and from the environment by index")
+    func clientsFromFileAndEnvironment() async throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = try ListeningSocket()
+        let good: [String: Any] = [
+            "port": socket.port,
+            "clients": [
+                ["clientId": "com.example.app", "redirectUris": ["com.example.app:/oauth2redirect", "http://127.0.0.1/callback"]],
+                ["clientId": "web", "type": "confidential", "clientSecret": "0123456789abcdef-secret", "redirectUris": ["https://www.example.com/cb"]],
+            ],
+        ]
+        try CLI.write(good, to: directory + "/clients.json")
+        let serve = try await CLI.run(["serve", "--config", directory + "/clients.json"], directory: directory)
+        #expect(serve.stderr.contains("the port is already in use"), "\(serve.stderr)")
+
+        var bad = good
+        bad["clients"] = [["clientId": "com.example.app", "redirectUris": ["http://www.example.com/cb"]]]
+        try CLI.write(bad, to: directory + "/bad-clients.json")
+        let refused = try await CLI.run(["serve", "--config", directory + "/bad-clients.json"], directory: directory)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("setting clients[0].redirectUris has http://www.example.com/cb: plain http is allowed only on loopback"), "\(refused.stderr)")
+
+        let environment = try await CLI.run(
+            ["serve", "--port", String(socket.port)],
+            environment: ["LATCHKEY_CLIENTS_0_CLIENT_ID": "web", "LATCHKEY_CLIENTS_0_TYPE": "confidential", "LATCHKEY_CLIENTS_0_REDIRECT_URIS": "https://a.example/cb"],
+            directory: directory)
+        #expect(environment.stderr.contains("setting clients[0].clientSecret is missing"), "\(environment.stderr)")
+    }
+
     @Test("the demo, the README's main command, plays the whole lifecycle offline")
     func demo() async throws {
         let directory = CLI.directory()
