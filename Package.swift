@@ -125,6 +125,7 @@ let package = Package(
                 "LatchkeyEmulator",
                 "LatchkeyStore",
                 "LatchkeyServer",
+                "LatchkeyClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -28,6 +28,8 @@ public final class LatchkeyClient: Sendable {
     private let engine: SessionEngine
     private let transport: any LatchkeyTransport
     private let snapshot: TokenSnapshot
+    /// Browser sign-ins started by ``authorizationURL(provider:clientID:redirectURI:)``, by `state`.
+    private let pending = PendingAuthorizations()
 
     /// A client of the server at `baseURL` keeping its session in `tokenStore`.
     ///
@@ -102,8 +104,95 @@ public final class LatchkeyClient: Sendable {
         } catch {
             throw LatchkeyClientError.invalidResponse("HTTP \(response.statusCode) without a sign-in response")
         }
-        await engine.signedIn(signIn)
+        let tokens = TokenPairResponse(
+            accessToken: signIn.accessToken, tokenType: signIn.tokenType, expiresIn: signIn.expiresIn, refreshToken: signIn.refreshToken)
+        await engine.signedIn(tokens, userID: signIn.user.id)
         return SignedIn(user: signIn.user, isNewUser: signIn.isNewUser)
+    }
+
+    // MARK: - The browser flow
+
+    /// The URL to open in a web sheet (`ASWebAuthenticationSession`) or browser to sign in through Latchkey's
+    /// browser flow (`/oauth2/authorize`, PKCE S256). The client remembers the verifier and `state` until
+    /// ``completeAuthorization(callbackURL:)``.
+    ///
+    /// - Parameters:
+    ///   - provider: `apple`, `google`, … ; nil shows Latchkey's page listing the providers.
+    ///   - clientID: the app's client id in the server's `clients[]`.
+    ///   - redirectURI: one of that client's redirect URIs, such as `com.example.app:/oauth2redirect`.
+    public func authorizationURL(provider: String? = nil, clientID: String, redirectURI: String) -> URL {
+        let authorization = PendingAuthorization(clientID: clientID, redirectURI: redirectURI)
+        pending.add(authorization)
+        var components = URLComponents(url: baseURL.appendingPathComponent("oauth2/authorize"), resolvingAgainstBaseURL: false)!
+        components.queryItems =
+            [
+                URLQueryItem(name: "response_type", value: "code"), URLQueryItem(name: "client_id", value: clientID),
+                URLQueryItem(name: "redirect_uri", value: redirectURI),
+                URLQueryItem(name: "code_challenge", value: PKCE.challenge(for: authorization.verifier)),
+                URLQueryItem(name: "code_challenge_method", value: "S256"), URLQueryItem(name: "state", value: authorization.state),
+            ] + (provider.map { [URLQueryItem(name: "provider", value: $0)] } ?? [])
+        return components.url!
+    }
+
+    /// Finishes a browser sign-in with the URL the web sheet ended at: checks `state` and `iss`, redeems the code
+    /// with its verifier at `/oauth2/token`, saves the session, then reads the user (`GET /v1/me`).
+    ///
+    /// Throws ``LatchkeyClientError/rejected`` with the server's error (`access_denied` when the user cancelled at
+    /// the provider), and ``LatchkeyClientError/invalidResponse`` for a URL this client did not start. The session
+    /// is saved before the user is read; `isNewUser` is always false here, since the code does not say.
+    @discardableResult
+    public func completeAuthorization(callbackURL: URL) async throws -> SignedIn {
+        let fields = Dictionary(
+            (URLComponents(url: callbackURL, resolvingAgainstBaseURL: false)?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        guard let state = fields["state"], let authorization = pending.take(state: state) else {
+            throw LatchkeyClientError.invalidResponse("the callback's state names no sign-in this client started")
+        }
+        // RFC 9207: the answer must come from this server, not from another one the app also talks to.
+        if let issuer = fields["iss"], issuer != Self.issuer(of: baseURL) {
+            throw LatchkeyClientError.invalidResponse("the callback comes from \(issuer), not from \(Self.issuer(of: baseURL))")
+        }
+        if let error = fields["error"] {
+            throw LatchkeyClientError.rejected(status: 0, OAuthErrorResponse(error: error, errorDescription: fields["error_description"] ?? ""))
+        }
+        guard let code = fields["code"], !code.isEmpty else { throw LatchkeyClientError.invalidResponse("the callback has neither code nor error") }
+        var request = URLRequest(url: baseURL.appendingPathComponent("oauth2/token"))
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(
+            [
+                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", authorization.redirectURI), ("client_id", authorization.clientID),
+                ("code_verifier", authorization.verifier),
+            ].map { "\($0.0)=\(SessionEngine.formEncoded($0.1))" }.joined(separator: "&").utf8)
+        let (body, response) = try await transport.send(request)
+        guard (200..<300).contains(response.statusCode) else {
+            throw LatchkeyClientError.rejected(status: response.statusCode, try? JSONDecoder().decode(OAuthErrorResponse.self, from: body))
+        }
+        struct OAuthTokens: Decodable {
+            let access_token: String
+            let token_type: String
+            let expires_in: Int
+            let refresh_token: String
+        }
+        guard let tokens = try? JSONDecoder().decode(OAuthTokens.self, from: body) else {
+            throw LatchkeyClientError.invalidResponse("HTTP \(response.statusCode) without RFC 6749 tokens")
+        }
+        await engine.signedIn(
+            TokenPairResponse(accessToken: tokens.access_token, tokenType: tokens.token_type, expiresIn: tokens.expires_in, refreshToken: tokens.refresh_token),
+            userID: nil)
+        let (userData, userResponse) = try await data(for: URLRequest(url: baseURL.appendingPathComponent("v1/me")))
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        guard (200..<300).contains((userResponse as? HTTPURLResponse)?.statusCode ?? 0), let user = try? decoder.decode(UserResponse.self, from: userData)
+        else {
+            throw LatchkeyClientError.invalidResponse("signed in, but GET /v1/me did not answer the user")
+        }
+        return SignedIn(user: user, isNewUser: false)
+    }
+
+    /// The server's issuer as `iss` spells it: the base URL without a trailing slash.
+    static func issuer(of baseURL: URL) -> String {
+        let text = baseURL.absoluteString
+        return text.hasSuffix("/") ? String(text.dropLast()) : text
     }
 
     // MARK: - Signed-in requests
@@ -153,6 +242,24 @@ public final class LatchkeyClient: Sendable {
         request.httpMethod = "POST"
         _ = try? await transport.send(Self.authorized(request, token))
     }
+}
+
+/// A browser sign-in between ``LatchkeyClient/authorizationURL(provider:clientID:redirectURI:)`` and its callback.
+struct PendingAuthorization: Sendable {
+    let clientID: String
+    let redirectURI: String
+    let verifier = PKCE.makeVerifier()
+    let state = PKCE.makeVerifier()
+}
+
+/// The browser sign-ins a client has started and not finished, by `state`.
+final class PendingAuthorizations: @unchecked Sendable {
+    // @unchecked: `byState` is only read and written while holding `lock` (Mutex needs iOS 18).
+    private let lock = NSLock()
+    private var byState: [String: PendingAuthorization] = [:]
+
+    func add(_ authorization: PendingAuthorization) { lock.withLock { byState[authorization.state] = authorization } }
+    func take(state: String) -> PendingAuthorization? { lock.withLock { byState.removeValue(forKey: state) } }
 }
 
 /// A successful sign-in.

@@ -157,14 +157,12 @@ actor SessionEngine {
 
     // MARK: - Sign-in and sign-out
 
-    func signedIn(_ response: SignInResponse) {
+    func signedIn(_ tokens: TokenPairResponse, userID: String?) {
         generation += 1
         refreshTask = nil
         failures = 0
         backoffUntil = nil
-        let tokens = TokenPairResponse(
-            accessToken: response.accessToken, tokenType: response.tokenType, expiresIn: response.expiresIn, refreshToken: response.refreshToken)
-        session = StoredSession(tokens: tokens, userID: response.user.id, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
+        session = StoredSession(tokens: tokens, userID: userID, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
         storeLoaded = true
         unsaved = .signIn
         _ = saveUnsaved()
@@ -309,7 +307,7 @@ actor SessionEngine {
         return .transient("HTTP \(response.statusCode)", retryAfter: retryAfter)
     }
 
-    private static func formEncoded(_ value: String) -> String {
+    static func formEncoded(_ value: String) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value

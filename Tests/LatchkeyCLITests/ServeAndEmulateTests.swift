@@ -156,11 +156,15 @@ struct ServeAndEmulateTests {
         try CLI.write(bad, to: directory + "/bad-clients.json")
         let refused = try await CLI.run(["serve", "--config", directory + "/bad-clients.json"], directory: directory)
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("setting clients[0].redirectUris has http://www.example.com/cb: plain http is allowed only on loopback"), "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("setting clients[0].redirectUris has http://www.example.com/cb: plain http is allowed only on loopback"),
+            "\(refused.stderr)")
 
         let environment = try await CLI.run(
             ["serve", "--port", String(socket.port)],
-            environment: ["LATCHKEY_CLIENTS_0_CLIENT_ID": "web", "LATCHKEY_CLIENTS_0_TYPE": "confidential", "LATCHKEY_CLIENTS_0_REDIRECT_URIS": "https://a.example/cb"],
+            environment: [
+                "LATCHKEY_CLIENTS_0_CLIENT_ID": "web", "LATCHKEY_CLIENTS_0_TYPE": "confidential", "LATCHKEY_CLIENTS_0_REDIRECT_URIS": "https://a.example/cb",
+            ],
             directory: directory)
         #expect(environment.stderr.contains("setting clients[0].clientSecret is missing"), "\(environment.stderr)")
     }

@@ -1,0 +1,373 @@
+import Foundation
+import LatchkeyModels
+import Testing
+
+@testable import LatchkeyClient
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The SDK against a real `latchkey serve --dev` process on loopback (30 s access tokens, no reuse grace), signed in
+/// through the browser flow, with faults injected between the client and the server, in the store, and by killing a process.
+@Suite("LatchkeyClient against latchkey serve --dev", .serialized)
+struct ServeEndToEndTests {
+    static let clientID = "com.example.app"
+    static let redirectURI = "http://127.0.0.1/callback"
+
+    // MARK: - Faults
+
+    /// Counts refresh requests, and can lose the answer of the next ones after the server has handled them
+    /// (the app killed between the server's commit and its own save) or fail them before sending (a dropped connection).
+    final class FaultyTransport: LatchkeyTransport, @unchecked Sendable {
+        // @unchecked: every field is only used while holding `lock`.
+        private let inner = URLSessionTransport()
+        private let lock = NSLock()
+        private var refreshes = 0
+        private var answersToLose = 0
+        private var requestsToDrop = 0
+
+        var refreshCount: Int { lock.withLock { refreshes } }
+        func loseAnswers(_ count: Int) { lock.withLock { answersToLose = count } }
+        func dropRequests(_ count: Int) { lock.withLock { requestsToDrop = count } }
+
+        func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+            let isRefresh = request.url?.path == "/v1/token"
+            let (drop, lose) = lock.withLock {
+                guard isRefresh else { return (false, false) }
+                refreshes += 1
+                let drop = requestsToDrop > 0
+                if drop { requestsToDrop -= 1 }
+                let lose = !drop && answersToLose > 0
+                if lose { answersToLose -= 1 }
+                return (drop, lose)
+            }
+            if drop { throw URLError(.networkConnectionLost) }
+            let answer = try await inner.send(request)
+            if lose { throw URLError(.timedOut) }
+            return answer
+        }
+    }
+
+    /// A running `latchkey serve --dev` with its emulator.
+    final class DevServer: Sendable {
+        let baseURL: URL
+        let emulatorURL: String
+        private let process: Process
+        let directory: String
+
+        static var executable: URL {
+            var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("latchkey").path), directory.path != "/" {
+                directory.deleteLastPathComponent()
+            }
+            return directory.appendingPathComponent("latchkey")
+        }
+
+        init() throws {
+            directory = NSTemporaryDirectory() + "latchkey-sdk-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let (port, emulatorPort) = (Self.freePort(), Self.freePort())
+            process = Process()
+            process.executableURL = Self.executable
+            process.arguments = ["serve", "--dev", "--port", String(port), "--emulator-port", String(emulatorPort)]
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging([
+                "LATCHKEY_DATABASE_URL": directory + "/latchkey.sqlite", "LATCHKEY_ACCESS_TOKEN_LIFETIME": "30", "LATCHKEY_LOG_LEVEL": "error",
+                "LATCHKEY_RATE_LIMIT_PER_IP": "100000", "LATCHKEY_RATE_LIMIT_PER_SUBJECT": "100000",
+                // No grace for replays: a recovered session is then owed to session.unusedSuccessorRecovery alone.
+                "LATCHKEY_SESSION_REUSE_GRACE": "0",
+            ]) { $1 }
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            baseURL = URL(string: "http://127.0.0.1:\(port)")!
+            emulatorURL = "http://127.0.0.1:\(emulatorPort)"
+        }
+
+        /// Waits until the server answers `/readyz`.
+        func ready() async throws {
+            for _ in 0..<600 {
+                if let (_, response) = try? await Browser.get(baseURL.appendingPathComponent("readyz").absoluteString), response.statusCode == 200 { return }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            throw URLError(.cannotConnectToHost)
+        }
+
+        func stop() {
+            process.terminate()
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+
+        static func freePort() -> Int {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+            return Int(UInt16(bigEndian: address.sin_port))
+        }
+
+        /// A counter from `/metrics`, 0 when absent.
+        func metric(_ line: String) async throws -> Int {
+            let (data, _) = try await Browser.get(baseURL.appendingPathComponent("metrics").absoluteString)
+            let text = String(decoding: data, as: UTF8.self)
+            guard let found = text.split(separator: "\n").first(where: { $0.hasPrefix(line + " ") }) else { return 0 }
+            return Int(Double(found.split(separator: " ").last ?? "0") ?? 0)
+        }
+    }
+
+    /// What the user's browser does, without following redirects.
+    enum Browser {
+        final class NoRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+            func urlSession(
+                _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+                completionHandler: @escaping @Sendable (URLRequest?) -> Void
+            ) { completionHandler(nil) }
+        }
+        static let session = URLSession(configuration: .ephemeral, delegate: NoRedirects(), delegateQueue: nil)
+
+        static func get(_ url: String) async throws -> (Data, HTTPURLResponse) {
+            let (data, response) = try await session.data(for: URLRequest(url: URL(string: url)!))
+            return (data, response as! HTTPURLResponse)
+        }
+
+        static func post(_ url: String, form: [(String, String)]) async throws -> (Data, HTTPURLResponse) {
+            var request = URLRequest(url: URL(string: url)!)
+            request.httpMethod = "POST"
+            request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(form.map { "\($0.0)=\(SessionEngine.formEncoded($0.1))" }.joined(separator: "&").utf8)
+            let (data, response) = try await session.data(for: request)
+            return (data, response as! HTTPURLResponse)
+        }
+
+        /// Follows the browser flow from the client's authorization URL through the emulator's Google page to the
+        /// server's redirect back to the app; returns that callback URL.
+        static func signIn(_ authorizationURL: URL, email: String, cancel: Bool = false) async throws -> URL {
+            let (_, start) = try await get(authorizationURL.absoluteString)
+            let page = try #require(start.value(forHTTPHeaderField: "Location"))
+            let components = try #require(URLComponents(string: page))
+            var form = (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }
+            form += [("email", email), ("action", cancel ? "cancel" : "continue")]
+            var action = components
+            action.query = nil
+            let actionURL = try #require(action.string)
+            let (_, decision) = try await post(actionURL, form: form)
+            let callback = try #require(decision.value(forHTTPHeaderField: "Location"))
+            let (_, back) = try await get(callback)
+            let location = try #require(back.value(forHTTPHeaderField: "Location"))
+            return try #require(URL(string: location))
+        }
+    }
+
+    static func withServer(_ body: (DevServer) async throws -> Void) async throws {
+        let server = try DevServer()
+        do {
+            try await server.ready()
+            try await body(server)
+        } catch {
+            server.stop()
+            throw error
+        }
+        server.stop()
+    }
+
+    static func signedInClient(
+        _ server: DevServer, store: any TokenStore = InMemoryTokenStore(), transport: FaultyTransport = FaultyTransport(),
+        clock: ManualClock = ManualClock(Date())
+    ) async throws -> LatchkeyClient {
+        let client = LatchkeyClient(baseURL: server.baseURL, tokenStore: store, transport: transport, clock: clock)
+        let url = client.authorizationURL(provider: "google", clientID: clientID, redirectURI: redirectURI)
+        let signedIn = try await client.completeAuthorization(
+            callbackURL: try await Browser.signIn(url, email: "sdk-\(UUID().uuidString.prefix(8))@example.com"))
+        #expect(signedIn.user.identities.map(\.provider) == ["google"])
+        return client
+    }
+
+    static func me(_ client: LatchkeyClient, _ server: DevServer) async throws -> Int {
+        let (_, response) = try await client.data(for: URLRequest(url: server.baseURL.appendingPathComponent("v1/me")))
+        return (response as? HTTPURLResponse)?.statusCode ?? 0
+    }
+
+    // MARK: - Tests
+
+    @Test("the browser flow signs in (authorizationURL → web sheet → completeAuthorization) and data(for:) is authorized")
+    func browserSignIn() async throws {
+        try await Self.withServer { server in
+            let client = try await Self.signedInClient(server)
+            #expect(try await Self.me(client, server) == 200)
+            let cancelled = LatchkeyClient(baseURL: server.baseURL, tokenStore: InMemoryTokenStore())
+            let url = cancelled.authorizationURL(provider: "google", clientID: Self.clientID, redirectURI: Self.redirectURI)
+            await #expect(throws: LatchkeyClientError.rejected) {
+                try await cancelled.completeAuthorization(callbackURL: try await Browser.signIn(url, email: "x@example.com", cancel: true))
+            }
+            await #expect(throws: LatchkeyClientError.invalidResponse) {
+                try await cancelled.completeAuthorization(callbackURL: URL(string: "http://127.0.0.1/callback?code=x&state=not-mine")!)
+            }
+        }
+    }
+
+    @Test("guarantee 1: 50 concurrent callers across an expiry make one refresh, counted by the server too")
+    func oneRefresh() async throws {
+        try await Self.withServer { server in
+            let transport = FaultyTransport()
+            let clock = ManualClock(Date())
+            let client = try await Self.signedInClient(server, transport: transport, clock: clock)
+            let before = try await server.metric(#"latchkey_refreshes_total{outcome="ok"}"#)
+            clock.advance(by: 31)
+            let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<50 { group.addTask { try await client.validAccessToken() } }
+                return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+            }
+            #expect(tokens.count == 1)
+            #expect(transport.refreshCount == 1)
+            #expect(try await server.metric(#"latchkey_refreshes_total{outcome="ok"}"#) == before + 1)
+            #expect(try await Self.me(client, server) == 200)
+        }
+    }
+
+    @Test("guarantee 3: a process killed after the server rotated and before its save; the next launch keeps the session without a reuse")
+    func killedMidRefresh() async throws {
+        try await Self.withServer { server in
+            let file = server.directory + "/session.json"
+            _ = try await Self.signedInClient(server, store: FileTokenStore(url: URL(fileURLWithPath: file)))
+            // Another process refreshes, receives the server's answer and exits before saving it.
+            let killed = try await Self.probe(server, file: file, refreshes: 1, dieAfterAnswer: true)
+            #expect(killed.status == 3, "\(killed.output)")
+            #expect(killed.presented.count == 1)
+            // Next launch: the marker's process is gone, so the recorded token is presented again.
+            let clock = ManualClock(Date().addingTimeInterval(3600))
+            let transport = FaultyTransport()
+            let relaunched = LatchkeyClient(
+                baseURL: server.baseURL, tokenStore: FileTokenStore(url: URL(fileURLWithPath: file)), transport: transport, clock: clock)
+            #expect(try await Self.me(relaunched, server) == 200)
+            #expect(transport.refreshCount == 1)
+            #expect(try await server.metric(#"latchkey_refreshes_total{outcome="invalid_grant"}"#) == 0, "no reuse revocation")
+            clock.advance(by: 3600)
+            _ = try await relaunched.validAccessToken()
+            #expect(try await Self.me(relaunched, server) == 200, "the recovered successor rotates on")
+        }
+    }
+
+    @Test("guarantee 3, in one process: a client whose answer was lost is stopped; another on the same file recovers once the claim's lease ends")
+    func stoppedClientInProcess() async throws {
+        try await Self.withServer { server in
+            let file = URL(fileURLWithPath: server.directory + "/session.json")
+            let transport = FaultyTransport()
+            // The stopped client's clock never moves again, so it never retries: it is as good as killed.
+            let stopped = ManualClock(Date())
+            let first = try await Self.signedInClient(server, store: FileTokenStore(url: file), transport: transport, clock: stopped)
+            stopped.advance(by: 31)
+            transport.loseAnswers(1)
+            await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await first.validAccessToken() }
+            #expect(transport.refreshCount == 1)
+            let clock = ManualClock(stopped.now.addingTimeInterval(RefreshPolicy().pendingRefreshLease + 1))
+            let relaunched = LatchkeyClient(baseURL: server.baseURL, tokenStore: FileTokenStore(url: file), transport: FaultyTransport(), clock: clock)
+            #expect(try await Self.me(relaunched, server) == 200)
+            #expect(try await server.metric(#"latchkey_refreshes_total{outcome="invalid_grant"}"#) == 0, "no reuse revocation")
+        }
+    }
+
+    @Test("guarantee 2: a save that fails once keeps the rotated pair in memory, reports storageUnavailable, and saves it later")
+    func storeFailsOnce() async throws {
+        try await Self.withServer { server in
+            let store = FlakyStore()
+            let clock = ManualClock(Date())
+            let client = try await Self.signedInClient(server, store: store, clock: clock)
+            let events = EventLog(client.events)
+            store.failSaves(1)
+            clock.advance(by: 31)
+            let token = try await client.validAccessToken()
+            #expect(await events.wait { $0.contains(.storageUnavailable) }.contains(.storageUnavailable))
+            await client.refreshIfNeeded()
+            #expect(try store.inner.load()?.accessToken == token)
+            #expect(try await Self.me(client, server) == 200)
+            #expect(try await server.metric(#"latchkey_refreshes_total{outcome="invalid_grant"}"#) == 0)
+        }
+    }
+
+    @Test("guarantee 4: dropped connections never end the session; the refresh succeeds once they stop")
+    func droppedRequests() async throws {
+        try await Self.withServer { server in
+            let transport = FaultyTransport()
+            let clock = ManualClock(Date())
+            let client = try await Self.signedInClient(server, transport: transport, clock: clock)
+            transport.dropRequests(1)
+            clock.advance(by: 31)
+            await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
+            clock.advance(by: 120)
+            _ = try await client.validAccessToken()
+            #expect(try await Self.me(client, server) == 200)
+        }
+    }
+
+    @Test("guarantee 5: a refresh that completes after signOut() writes nothing back")
+    func signOutDuringRefresh() async throws {
+        try await Self.withServer { server in
+            let store = InMemoryTokenStore()
+            let clock = ManualClock(Date())
+            let client = try await Self.signedInClient(server, store: store, clock: clock)
+            clock.advance(by: 31)
+            async let refreshed = try? client.validAccessToken()
+            await client.signOut()
+            _ = await refreshed
+            #expect(try store.load() == nil)
+            #expect(client.currentAccessToken == nil)
+        }
+    }
+
+    @Test("guarantee 7: two processes sharing one file never send the same refresh token")
+    func twoProcesses() async throws {
+        try await Self.withServer { server in
+            let file = server.directory + "/shared-session.json"
+            _ = try await Self.signedInClient(server, store: FileTokenStore(url: URL(fileURLWithPath: file)))
+            // Each process refreshes 5 times, each time as if its access token had expired.
+            let results = try await withThrowingTaskGroup(of: ProbeResult.self) { group in
+                for _ in 0..<2 { group.addTask { try await Self.probe(server, file: file, refreshes: 5) } }
+                return try await group.reduce(into: [ProbeResult]()) { $0.append($1) }
+            }
+            for result in results { #expect(result.status == 0, "\(result.output)") }
+            let presented = results.flatMap(\.presented)
+            // A process that finds the other's fresh pair in the file uses it instead of refreshing.
+            #expect(presented.count >= 2, "\(results.map(\.output))")
+            #expect(Set(presented).count == presented.count, "a refresh token was sent twice")
+            #expect(try await server.metric(#"latchkey_refreshes_total{outcome="invalid_grant"}"#) == 0)
+            let last = LatchkeyClient(baseURL: server.baseURL, tokenStore: FileTokenStore(url: URL(fileURLWithPath: file)))
+            #expect(try await Self.me(last, server) == 200)
+        }
+    }
+
+    struct ProbeResult: Sendable {
+        let status: Int32
+        let output: String
+        /// Hashes of the refresh tokens this process sent.
+        var presented: [String] { output.split(separator: "\n").filter { $0.hasPrefix("presented ") }.map { String($0.dropFirst(10)) } }
+    }
+
+    /// `latchkey _sdk-probe`: another process running a client on the same file.
+    static func probe(_ server: DevServer, file: String, refreshes: Int, dieAfterAnswer: Bool = false) async throws -> ProbeResult {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(
+                    with: Result {
+                        let process = Process()
+                        process.executableURL = DevServer.executable
+                        process.arguments =
+                            ["_sdk-probe", "--base-url", server.baseURL.absoluteString, "--store", file, "--refreshes", String(refreshes)]
+                            + (dieAfterAnswer ? ["--die-after-answer"] : [])
+                        let output = Pipe()
+                        process.standardOutput = output
+                        process.standardError = output
+                        try process.run()
+                        let data = output.fileHandleForReading.readDataToEndOfFile()
+                        process.waitUntilExit()
+                        return ProbeResult(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+                    })
+            }
+        }
+    }
+}
