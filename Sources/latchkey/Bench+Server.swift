@@ -1,11 +1,16 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import LatchkeyClient
 import LatchkeyCore
 import LatchkeyEmulator
 import Logging
 import NIOCore
 import NIOHTTP1
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// What the server and emulator rows share: a silent logger, a temporary directory (the caller removes it), a
 /// development team in it, and an emulator configuration for one app that sends no notifications.
@@ -60,6 +65,8 @@ struct ServerBench {
                 BenchRow(name: "apple_sign_in_with_code_exchange", opsPerSecond: signInRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
             rows.append(BenchRow(name: "google_id_token_sign_in", opsPerSecond: googleRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
 
+            rows += try await sdkRows(server: server, signIn: try await mintSignIns(emulator: emulator, http: http, count: 1)[0])
+
             let batched = try await rotations(server: server, http: http, tokens: sessions.map(\.refreshToken))
             rows.append(
                 BenchRow(name: "peak_rss_megabytes", opsPerSecond: server.peakMegabytes, baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS))
@@ -103,6 +110,57 @@ struct ServerBench {
         }
         await emulator.stop()
         return rows
+    }
+
+    /// 1,000 concurrent `data(for:)` calls through one `LatchkeyClient` whose access token has just expired: how many
+    /// refreshes they cause (must be 1), and their rate against the same requests sent with a fixed bearer header.
+    private func sdkRows(server: ChildServer, signIn: MintedSignIn) async throws -> [BenchRow] {
+        let transport = CountingTransport()
+        let clock = SDKProbe.SkippingClock()
+        let client = LatchkeyClient(baseURL: URL(string: server.url)!, tokenStore: InMemoryTokenStore(), transport: transport, clock: clock)
+        try await client.signInWithApple(
+            identityToken: signIn.body["identityToken"]!, authorizationCode: signIn.body["authorizationCode"], rawNonce: signIn.body["rawNonce"]!)
+        let token = try await client.validAccessToken()
+        let request = URLRequest(url: URL(string: server.url + "/v1/me")!)
+        func burst(_ send: @escaping @Sendable () async throws -> Int) async throws -> Double {
+            let start = ContinuousClock.now
+            let ok = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<1000 { group.addTask { try await send() } }
+                return try await group.reduce(0, +)
+            }
+            guard ok == 1000 else { throw CLIError("only \(ok) of 1000 requests answered 200") }
+            return 1000 / (ContinuousClock.now - start).seconds
+        }
+        let fixed = try await burst {
+            var authorized = request
+            authorized.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            return try await transport.send(authorized).1.statusCode == 200 ? 1 : 0
+        }
+        let refreshesBefore = transport.refreshes
+        clock.skip(3600)
+        let sdk = try await burst { try await (client.data(for: request).1 as? HTTPURLResponse)?.statusCode == 200 ? 1 : 0 }
+        return [
+            BenchRow(
+                name: "sdk_data_for_1000_concurrent_across_expiry", opsPerSecond: sdk, baselineName: "fixed_bearer_1000_concurrent", baselineOpsPerSecond: fixed
+            ),
+            BenchRow(
+                name: "sdk_refresh_calls_for_1000_concurrent", opsPerSecond: Double(transport.refreshes - refreshesBefore), baselineName: "required",
+                baselineOpsPerSecond: 1),
+        ]
+    }
+
+    /// URLSession, counting `POST /v1/token`.
+    final class CountingTransport: LatchkeyTransport, @unchecked Sendable {
+        // @unchecked: `count` is only used while holding `lock`.
+        private let inner = URLSessionTransport()
+        private let lock = NSLock()
+        private var count = 0
+        var refreshes: Int { lock.withLock { count } }
+
+        func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+            if request.url?.path == "/v1/token" { lock.withLock { count += 1 } }
+            return try await inner.send(request)
+        }
     }
 
     struct Session: Sendable {
