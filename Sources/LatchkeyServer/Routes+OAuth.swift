@@ -101,7 +101,7 @@ extension LatchkeyServer {
         guard query["code_challenge_method"] == "S256" else {
             return refuse("invalid_request", "code_challenge_method must be S256; plain and a missing method are not accepted")
         }
-        guard challenge.utf8.count == 43, PKCE.isValidVerifier(challenge + "AAAAAAAAAAAAAAAA") else {
+        guard challenge.utf8.count == 43, challenge.utf8.allSatisfy(Self.isBase64URL) else {
             return refuse("invalid_request", "code_challenge is not an S256 challenge (43 base64url characters)")
         }
         let offered = browserProviders(for: client)
@@ -125,6 +125,16 @@ extension LatchkeyServer {
         } catch {
             logger.warning("could not start a browser sign-in", metadata: ["provider": "\(provider.name)", "error": "\(error)"])
             return refuse("temporarily_unavailable", "\(provider.displayName) cannot be reached; try again shortly")
+        }
+    }
+
+    /// The base64url alphabet (RFC 4648 §5), which an S256 challenge is written in.
+    static func isBase64URL(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"),
+            UInt8(ascii: "_"):
+            true
+        default: false
         }
     }
 

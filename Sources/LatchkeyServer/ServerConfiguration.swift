@@ -166,7 +166,7 @@ public struct ServerConfiguration: Sendable {
 
 extension ServerConfiguration {
     /// Why a client's redirect URI cannot be registered: RFC 9700 wants exact, fragment-free URIs; plain `http`
-    /// only on loopback (RFC 8252 §7.3); custom schemes (`com.example.app:/oauth2redirect`) for native apps.
+    /// only on loopback (RFC 8252 §7.3); private schemes (`com.example.app:/oauth2redirect`) for native apps.
     static func redirectURIProblem(_ uri: String) -> String? {
         guard let components = URLComponents(string: uri), let scheme = components.scheme?.lowercased() else { return "not an absolute URI" }
         if components.fragment != nil { return "a redirect URI cannot have a fragment" }
@@ -179,7 +179,8 @@ extension ServerConfiguration {
         case "javascript", "data", "file", "vbscript":
             return "the \(scheme) scheme cannot receive codes"
         default:
-            return scheme.contains(".") ? nil : "a custom scheme must be a reverse domain name (com.example.app:/oauth2redirect, RFC 8252 §7.1)"
+            // RFC 8252 §7.1 recommends a reverse domain name (com.example.app:/oauth2redirect); any private scheme works.
+            return nil
         }
     }
 }

@@ -325,7 +325,7 @@ struct StoreConformanceTests {
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         try await store.migrate()
         try await store.migrate()
-        #expect(try await store.appliedMigrations() == [1, 2, 3])
+        #expect(try await store.appliedMigrations() == [1, 2, 3, 4])
         await store.close()
     }
 
@@ -381,6 +381,28 @@ struct StoreConformanceTests {
             let listed = try await store.invites().filter { [twice.id, expired.id].contains($0.id) }
             #expect(listed.first { $0.id == twice.id }?.uses == 2)
             #expect(listed.first { $0.id == expired.id }?.revokedAt != nil)
+        }
+    }
+
+    @Test("one-time records: the first use wins (also when many race), a replay sees it used, and the sweep keeps them a day past expiry", arguments: kinds)
+    func oneTimeRecords(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let record = OneTimeRecord(kind: "code", keyHash: "code-\(run)", sealedPayload: "sealed", expiresAt: Self.now.addingTimeInterval(60))
+            try await store.saveOneTimeRecord(record)
+            await #expect(throws: AuthStoreError.duplicate) { try await store.saveOneTimeRecord(record) }
+            #expect(try await store.useOneTimeRecord(kind: "flow", keyHash: "code-\(run)", at: Self.now) == nil, "kinds are separate")
+            let firsts = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<8 { group.addTask { try await store.useOneTimeRecord(kind: "code", keyHash: "code-\(run)", at: Self.now)?.usedAt == nil } }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(firsts == 1)
+            let replay = try #require(try await store.useOneTimeRecord(kind: "code", keyHash: "code-\(run)", at: Self.now.addingTimeInterval(5)))
+            #expect(replay.sealedPayload == "sealed")
+            #expect(replay.usedAt != nil)
+            _ = try await store.sweep(now: Self.now.addingTimeInterval(3600))
+            #expect(try await store.useOneTimeRecord(kind: "code", keyHash: "code-\(run)", at: Self.now) != nil, "kept a day past expiry")
+            _ = try await store.sweep(now: Self.now.addingTimeInterval(60 + 86_401))
+            #expect(try await store.useOneTimeRecord(kind: "code", keyHash: "code-\(run)", at: Self.now) == nil)
         }
     }
 }
