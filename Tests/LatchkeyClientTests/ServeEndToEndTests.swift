@@ -26,10 +26,13 @@ struct ServeEndToEndTests {
         private var refreshes = 0
         private var answersToLose = 0
         private var requestsToDrop = 0
+        private var refreshDelay: UInt64 = 0
 
         var refreshCount: Int { lock.withLock { refreshes } }
         func loseAnswers(_ count: Int) { lock.withLock { answersToLose = count } }
         func dropRequests(_ count: Int) { lock.withLock { requestsToDrop = count } }
+        /// Holds every refresh answer this long (a slow network).
+        func delayRefreshes(milliseconds: UInt64) { lock.withLock { refreshDelay = milliseconds * 1_000_000 } }
 
         func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
             let isRefresh = request.url?.path == "/v1/token"
@@ -44,6 +47,8 @@ struct ServeEndToEndTests {
             }
             if drop { throw URLError(.networkConnectionLost) }
             let answer = try await inner.send(request)
+            let delay = lock.withLock { isRefresh ? refreshDelay : 0 }
+            if delay > 0 { try await Task.sleep(nanoseconds: delay) }
             if lose { throw URLError(.timedOut) }
             return answer
         }
@@ -302,6 +307,59 @@ struct ServeEndToEndTests {
             clock.advance(by: 120)
             _ = try await client.validAccessToken()
             #expect(try await Self.me(client, server) == 200)
+        }
+    }
+
+    @Test("a slow network: callers arriving while a delayed refresh is in flight share it")
+    func delayedRefresh() async throws {
+        try await Self.withServer { server in
+            let transport = FaultyTransport()
+            let clock = ManualClock(Date())
+            let client = try await Self.signedInClient(server, transport: transport, clock: clock)
+            transport.delayRefreshes(milliseconds: 400)
+            clock.advance(by: 31)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<20 { group.addTask { try await Self.me(client, server) } }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: 200, count: 20))
+            #expect(transport.refreshCount == 1)
+        }
+    }
+
+    @Test("guarantee 6: the client refreshes ahead of expiry on its own, and a failed attempt does not stop the next")
+    func refreshAhead() async throws {
+        try await Self.withServer { server in
+            let transport = FaultyTransport()
+            let clock = ManualClock(Date())
+            let client = try await Self.signedInClient(server, transport: transport, clock: clock)
+            let events = EventLog(client.events)
+            transport.dropRequests(1)
+            clock.advance(by: 29)
+            #expect(await eventually { transport.refreshCount == 1 }, "the timer tried once, and the attempt was dropped")
+            clock.advance(by: 600)
+            #expect(await events.wait { $0.contains(.refreshed) }.contains(.refreshed), "a later attempt succeeded without any caller")
+            #expect(transport.refreshCount == 2)
+            #expect(try await Self.me(client, server) == 200)
+        }
+    }
+
+    @Test("guarantee 8: a locked store at launch is not a sign-out; the session is used once the store opens")
+    func lockedStore() async throws {
+        try await Self.withServer { server in
+            let inner = InMemoryTokenStore()
+            _ = try await Self.signedInClient(server, store: inner)
+            let locked = FlakyStore(inner)
+            locked.failLoads(true)
+            let relaunched = LatchkeyClient(baseURL: server.baseURL, tokenStore: locked, transport: FaultyTransport(), clock: ManualClock(Date()))
+            let events = EventLog(relaunched.events)
+            await #expect(throws: LatchkeyClientError.storageUnavailable) { try await relaunched.validAccessToken() }
+            #expect(await events.wait { $0.contains(.storageUnavailable) }.first == .storageUnavailable)
+            #expect(try inner.load() != nil, "nothing was deleted")
+            locked.failLoads(false)
+            await relaunched.refreshIfNeeded()
+            #expect(try await Self.me(relaunched, server) == 200)
+            #expect(!events.all.contains { if case .sessionEnded = $0 { true } else { false } })
         }
     }
 
