@@ -283,6 +283,30 @@ struct DoctorCommand: AsyncParsableCommand {
         if configuration.signUp == .invite {
             add(.ok, "signup.mode", "invite: new users need a code from `latchkey invites create`", nil)
         }
+        checkBrowserFlow(configuration, add)
+    }
+
+    /// The browser flow: each registered client, and the callback Apple must accept.
+    private func checkBrowserFlow(_ configuration: ServerConfiguration, _ add: (Finding.Status, String, String, String?) -> Void) {
+        for client in configuration.clients {
+            add(
+                .ok, "clients",
+                "\(client.clientID): \(client.kind.rawValue) client, \(client.redirectURIs.count) redirect URI(s), providers \((client.providers ?? configuration.providerNames.filter { $0 != "facebook" }).joined(separator: ", "))",
+                nil)
+        }
+        guard !configuration.clients.isEmpty, configuration.apple != nil, configuration.clients.contains(where: { $0.allows(provider: "apple") }) else {
+            return
+        }
+        let callback = LatchkeyServer.callbackURL(configuration, provider: "apple")
+        if let problem = redirectURIProblem(callback) {
+            add(
+                .warning, "publicUrl", "Sign in with Apple on the web answers at \(callback), which Apple refuses (\(problem))",
+                "set publicUrl to the server's https URL on a domain name and register \(callback) as a return URL of the Services ID")
+        } else {
+            add(
+                .ok, "apple.servicesId",
+                "register \(callback) as a return URL of the Services ID \(configuration.apple?.servicesID ?? configuration.apple?.clientIDs.first ?? "")", nil)
+        }
     }
 
     private func checkIdentifier(_ value: String, _ setting: String, _ source: String, _ add: (Finding.Status, String, String, String?) -> Void) {

@@ -151,6 +151,25 @@ struct ServeAndEmulateTests {
         let serve = try await CLI.run(["serve", "--config", directory + "/clients.json"], directory: directory)
         #expect(serve.stderr.contains("the port is already in use"), "\(serve.stderr)")
 
+        // doctor lists the clients, and warns that Apple refuses a web callback on loopback.
+        var withApple = good
+        withApple.merge([
+            "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID, "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"),
+            "apple.clientIds": [Fixtures.bundleID, Fixtures.servicesID], "apple.servicesId": Fixtures.servicesID,
+        ]) { $1 }
+        try CLI.write(withApple, to: directory + "/apple.json")
+        let doctor = try await CLI.run(["doctor", "--json", "--config", directory + "/apple.json"], directory: directory)
+        let findings = doctor.json["findings"] as? [[String: Any]] ?? []
+        #expect(findings.filter { $0["check"] as? String == "clients" && $0["status"] as? String == "ok" }.count == 2, "\(doctor.stdout)")
+        let callback = findings.first { $0["check"] as? String == "publicUrl" }
+        #expect(callback?["status"] as? String == "warning", "\(doctor.stdout)")
+        #expect((callback?["message"] as? String)?.contains("/oauth2/callback/apple, which Apple refuses") == true)
+        withApple["publicUrl"] = "https://auth.example.com"
+        try CLI.write(withApple, to: directory + "/apple.json")
+        let fixed = try await CLI.run(["doctor", "--json", "--config", directory + "/apple.json"], directory: directory)
+        let register = (fixed.json["findings"] as? [[String: Any]] ?? []).first { $0["check"] as? String == "apple.servicesId" }
+        #expect((register?["message"] as? String)?.contains("https://auth.example.com/oauth2/callback/apple") == true, "\(fixed.stdout)")
+
         var bad = good
         bad["clients"] = [["clientId": "com.example.app", "redirectUris": ["http://www.example.com/cb"]]]
         try CLI.write(bad, to: directory + "/bad-clients.json")
