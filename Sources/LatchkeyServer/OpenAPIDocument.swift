@@ -118,7 +118,7 @@ enum OpenAPIDocument {
                     "description": "The client, redirect URI or query cannot be trusted: shown, not redirected",
                     "content": html("<!doctype html>…<h1>Unknown redirect URI</h1>…"),
                 ],
-                "429": rateLimited,
+                "429": rateLimited, "503": unavailable("The database is unavailable"),
             ])
     }
 
@@ -151,7 +151,7 @@ enum OpenAPIDocument {
                 responses: [
                     "303": redirect("Back to the app's redirect URI with `code` or `error`, `state` and `iss`"),
                     "400": ["description": "No sign-in in progress has this state (or it was finished already)", "content": stateMismatchPage],
-                    "413": tooLarge, "429": rateLimited,
+                    "413": tooLarge, "429": rateLimited, "503": unavailable("The database is unavailable"),
                 ])
         }
         return operation(
@@ -159,8 +159,11 @@ enum OpenAPIDocument {
             parameters: [providerParameter] + ["state", "code", "error", "error_description", "iss", "scope"].map { query($0, "As the provider sent it") },
             responses: [
                 "303": redirect("Back to the app's redirect URI with `code` or `error`, `state` and `iss`"),
-                "400": ["description": "No sign-in in progress has this state (or it was finished already)", "content": stateMismatchPage],
-                "429": rateLimited,
+                "400": [
+                    "description": "No sign-in in progress has this state (or it was finished already), or the answer is malformed",
+                    "content": stateMismatchPage,
+                ],
+                "429": rateLimited, "503": unavailable("The database is unavailable"),
             ])
     }
 

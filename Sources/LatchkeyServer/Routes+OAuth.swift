@@ -11,7 +11,13 @@ extension LatchkeyServer {
     func addOAuthRoutes(to router: Router<LatchkeyRequestContext>) {
         router.get("/oauth2/authorize") { request, _ in try await authorize(request) }
         router.get("/oauth2/callback/:provider") { request, context in
-            try await providerCallback(request, providerName: try context.parameters.require("provider"), answer: try queryFields(request))
+            let answer: [String: String]
+            do {
+                answer = try queryFields(request)
+            } catch {
+                return HTMLPage.error(title: "This sign-in cannot be finished", (error as? APIError)?.description ?? "the provider's answer is malformed")
+            }
+            return try await providerCallback(request, providerName: try context.parameters.require("provider"), answer: answer)
         }
         // Apple answers with form_post: a cross-site POST that carries no SameSite=Lax cookie, so the flow is found by `state`.
         router.post("/oauth2/callback/:provider") { request, context in

@@ -305,6 +305,9 @@ struct BrowserFlowTests {
             #expect(bogus.text.contains("state mismatch"))
             let missing = try await harness.send("GET", "/oauth2/callback/google?code=x")
             #expect(missing.status == 400)
+            let twice = try await harness.send("GET", "/oauth2/callback/apple?state=a&state=b")
+            #expect(twice.status == 400)
+            #expect(twice.headers["content-type"]?.hasPrefix("text/html") == true, "a callback's errors are pages, as documented")
             var replayed: [String: String] = [:]
             let request = AppRequest()
             _ = try Self.code(try await Self.run(harness, request) { replayed = $0 }, request)
