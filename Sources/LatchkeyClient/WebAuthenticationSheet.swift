@@ -16,7 +16,7 @@
             prefersEphemeralWebBrowserSession: Bool = false
         ) async throws -> SignedIn {
             let url = authorizationURL(provider: provider, clientID: clientID, redirectURI: redirectURI)
-            let context = PresentationContext(anchor: anchor)
+            let sheet = WebSheet(anchor: anchor)
             let callback: URL = try await withCheckedThrowingContinuation { continuation in
                 let session = ASWebAuthenticationSession(url: url, callbackURLScheme: callbackScheme) { url, error in
                     if let url {
@@ -25,18 +25,23 @@
                         continuation.resume(throwing: error ?? LatchkeyClientError.invalidResponse("the web sheet ended without a callback"))
                     }
                 }
-                session.presentationContextProvider = context
+                session.presentationContextProvider = sheet
                 session.prefersEphemeralWebBrowserSession = prefersEphemeralWebBrowserSession
+                sheet.session = session
                 // When start() fails the completion handler runs with an error, which resumes the continuation.
                 session.start()
             }
+            // The session and its (weakly held) presentation context live until here.
+            sheet.session = nil
             return try await completeAuthorization(callbackURL: callback)
         }
     }
 
-    /// Presents the web sheet from the given window.
-    private final class PresentationContext: NSObject, ASWebAuthenticationPresentationContextProviding {
+    /// Presents the web sheet from the given window, and keeps the session alive while it is shown.
+    @MainActor
+    private final class WebSheet: NSObject, ASWebAuthenticationPresentationContextProviding {
         let anchor: ASPresentationAnchor
+        var session: ASWebAuthenticationSession?
         init(anchor: ASPresentationAnchor) { self.anchor = anchor }
         func presentationAnchor(for session: ASWebAuthenticationSession) -> ASPresentationAnchor { anchor }
     }
