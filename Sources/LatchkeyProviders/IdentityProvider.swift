@@ -70,12 +70,9 @@ public struct BrowserSignInRequest: Sendable {
 public struct BrowserSignInStart: Sendable, Equatable {
     /// The provider's authorization URL with every parameter.
     public var url: String
-    /// The provider posts its answer back (`response_mode=form_post`, Apple) instead of redirecting with a query.
-    public var answersWithFormPost: Bool
 
-    public init(url: String, answersWithFormPost: Bool = false) {
+    public init(url: String) {
         self.url = url
-        self.answersWithFormPost = answersWithFormPost
     }
 }
 

@@ -151,6 +151,8 @@ struct BrowserFlowTests {
             #expect(user.identities.map(\.provider) == [provider])
             let sessions = try await harness.store.sessions(userID: user.id)
             #expect(sessions.map(\.clientID) == [Self.app])
+            let audit = try await harness.store.auditEvents(userID: user.id, limit: 10).map(\.kind)
+            #expect(audit.contains("user_created") && audit.contains("signed_in"), "\(audit)")
         }
     }
 

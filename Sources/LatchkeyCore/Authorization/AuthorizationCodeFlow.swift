@@ -126,8 +126,11 @@ public struct AuthorizationCodeFlow: Sendable {
         guard PKCE.verify(verifier: codeVerifier, challenge: grant.codeChallenge, method: .s256) else {
             throw LatchkeyError(.invalidGrant, "code_verifier does not match the code_challenge of the authorization request")
         }
-        return try await issuer.startSession(
+        let tokens = try await issuer.startSession(
             userID: grant.userID, identityID: grant.identityID, clientID: grant.clientID, userAgent: grant.userAgent, sessionID: grant.sessionID)
+        // Like a native sign-in, the audit line is best effort: the session exists, the app must get its tokens.
+        try? await store.audit(at: timeSource.now, grant.userID, "signed_in", "client=\(grant.clientID) session=\(tokens.sessionID) browser")
+        return tokens
     }
 
     /// 32 random bytes, base64url: states and codes.

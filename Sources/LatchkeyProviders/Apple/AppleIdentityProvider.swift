@@ -42,8 +42,7 @@ public struct AppleIdentityProvider: IdentityProvider {
                     ("response_type", "code id_token"), ("response_mode", "form_post"), ("scope", "name email"), ("client_id", servicesID),
                     ("redirect_uri", request.callbackURL), ("state", request.state),
                     ("nonce", nonceParameter(request.rawNonce, verifier.policy.nonceMatching)),
-                ]),
-            answersWithFormPost: true)
+                ]))
     }
 
     /// Apple posts `id_token`, `code`, `state` and, on the first authorization only, `user`.
