@@ -158,11 +158,10 @@ public final class LatchkeyClient: Sendable {
         var request = URLRequest(url: baseURL.appendingPathComponent("oauth2/token"))
         request.httpMethod = "POST"
         request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(
-            [
-                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", authorization.redirectURI), ("client_id", authorization.clientID),
-                ("code_verifier", authorization.verifier),
-            ].map { "\($0.0)=\(SessionEngine.formEncoded($0.1))" }.joined(separator: "&").utf8)
+        request.httpBody = SessionEngine.formBody([
+            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", authorization.redirectURI), ("client_id", authorization.clientID),
+            ("code_verifier", authorization.verifier),
+        ])
         let (body, response) = try await transport.send(request)
         guard (200..<300).contains(response.statusCode) else {
             throw LatchkeyClientError.rejected(status: response.statusCode, try? JSONDecoder().decode(OAuthErrorResponse.self, from: body))

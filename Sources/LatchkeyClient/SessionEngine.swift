@@ -286,7 +286,7 @@ actor SessionEngine {
         request.httpMethod = "POST"
         request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        request.httpBody = Data("grant_type=refresh_token&refresh_token=\(Self.formEncoded(refreshToken))".utf8)
+        request.httpBody = Self.formBody([("grant_type", "refresh_token"), ("refresh_token", refreshToken)])
         let data: Data
         let response: HTTPURLResponse
         do {
@@ -307,7 +307,12 @@ actor SessionEngine {
         return .transient("HTTP \(response.statusCode)", retryAfter: retryAfter)
     }
 
-    static func formEncoded(_ value: String) -> String {
+    /// An `application/x-www-form-urlencoded` body.
+    static func formBody(_ fields: [(String, String)]) -> Data {
+        Data(fields.map { "\($0.0)=\(formEncoded($0.1))" }.joined(separator: "&").utf8)
+    }
+
+    private static func formEncoded(_ value: String) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value

@@ -52,11 +52,7 @@ extension Emulator {
             }
         }
 
-        router.get("/auth/authorize") { request, _ in
-            var parameters: [String: String] = [:]
-            for (name, value) in request.uri.queryParameters { parameters[String(name)] = String(value) }
-            return await authorizePage(parameters, provider: .apple, action: "/auth/authorize")
-        }
+        router.get("/auth/authorize") { request, _ in await authorizePage(request.queryDictionary, provider: .apple, action: "/auth/authorize") }
 
         router.post("/auth/authorize") { request, _ in
             let (form, _, malformed) = try await readForm(request)

@@ -30,13 +30,7 @@ extension Emulator {
             return response
         }
 
-        router.get("/google/o/oauth2/v2/auth") { request, _ in
-            var parameters: [String: String] = [:]
-            for (name, value) in request.uri.queryParameters { parameters[String(name)] = String(value) }
-            return await authorizePage(parameters, provider: .google, action: "/google/o/oauth2/v2/auth")
-        }
-
-        router.post("/google/o/oauth2/v2/auth") { request, _ in try await oauthAuthorizeDecision(request, provider: .google) }
+        addAuthorizeRoutes("/google/o/oauth2/v2/auth", provider: .google, to: router)
 
         router.post("/google/token") { request, _ in
             try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in
@@ -94,11 +88,7 @@ extension Emulator {
 
     /// The GET (page) and POST (decision) routes of an OAuth provider's authorization endpoint at `path`.
     func addAuthorizeRoutes(_ path: RouterPath, provider: Provider, to router: Router<BasicRequestContext>) {
-        router.get(path) { request, _ in
-            var parameters: [String: String] = [:]
-            for (name, value) in request.uri.queryParameters { parameters[String(name)] = String(value) }
-            return await authorizePage(parameters, provider: provider, action: request.uri.path)
-        }
+        router.get(path) { request, _ in await authorizePage(request.queryDictionary, provider: provider, action: request.uri.path) }
         router.post(path) { request, _ in try await oauthAuthorizeDecision(request, provider: provider) }
     }
 }

@@ -86,6 +86,13 @@ extension Request {
 
     func query(_ name: String) -> String? { uri.queryParameters.get(name) }
 
+    /// Every query parameter; of one sent twice, the last.
+    var queryDictionary: [String: String] {
+        var parameters: [String: String] = [:]
+        for (name, value) in uri.queryParameters { parameters[String(name)] = String(value) }
+        return parameters
+    }
+
     /// `client_id` and `client_secret` sent as HTTP Basic credentials (RFC 6749 §2.3.1: each form-encoded).
     var basicCredentials: (id: String, secret: String)? {
         guard let value = headers[.authorization], value.lowercased().hasPrefix("basic "),

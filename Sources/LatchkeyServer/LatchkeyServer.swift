@@ -64,7 +64,7 @@ public struct LatchkeyServer: Sendable {
             let appleConfiguration = AppleConfiguration(credentials: credentials, clientIDs: settings.clientIDs, baseURL: settings.baseURL)
             let apple = try AppleIdentityProvider(
                 configuration: appleConfiguration, signInPolicy: Self.signInPolicy(appleConfiguration.identityTokenPolicy, settings),
-                redirectURIs: settings.redirectURIs + [Self.callbackURL(configuration, provider: "apple")], servicesID: settings.servicesID,
+                redirectURIs: settings.redirectURIs + [Self.callbackURL(issuer: configuration.issuer, provider: "apple")], servicesID: settings.servicesID,
                 transport: transport, timeSource: timeSource, logger: logger, observer: observer)
             providers.append(apple)
             appleNotifications = AppleNotificationVerifier(keys: apple.keys, audiences: settings.clientIDs, timeSource: timeSource)
@@ -94,8 +94,8 @@ public struct LatchkeyServer: Sendable {
     }
 
     /// Where a provider answers a browser sign-in: `{issuer}/oauth2/callback/{provider}`.
-    public static func callbackURL(_ configuration: ServerConfiguration, provider: String) -> String {
-        configuration.issuer + "/oauth2/callback/" + provider
+    public static func callbackURL(issuer: String, provider: String) -> String {
+        issuer + "/oauth2/callback/" + provider
     }
 
     static func signInPolicy(_ base: IdentityTokenPolicy, _ settings: ServerConfiguration.Apple) -> IdentityTokenPolicy {

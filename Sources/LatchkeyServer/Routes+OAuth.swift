@@ -15,7 +15,7 @@ extension LatchkeyServer {
             do {
                 answer = try queryFields(request)
             } catch {
-                return HTMLPage.error(title: "This sign-in cannot be finished", (error as? APIError)?.description ?? "the provider's answer is malformed")
+                return HTMLPage.error(title: Self.callbackFailed, (error as? APIError)?.description ?? "the provider's answer is malformed")
             }
             return try await providerCallback(request, providerName: try context.parameters.require("provider"), answer: answer)
         }
@@ -23,7 +23,7 @@ extension LatchkeyServer {
         router.post("/oauth2/callback/:provider") { request, context in
             let bytes = try await request.bytes(limit: configuration.maximumBodySize)
             guard let answer = try? Self.formFields(bytes) else {
-                return HTMLPage.error(title: "This sign-in cannot be finished", "the provider's answer is not a valid form")
+                return HTMLPage.error(title: Self.callbackFailed, "the provider's answer is not a valid form")
             }
             return try await providerCallback(request, providerName: try context.parameters.require("provider"), answer: answer)
         }
@@ -33,8 +33,10 @@ extension LatchkeyServer {
             JSONBody.response(authorizationServerMetadata, headers: [.cacheControl: "public, max-age=3600"])
         }
         if configuration.servesDemoPage {
-            router.get("/") { _, _ in HTMLPage.demo(providers: browserProviders(for: demoClient), clientID: demoClient?.clientID ?? "") }
-            router.get("/callback") { _, _ in HTMLPage.demo(providers: browserProviders(for: demoClient), clientID: demoClient?.clientID ?? "") }
+            // The page is also its own redirect URI: its script finishes the flow there.
+            for path in ["/", "/callback"] {
+                router.get(RouterPath(path)) { _, _ in HTMLPage.demo(providers: browserProviders(for: demoClient), clientID: demoClient?.clientID ?? "") }
+            }
             router.get("/demo.js") { _, _ in HTMLPage.demoScript() }
         }
     }
@@ -146,23 +148,25 @@ extension LatchkeyServer {
 
     private func browserRequest(_ pending: AuthorizationCodeFlow.PendingSignIn, state: String) -> BrowserSignInRequest {
         BrowserSignInRequest(
-            callbackURL: Self.callbackURL(configuration, provider: pending.provider), state: state, rawNonce: pending.rawNonce,
+            callbackURL: Self.callbackURL(issuer: configuration.issuer, provider: pending.provider), state: state, rawNonce: pending.rawNonce,
             codeVerifier: pending.providerCodeVerifier)
     }
 
     // MARK: - The provider's answer
 
+    static let callbackFailed = "This sign-in cannot be finished"
+
     func providerCallback(_ request: Request, providerName: String, answer: [String: String]) async throws -> Response {
-        let failed = "This sign-in cannot be finished"
         guard let state = answer["state"], !state.isEmpty else {
-            return HTMLPage.error(title: failed, "the provider's answer has no state; start again from the app")
+            return HTMLPage.error(title: Self.callbackFailed, "the provider's answer has no state; start again from the app")
         }
         let pending: AuthorizationCodeFlow.PendingSignIn
         switch try await flows.take(state: state) {
         case .unknown:
-            return HTMLPage.error(title: failed, "the provider's answer names no sign-in in progress here (state mismatch); start again from the app")
+            return HTMLPage.error(
+                title: Self.callbackFailed, "the provider's answer names no sign-in in progress here (state mismatch); start again from the app")
         case .alreadyUsed:
-            return HTMLPage.error(title: failed, "this sign-in was already finished; start again from the app")
+            return HTMLPage.error(title: Self.callbackFailed, "this sign-in was already finished; start again from the app")
         case .expired(let expired):
             return redirectToApp(
                 expired.redirectURI,
@@ -176,7 +180,7 @@ extension LatchkeyServer {
             return redirectToApp(pending.redirectURI, [("error", code), ("error_description", description)], state: pending.appState)
         }
         guard pending.provider == providerName, let provider = providers[pending.provider] else {
-            return HTMLPage.error(title: failed, "the answer came back to another provider's callback")
+            return HTMLPage.error(title: Self.callbackFailed, "the answer came back to another provider's callback")
         }
         if let error = answer["error"] {
             let cancelled = ["access_denied", "user_cancelled_authorize"].contains(error)
@@ -264,12 +268,7 @@ extension LatchkeyServer {
                 tokens = try await flows.redeem(code: code, clientID: client.clientID, redirectURI: redirectURI, codeVerifier: verifier)
             case "refresh_token":
                 guard let refreshToken = fields["refresh_token"], !refreshToken.isEmpty else { throw APIError.invalidRequest("refresh_token is missing") }
-                if RefreshTokens.isWellFormed(refreshToken), let (_, family) = try await store.refreshToken(hash: RefreshTokens.hash(refreshToken)),
-                    family.clientID != client.clientID
-                {
-                    throw LatchkeyError(.invalidGrant, "the refresh token was issued to another client")
-                }
-                tokens = try await sessions.refresh(refreshToken)
+                tokens = try await sessions.refresh(refreshToken, forClient: client.clientID)
             case nil:
                 throw APIError.invalidRequest("grant_type is missing")
             case let other?:
@@ -282,9 +281,7 @@ extension LatchkeyServer {
                 OAuthTokenResponse(access_token: tokens.accessToken, token_type: "Bearer", expires_in: tokens.expiresIn, refresh_token: tokens.refreshToken),
                 headers: Self.tokenHeaders)
         } catch {
-            var apiError = ErrorMiddleware.apiError(error, logger: logger)
-            for field in Self.tokenHeaders { apiError.headers[field.name] = field.value }
-            return JSONBody.error(apiError)
+            return oauthError(error)
         }
     }
 
@@ -305,10 +302,15 @@ extension LatchkeyServer {
             if let sessionID { try await store.revokeSession(id: sessionID, reason: "revoked_by_client", at: timeSource.now) }
             return Response(status: .ok, headers: Self.tokenHeaders)
         } catch {
-            var apiError = ErrorMiddleware.apiError(error, logger: logger)
-            for field in Self.tokenHeaders { apiError.headers[field.name] = field.value }
-            return JSONBody.error(apiError)
+            return oauthError(error)
         }
+    }
+
+    /// An RFC 6749 §5.2 error answer, never cached.
+    private func oauthError(_ error: any Error) -> Response {
+        var apiError = ErrorMiddleware.apiError(error, logger: logger)
+        for field in Self.tokenHeaders { apiError.headers[field.name] = field.value }
+        return JSONBody.error(apiError)
     }
 
     /// The token and revocation endpoints take forms only (RFC 6749 §3.2).

@@ -297,7 +297,7 @@ struct DoctorCommand: AsyncParsableCommand {
         guard !configuration.clients.isEmpty, configuration.apple != nil, configuration.clients.contains(where: { $0.allows(provider: "apple") }) else {
             return
         }
-        let callback = LatchkeyServer.callbackURL(configuration, provider: "apple")
+        let callback = LatchkeyServer.callbackURL(issuer: configuration.issuer, provider: "apple")
         if let problem = redirectURIProblem(callback) {
             add(
                 .warning, "publicUrl", "Sign in with Apple on the web answers at \(callback), which Apple refuses (\(problem))",

@@ -116,7 +116,9 @@ enum Runtime {
         let key = try P256.Signing.PrivateKey(pemRepresentation: pem)
         var configuration = EmulatorConfiguration()
         configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
-        let callbacks = serverIssuer.map { issuer in ["apple", "google", "microsoft", "oidc", "dropbox"].map { issuer + "/oauth2/callback/" + $0 } } ?? []
+        let callbacks =
+            serverIssuer.map { issuer in ["apple", "google", "microsoft", "oidc", "dropbox"].map { LatchkeyServer.callbackURL(issuer: issuer, provider: $0) } }
+            ?? []
         configuration.allowLoopbackRedirectURIs = serverIssuer != nil
         for clientID in clientIDs {
             let redirectURIs = ["https://app.example.com/callback"] + callbacks

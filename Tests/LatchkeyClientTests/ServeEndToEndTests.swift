@@ -145,7 +145,7 @@ struct ServeEndToEndTests {
             var request = URLRequest(url: URL(string: url)!)
             request.httpMethod = "POST"
             request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-            request.httpBody = Data(form.map { "\($0.0)=\(SessionEngine.formEncoded($0.1))" }.joined(separator: "&").utf8)
+            request.httpBody = SessionEngine.formBody(form)
             let (data, response) = try await session.data(for: request)
             return (data, response as! HTTPURLResponse)
         }

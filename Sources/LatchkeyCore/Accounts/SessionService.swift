@@ -98,8 +98,9 @@ public struct SessionService: Sendable {
     // MARK: - Refresh
 
     /// Rotates a refresh token. Reuse outside the grace window revokes the whole family; when the provider grant's
-    /// authorization is due for its daily check it is validated first.
-    public func refresh(_ refreshToken: String) async throws -> IssuedTokens {
+    /// authorization is due for its daily check it is validated first. With `clientID`, a token of another client's
+    /// session is refused (the browser flow's token endpoint).
+    public func refresh(_ refreshToken: String, forClient clientID: String? = nil) async throws -> IssuedTokens {
         guard RefreshTokens.isWellFormed(refreshToken) else {
             throw LatchkeyError(.invalidGrant, "the refresh token is malformed")
         }
@@ -107,6 +108,7 @@ public struct SessionService: Sendable {
         guard let (_, family) = try await store.refreshToken(hash: hash) else {
             throw LatchkeyError(.invalidGrant, "the refresh token is unknown or expired; sign in again")
         }
+        if let clientID, family.clientID != clientID { throw LatchkeyError(.invalidGrant, "the refresh token was issued to another client") }
         if family.isRevoked { throw revokedError(family) }
         if let identityID = family.identityID { try await grants.checkAuthorization(identityID: identityID, userID: family.userID) }
 
