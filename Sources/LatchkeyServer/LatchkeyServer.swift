@@ -49,7 +49,7 @@ public struct LatchkeyServer: Sendable {
         try configuration.validate()
         let box = try SecretBox(base64Key: encryptionKey)
         let metrics = ServerMetrics()
-        let accessKeys = AccessTokenKeys()
+        let accessKeys = AccessTokenKeys(propagationDelay: configuration.keyPropagationDelay)
         try await KeyMaintenance.ensureActiveKey(store: store, box: box, now: timeSource.now)
         try await accessKeys.load(try await store.signingKeys(), box: box)
         let accessTokens = AccessTokenService(

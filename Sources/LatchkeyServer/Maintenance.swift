@@ -18,12 +18,15 @@ public enum KeyMaintenance {
         }
     }
 
-    /// Makes a new active key; the previous one keeps verifying for `overlap`.
+    /// Makes a new active key. It is published at once and signs after `propagationDelay` (every instance has
+    /// loaded it by then); the previous one signs until then and keeps verifying for `overlap` after.
     @discardableResult
-    public static func rotate(store: any AuthStore, box: SecretBox, now: Date, overlap: TimeInterval) async throws -> SigningKeyRecord {
+    public static func rotate(store: any AuthStore, box: SecretBox, now: Date, propagationDelay: TimeInterval, overlap: TimeInterval) async throws
+        -> SigningKeyRecord
+    {
         for var key in try await store.signingKeys() where key.state == .active {
             key.state = .retiring
-            key.retireAfter = now.addingTimeInterval(overlap)
+            key.retireAfter = now.addingTimeInterval(propagationDelay + overlap)
             try await store.saveSigningKey(key)
         }
         let fresh = try AccessTokenKeys.generateRecord(box: box, now: now)
@@ -32,29 +35,51 @@ public enum KeyMaintenance {
     }
 }
 
-/// Periodic upkeep: owed Apple revocations, expired tokens, key reload (other instances may rotate).
+/// Periodic upkeep, every `maintenance.interval`: reloading signing keys (another instance or the CLI may have
+/// rotated them), expired-record sweeps, and owed provider calls. The outbox runs apart, so a slow provider never
+/// delays a key reload (a new key's propagation delay counts on it).
 struct MaintenanceService: Service {
     let server: LatchkeyServer
 
     func run() async throws {
-        var ticks = 0
+        let interval = Duration.milliseconds(Int64(server.configuration.maintenanceInterval * 1000))
+        await withDiscardingTaskGroup { group in
+            group.addTask { await every(interval) { count in await keysAndSweep(count) } }
+            group.addTask { await every(interval) { _ in await outbox() } }
+        }
+    }
+
+    private func every(_ interval: Duration, _ work: (Int) async -> Void) async {
+        var count = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            await tick(ticks)
-            ticks += 1
+            await work(count)
+            count += 1
             do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(30)) }
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
             } catch {
                 return
             }
         }
     }
 
-    func tick(_ count: Int) async {
-        do {
-            _ = try await server.sessions.grants.processOutbox()
+    /// Sweeps about once an hour at the default interval.
+    static let sweepEvery = 120
+
+    func keysAndSweep(_ count: Int) async {
+        await report {
             try await KeyMaintenance.ensureActiveKey(store: server.store, box: server.box, now: server.timeSource.now)
             try await server.accessKeys.load(try await server.store.signingKeys(), box: server.box)
-            if count % 120 == 0 { try await server.store.sweep(now: server.timeSource.now) }
+            if count % Self.sweepEvery == 0 { try await server.store.sweep(now: server.timeSource.now) }
+        }
+    }
+
+    func outbox() async {
+        await report { _ = try await server.sessions.grants.processOutbox(lease: server.configuration.outboxLease) }
+    }
+
+    private func report(_ work: () async throws -> Void) async {
+        do {
+            try await work()
         } catch is CancellationError {
             return  // shutting down
         } catch {

@@ -33,7 +33,9 @@ extension ServerConfiguration {
     /// | `log.level` | `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical` | `info` |
     /// | `log.format` | `text` or `json` (one object a line) | `text` |
     /// | `apple.validationInterval`, `apple.unreachableGrace` | seconds | 86400, 259200 |
-    /// | `rateLimit.perIp`, `rateLimit.perSubject` | requests per minute | 120, 30 |
+    /// | `rateLimit.perIp`, `rateLimit.perSubject` | requests per minute, per instance | 120, 30 |
+    /// | `maintenance.interval` | seconds between key reloads, outbox retries and sweeps | 30 |
+    /// | `outbox.lease` | seconds an instance holds the owed provider calls it took | 300 |
     /// | `http.maxBodySize` | bytes | 16384 |
     /// | `cors.allowedOrigins` | comma-separated origins | none |
     /// | `google.clientIds`, `google.clientSecret`, `google.hostedDomains`, `google.discoveryUrl` | Google sign-in | off |
@@ -69,6 +71,8 @@ extension ServerConfiguration {
         session.providerUnreachableGrace = try Self.double(config, "apple.unreachableGrace") ?? session.providerUnreachableGrace
         rateLimit.perClientIP = try Self.int(config, "rateLimit.perIp") ?? rateLimit.perClientIP
         rateLimit.perSubject = try Self.int(config, "rateLimit.perSubject") ?? rateLimit.perSubject
+        maintenanceInterval = try Self.double(config, "maintenance.interval") ?? maintenanceInterval
+        outboxLease = try Self.double(config, "outbox.lease") ?? outboxLease
         maximumBodySize = try Self.int(config, "http.maxBodySize") ?? maximumBodySize
         corsAllowedOrigins = Self.list(config, "cors.allowedOrigins") ?? []
         if let proxies = Self.list(config, "http.trustedProxies") ?? config.int(forKey: "http.trustedProxies").map({ [String($0)] }) {

@@ -21,6 +21,10 @@ public struct ServerConfiguration: Sendable {
     /// 32 bytes in base64; seals Apple refresh tokens and signing keys at rest.
     public var encryptionKey: String?
     public var accessTokenLifetime: TimeInterval = 600
+    /// How often each instance reloads signing keys, retries owed provider calls and sweeps (seconds).
+    public var maintenanceInterval: TimeInterval = 30
+    /// How long an instance holds the outbox items it took before another instance may retry them (seconds).
+    public var outboxLease: TimeInterval = 300
     public var session = SessionPolicy()
     public var apple: Apple?
     /// Google, Microsoft and generic OpenID Connect providers.
@@ -100,6 +104,10 @@ public struct ServerConfiguration: Sendable {
 
     public init() {}
 
+    /// How long after its creation a new signing key starts signing: every instance reloads keys once per
+    /// ``maintenanceInterval``, so by then all of them publish and accept it.
+    public var keyPropagationDelay: TimeInterval { 2 * maintenanceInterval + 5 }
+
     /// The issuer: ``publicURL`` or `http://host:port`.
     public var issuer: String { publicURL ?? "http://\(host):\(port)" }
 
@@ -115,6 +123,7 @@ public struct ServerConfiguration: Sendable {
             ("session.reuseGrace", session.reuseGraceWindow, 0...300), ("session.unusedSuccessorRecovery", session.unusedSuccessorRecovery, 0...86_400),
             ("apple.validationInterval", session.providerValidationInterval, 60...(30 * 86_400)),
             ("apple.unreachableGrace", session.providerUnreachableGrace, 0...(365 * 86_400)),
+            ("maintenance.interval", maintenanceInterval, 1...3600), ("outbox.lease", outboxLease, 5...86_400),
         ] as [(String, TimeInterval, ClosedRange<TimeInterval>)] {
             guard value.isFinite, range.contains(value) else {
                 throw setting(name, "must be between \(Int(range.lowerBound)) and \(Int(range.upperBound)) seconds")

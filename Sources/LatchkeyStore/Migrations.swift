@@ -85,6 +85,14 @@ enum Migrations {
                 "CREATE INDEX one_time_records_expiry ON one_time_records(expires_at)",
             ]
         ),
+        (
+            5,
+            [
+                // A fleet asks a provider about a grant once: the instance that claims it holds the right until then
+                // (after a failure, every instance waits until then).
+                "ALTER TABLE provider_grants ADD COLUMN validation_claimed_until BIGINT"
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -201,12 +201,12 @@ public final class SQLAuthStore: AuthStore {
         try await read { db in try await db.raw("SELECT * FROM identities WHERE user_id = \(bind: userID) ORDER BY first_seen_at").all().map(Self.identity) }
     }
 
-    /// Profiles read in the last second, dropped by any write of this process. Other processes' writes
-    /// (a CLI revoking sessions) show within the second; backends verifying access tokens statelessly
-    /// trust them for their whole 10-minute lifetime anyway.
+    /// Profiles read in the last half second, dropped by any write of this process. Other processes' writes
+    /// (another instance or the CLI revoking sessions) show within that half second; backends verifying access
+    /// tokens statelessly trust them for their whole 10-minute lifetime anyway.
     private let profiles = Mutex<(generation: Int, entries: [String: (at: ContinuousClock.Instant, value: Profile?)])>((0, [:]))
     private typealias Profile = (UserAccount, [LinkedIdentity])
-    private static let profileLifetime: Duration = .seconds(1)
+    private static let profileLifetime: Duration = .milliseconds(500)
 
     public func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
         let key = userID + "|" + sessionID
@@ -287,7 +287,7 @@ public final class SQLAuthStore: AuthStore {
                 VALUES (\(bind: grant.identityID), \(bind: grant.provider), \(bind: grant.clientID), \(bind: grant.sealedRefreshToken),
                   \(bind: grant.lastValidatedAt.millis), \(bind: grant.createdAt.millis))
                 ON CONFLICT (identity_id) DO UPDATE SET provider = excluded.provider, client_id = excluded.client_id, sealed_refresh_token = excluded.sealed_refresh_token,
-                  last_validated_at = excluded.last_validated_at, created_at = excluded.created_at
+                  last_validated_at = excluded.last_validated_at, created_at = excluded.created_at, validation_claimed_until = NULL
                 """
             ).run()
         }
@@ -295,16 +295,33 @@ public final class SQLAuthStore: AuthStore {
 
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool {
         try await write { db in
-            let current =
-                try await db.raw(
-                    "SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)"
-                ).first() != nil
-            if current {
-                try await db.raw(
-                    "UPDATE provider_grants SET last_validated_at = \(bind: at.millis) WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)"
-                ).run()
-            }
-            return current
+            try await db.raw(
+                """
+                UPDATE provider_grants SET last_validated_at = \(bind: at.millis), validation_claimed_until = NULL
+                WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken) RETURNING identity_id
+                """
+            ).first() != nil
+        }
+    }
+
+    public func claimProviderValidation(identityID: String, sealedRefreshToken: String, dueBefore: Date, now: Date, until: Date) async throws -> Bool {
+        // One conditional UPDATE: PostgreSQL re-checks the condition on a row a concurrent claim just changed, so one caller wins.
+        try await write { db in
+            try await db.raw(
+                """
+                UPDATE provider_grants SET validation_claimed_until = \(bind: until.millis)
+                WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)
+                  AND last_validated_at <= \(bind: dueBefore.millis)
+                  AND (validation_claimed_until IS NULL OR validation_claimed_until <= \(bind: now.millis))
+                RETURNING identity_id
+                """
+            ).first() != nil
+        }
+    }
+
+    public func postponeProviderValidation(identityID: String, until: Date) async throws {
+        try await write { db in
+            try await db.raw("UPDATE provider_grants SET validation_claimed_until = \(bind: until.millis) WHERE identity_id = \(bind: identityID)").run()
         }
     }
 
@@ -536,10 +553,17 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
-    public func dueOutboxItems(now: Date, limit: Int) async throws -> [OutboxItem] {
-        try await read { db in
+    public func claimDueOutboxItems(now: Date, limit: Int, leaseUntil: Date) async throws -> [OutboxItem] {
+        // PostgreSQL: rows another instance is claiming right now are skipped, not waited for. SQLite has one writer.
+        let skipLocked = backend.isPostgres ? " FOR UPDATE SKIP LOCKED" : ""
+        return try await write { db in
             try await db.raw(
-                "SELECT * FROM outbox WHERE completed_at IS NULL AND next_attempt_at <= \(bind: now.millis) ORDER BY next_attempt_at LIMIT \(bind: limit)"
+                """
+                UPDATE outbox SET next_attempt_at = \(bind: leaseUntil.millis)
+                WHERE id IN (SELECT id FROM outbox WHERE completed_at IS NULL AND next_attempt_at <= \(bind: now.millis)
+                  ORDER BY next_attempt_at LIMIT \(bind: limit)\(unsafeRaw: skipLocked))
+                RETURNING *
+                """
             )
             .all().map(Self.outboxItem)
         }

@@ -81,11 +81,14 @@ struct KeysCommand: AsyncParsableCommand {
                 let key = try await KeyMaintenance.rotate(
                     store: server.store,
                     box: try SecretBox(base64Key: try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))), now: Date(),
-                    overlap: configuration.accessTokenLifetime + 300)
+                    propagationDelay: configuration.keyPropagationDelay, overlap: configuration.accessTokenLifetime + 300)
+                let signsFrom = key.createdAt.addingTimeInterval(configuration.keyPropagationDelay)
                 if options.json {
-                    Printer(json: true).emit(["activeKeyId": key.keyID])
+                    Printer(json: true).emit(["activeKeyId": key.keyID, "signsFrom": Int(signsFrom.timeIntervalSince1970)])
                 } else {
-                    print("new active key \(key.keyID); running servers pick it up within a minute")
+                    print(
+                        "new active key \(key.keyID): running servers publish and accept it within \(Int(configuration.maintenanceInterval)) s and sign with it from \(describeInstant(signsFrom))"
+                    )
                 }
             }
         }

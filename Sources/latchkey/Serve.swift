@@ -29,17 +29,21 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host: String?
     @Flag(help: "Also run the emulator in-process and point every provider (Apple, Google, Microsoft, Facebook, Dropbox, OIDC) at it.") var dev = false
     @Option(help: "With --dev: the emulator's port.") var emulatorPort = 8081
+    @Option(
+        help: "With --dev: use the emulator already running at this URL (another instance's) instead of starting one; for a local fleet on one database."
+    ) var emulatorUrl: String?
     @Option(help: "With --dev: the client id (bundle id) the emulator registers at every provider; repeatable.") var clientID: [String] = []
 
     func run() async throws {
         // Usage errors (64, with usage text) are about the command line; everything after is a run failure (1, one line).
         if let config, !FileManager.default.fileExists(atPath: config) { throw ValidationError("configuration file \(config) does not exist") }
+        if emulatorUrl != nil, !dev { throw ValidationError("--emulator-url goes with --dev") }
         let (configuration, team) = try await loadConfiguration()
         LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
         let logger = Logger(label: "latchkey")
         for warning in configuration.warnings { logger.warning("\(warning)") }
         do {
-            let services = try team.map { try emulatorServices(team: $0, configuration: configuration) } ?? []
+            let services = try team.map { emulatorUrl == nil ? try emulatorServices(team: $0, configuration: configuration) : [] } ?? []
             try await serve(configuration, extraServices: services, logger: logger)
         } catch {
             throw Self.failure(error)
@@ -61,7 +65,7 @@ struct Serve: AsyncParsableCommand {
         // nonceMatching, redirectUris, signup.mode…) still come from the configuration.
         overrides.merge(
             Runtime.emulatedProviderSettings(
-                baseURL: "http://127.0.0.1:\(emulatorPort)", team: (team.teamID, team.keyID, team.keyFile), clientIDs: devClientIDs)
+                baseURL: emulatorUrl ?? "http://127.0.0.1:\(emulatorPort)", team: (team.teamID, team.keyID, team.keyFile), clientIDs: devClientIDs)
         ) { $1 }
         var devConfiguration = try await Self.reading(file: config, overrides: overrides)
         // Each client id is also a public client of the browser flow, with every emulated provider, and `/` shows the demo.

@@ -226,11 +226,13 @@ struct StoreConformanceTests {
                 id: newIdentifier(), kind: OutboxItem.revocation, provider: "apple", clientID: "c", sealedPayload: "v1.t", nextAttemptAt: Self.now,
                 createdAt: Self.now)
             try await store.enqueue(item)
-            #expect(try await store.dueOutboxItems(now: Self.now, limit: 10).map(\.id).contains(item.id))
+            #expect(try await store.claimDueOutboxItems(now: Self.now, limit: 1000, leaseUntil: Self.now.addingTimeInterval(300)).map(\.id).contains(item.id))
             item.completedAt = Self.now
             item.attempts = 2
             try await store.updateOutboxItem(item)
-            #expect(try await !store.dueOutboxItems(now: Self.now.addingTimeInterval(60), limit: 10).map(\.id).contains(item.id))
+            #expect(
+                try await !store.claimDueOutboxItems(now: Self.now.addingTimeInterval(600), limit: 1000, leaseUntil: Self.now.addingTimeInterval(900)).map(\.id)
+                    .contains(item.id))
             #expect(try await store.outboxItems().first { $0.id == item.id }?.attempts == 2)
 
             let user = newIdentifier()
@@ -270,6 +272,76 @@ struct StoreConformanceTests {
             #expect(try await store.session(id: older.id)?.isRevoked == true)
             later = try #require(try await store.session(id: later.id))
             #expect(!later.isRevoked)
+        }
+    }
+
+    @Test("a grant's validation is claimed by one caller at a time, until the claim ends, validation or a new grant", arguments: kinds)
+    func validationClaims(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (_, identity) = try await makeUser(store)
+            let day: TimeInterval = 86_400
+            let grant = ProviderGrant(
+                identityID: identity.id, provider: "apple", clientID: "c", sealedRefreshToken: "v1.t", lastValidatedAt: Self.now.addingTimeInterval(-2 * day),
+                createdAt: Self.now)
+            try await store.saveProviderGrant(grant)
+            func claim(at now: Date, token: String = "v1.t") async throws -> Bool {
+                try await store.claimProviderValidation(
+                    identityID: identity.id, sealedRefreshToken: token, dueBefore: now.addingTimeInterval(-day), now: now, until: now.addingTimeInterval(60))
+            }
+            #expect(try await !claim(at: Self.now, token: "v1.other"))
+            // Ten callers at once (on PostgreSQL, over several connections): one wins.
+            let winners = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<10 { group.addTask { try await claim(at: Self.now) } }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(winners == 1)
+            #expect(try await !claim(at: Self.now.addingTimeInterval(59)))
+            #expect(try await claim(at: Self.now.addingTimeInterval(61)))  // the holder died: another may ask
+            #expect(try await store.markProviderGrantValidated(identityID: identity.id, sealedRefreshToken: "v1.t", at: Self.now.addingTimeInterval(62)))
+            #expect(try await !claim(at: Self.now.addingTimeInterval(63)))  // validated: not due for a day
+            let later = Self.now.addingTimeInterval(62 + day)
+            try await store.postponeProviderValidation(identityID: identity.id, until: later.addingTimeInterval(3600))
+            #expect(try await !claim(at: later))
+            #expect(try await claim(at: later.addingTimeInterval(3601)))
+            var replaced = grant
+            replaced.sealedRefreshToken = "v1.new"
+            try await store.saveProviderGrant(replaced)
+            #expect(try await claim(at: Self.now, token: "v1.new"))  // a new grant starts unclaimed
+        }
+    }
+
+    @Test("outbox items are claimed once for their lease, also by concurrent callers, and again after it", arguments: kinds)
+    func outboxClaims(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            var ids: Set<String> = []
+            for _ in 0..<20 {
+                let item = OutboxItem(
+                    id: newIdentifier(), kind: OutboxItem.revocation, provider: "apple", clientID: "c", sealedPayload: "v1.t", nextAttemptAt: Self.now,
+                    createdAt: Self.now)
+                try await store.enqueue(item)
+                ids.insert(item.id)
+            }
+            let lease = Self.now.addingTimeInterval(300)
+            // Four callers at once, five items each at most: every item goes to exactly one of them.
+            let claimed = try await withThrowingTaskGroup(of: [String].self) { group in
+                for _ in 0..<4 { group.addTask { try await store.claimDueOutboxItems(now: Self.now, limit: 5, leaseUntil: lease).map(\.id) } }
+                return try await group.reduce([]) { $0 + $1 }.filter { ids.contains($0) }
+            }
+            #expect(claimed.count == Set(claimed).count)
+            let rest = try await store.claimDueOutboxItems(now: Self.now, limit: 1000, leaseUntil: lease).map(\.id).filter { ids.contains($0) }
+            #expect(Set(claimed + rest) == ids)
+            #expect(claimed.count + rest.count == ids.count)
+            #expect(
+                try await store.claimDueOutboxItems(now: Self.now.addingTimeInterval(299), limit: 1000, leaseUntil: lease).allSatisfy { !ids.contains($0.id) })
+            // The lease ended without an update (the instance died): the items are due again.
+            let retried = try await store.claimDueOutboxItems(now: lease, limit: 1000, leaseUntil: lease.addingTimeInterval(300))
+            #expect(Set(retried.map(\.id)).isSuperset(of: ids))
+            for var item in retried {
+                item.completedAt = lease
+                try await store.updateOutboxItem(item)
+            }
+            #expect(
+                try await store.claimDueOutboxItems(now: lease.addingTimeInterval(9_999), limit: 1000, leaseUntil: lease).allSatisfy { !ids.contains($0.id) })
         }
     }
 
@@ -325,7 +397,7 @@ struct StoreConformanceTests {
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         try await store.migrate()
         try await store.migrate()
-        #expect(try await store.appliedMigrations() == [1, 2, 3, 4])
+        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5])
         await store.close()
     }
 

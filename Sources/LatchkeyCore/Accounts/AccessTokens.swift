@@ -2,33 +2,47 @@ import Crypto
 public import Foundation
 import Synchronization
 
-/// The keys Latchkey signs its access tokens with: one active ES256 key, plus retiring ones still published.
+/// The keys Latchkey signs its access tokens with: the active ES256 key, plus retiring ones still published.
+///
+/// A fleet must publish and accept a new key before any instance signs with it, so a key signs only from
+/// `propagationDelay` after it was made (by then every instance has reloaded the keys); until then the key
+/// before it keeps signing. A lone first key signs at once.
 public final class AccessTokenKeys: Sendable {
+    struct Signer: Sendable {
+        var keyID: String
+        var key: P256.Signing.PrivateKey
+        var signsFrom: Date
+    }
+
     struct Snapshot: Sendable {
-        var activeKeyID: String
-        var activeKey: P256.Signing.PrivateKey
+        /// Oldest first.
+        var signers: [Signer]
         var verification: VerificationKeySet
         var published: [SigningKeyRecord]
+
+        /// The newest key whose propagation delay has passed, else the oldest one (a lone first key).
+        func signer(at now: Date) -> Signer? {
+            signers.last { $0.signsFrom <= now } ?? signers.first
+        }
     }
 
     private let snapshot: Mutex<Snapshot?> = Mutex(nil)
+    /// How long after its creation a key starts signing.
+    public let propagationDelay: TimeInterval
 
-    public init() {}
+    public init(propagationDelay: TimeInterval = 0) {
+        self.propagationDelay = propagationDelay
+    }
 
     /// Loads the active and retiring keys from their stored records.
     public func load(_ records: [SigningKeyRecord], box: SecretBox) async throws(LatchkeyError) {
         guard let active = records.last(where: { $0.state == .active }) else {
             throw LatchkeyError(.invalidConfiguration, "no active signing key; run `latchkey keys rotate` or start the server once")
         }
-        let privateKey: P256.Signing.PrivateKey
-        do {
-            privateKey = try P256.Signing.PrivateKey(pemRepresentation: try box.open(active.sealedPrivateKey))
-        } catch {
-            throw LatchkeyError(.invalidKey, "the active signing key cannot be opened: the encryption key changed")
-        }
+        var signers: [Signer] = []
         var published: [SigningKeyRecord] = []
         var keys: [VerificationKey] = []
-        for record in records where record.state != .retired {
+        for record in records.sorted(by: { $0.createdAt < $1.createdAt }) where record.state != .retired {
             // An unreadable retiring key only means its tokens stop verifying early; it must not stop the server.
             guard let key = try? await VerificationKey.es256(keyID: record.keyID, publicKeyPEM: record.publicKeyPEM) else {
                 if record.keyID == active.keyID { throw LatchkeyError(.invalidKey, "the active signing key \(record.keyID) has an unreadable public key") }
@@ -36,8 +50,16 @@ public final class AccessTokenKeys: Sendable {
             }
             keys.append(key)
             published.append(record)
+            do {
+                let privateKey = try P256.Signing.PrivateKey(pemRepresentation: try box.open(record.sealedPrivateKey))
+                signers.append(Signer(keyID: record.keyID, key: privateKey, signsFrom: record.createdAt.addingTimeInterval(propagationDelay)))
+            } catch {
+                if record.keyID == active.keyID {
+                    throw LatchkeyError(.invalidKey, "the active signing key cannot be opened: the encryption key changed")
+                }
+            }
         }
-        let loaded = Snapshot(activeKeyID: active.keyID, activeKey: privateKey, verification: VerificationKeySet(keys), published: published)
+        let loaded = Snapshot(signers: signers, verification: VerificationKeySet(keys), published: published)
         snapshot.withLock { $0 = loaded }
     }
 
@@ -125,11 +147,12 @@ public struct AccessTokenService: Sendable {
 
     /// Signs a new access token; returns it with its lifetime in seconds.
     public func issue(userID: String, sessionID: String, clientID: String) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
-        guard let snapshot = keys.current else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
-        let now = Int(timeSource.now.timeIntervalSince1970)
+        let instant = timeSource.now
+        guard let signer = keys.current?.signer(at: instant) else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
+        let now = Int(instant.timeIntervalSince1970)
         let claims = Claims(
             iss: issuer, sub: userID, aud: audience, exp: now + Int(lifetime), iat: now, jti: newIdentifier(), client_id: clientID, sid: sessionID)
-        return (try JWSSigner.es256(claims, keyID: snapshot.activeKeyID, key: snapshot.activeKey, type: "at+jwt"), Int(lifetime))
+        return (try JWSSigner.es256(claims, keyID: signer.keyID, key: signer.key, type: "at+jwt"), Int(lifetime))
     }
 
     /// Verifies a bearer token; every failure is `invalid_token` with the reason, except `unknown_key_id` for a

@@ -60,6 +60,12 @@ public protocol ProviderGrantStore: Sendable {
     func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool
     /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise.
     func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool
+    /// Takes the right to ask the provider about this grant until `until`, if it was last validated at or before
+    /// `dueBefore` and nobody holds the right at `now`: true for exactly one caller across every instance on the store.
+    /// ``markProviderGrantValidated(identityID:sealedRefreshToken:at:)`` gives the right back.
+    func claimProviderValidation(identityID: String, sealedRefreshToken: String, dueBefore: Date, now: Date, until: Date) async throws -> Bool
+    /// Keeps every instance from asking about this grant again before `until` (after the provider could not be reached).
+    func postponeProviderValidation(identityID: String, until: Date) async throws
 }
 
 /// The keys that sign Latchkey's access tokens.
@@ -102,7 +108,9 @@ public protocol InviteStore: Sendable {
 /// Calls to providers still owed (revocations that failed and are retried).
 public protocol OutboxStore: Sendable {
     func enqueue(_ item: OutboxItem) async throws
-    func dueOutboxItems(now: Date, limit: Int) async throws -> [OutboxItem]
+    /// Takes up to `limit` items due at `now` for the caller: each is hidden from every other caller until `leaseUntil`
+    /// (by then the caller has updated it, or died and another instance retries it). Concurrent callers never get the same item.
+    func claimDueOutboxItems(now: Date, limit: Int, leaseUntil: Date) async throws -> [OutboxItem]
     func updateOutboxItem(_ item: OutboxItem) async throws
     func outboxItems() async throws -> [OutboxItem]
 }

@@ -5,6 +5,7 @@ public actor MemoryAuthStore: AuthStore {
     private var usersByID: [String: UserAccount] = [:]
     private var identitiesByID: [String: LinkedIdentity] = [:]
     private var grants: [String: ProviderGrant] = [:]
+    private var validationClaims: [String: Date] = [:]
     private var families: [String: SessionFamily] = [:]
     private var tokens: [String: RefreshTokenRecord] = [:]
     private var keys: [String: SigningKeyRecord] = [:]
@@ -63,13 +64,30 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func providerGrant(identityID: String) -> ProviderGrant? { grants[identityID] }
-    public func saveProviderGrant(_ grant: ProviderGrant) { grants[grant.identityID] = grant }
+    public func saveProviderGrant(_ grant: ProviderGrant) {
+        grants[grant.identityID] = grant
+        validationClaims[grant.identityID] = nil
+    }
     public func deleteProviderGrant(identityID: String) { grants[identityID] = nil }
 
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) -> Bool {
         guard grants[identityID]?.sealedRefreshToken == sealedRefreshToken else { return false }
         grants[identityID]?.lastValidatedAt = at
+        validationClaims[identityID] = nil
         return true
+    }
+
+    public func claimProviderValidation(identityID: String, sealedRefreshToken: String, dueBefore: Date, now: Date, until: Date) -> Bool {
+        guard let grant = grants[identityID], grant.sealedRefreshToken == sealedRefreshToken, grant.lastValidatedAt <= dueBefore,
+            (validationClaims[identityID] ?? .distantPast) <= now
+        else { return false }
+        validationClaims[identityID] = until
+        return true
+    }
+
+    public func postponeProviderValidation(identityID: String, until: Date) {
+        guard grants[identityID] != nil else { return }
+        validationClaims[identityID] = until
     }
 
     public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) -> Bool {
@@ -156,8 +174,14 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func enqueue(_ item: OutboxItem) { outbox[item.id] = item }
-    public func dueOutboxItems(now: Date, limit: Int) -> [OutboxItem] {
-        Array(outbox.values.filter { $0.completedAt == nil && $0.nextAttemptAt <= now }.sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit))
+    public func claimDueOutboxItems(now: Date, limit: Int, leaseUntil: Date) -> [OutboxItem] {
+        let due = outbox.values.filter { $0.completedAt == nil && $0.nextAttemptAt <= now }.sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit)
+        return due.map { item in
+            var claimed = item
+            claimed.nextAttemptAt = leaseUntil
+            outbox[item.id] = claimed
+            return claimed
+        }
     }
     public func updateOutboxItem(_ item: OutboxItem) { outbox[item.id] = item }
 

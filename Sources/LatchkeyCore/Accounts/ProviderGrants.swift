@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import Logging
 import Synchronization
 
@@ -81,7 +81,8 @@ public struct ProviderGrants: Sendable {
     }
 
     /// Validates the stored provider refresh token when the last validation is older than the interval.
-    /// After the provider could not be reached, it is asked again at most once per ``ValidationFlights/failureBackoff``.
+    /// One instance of a fleet asks (it claims the grant in the store); the others go on meanwhile, within the grace
+    /// period. After the provider could not be reached, no instance asks about that grant for ``ValidationFlights/failureBackoff``.
     func checkAuthorization(identityID: String, userID: String) async throws {
         guard let grant = try await store.providerGrant(identityID: identityID), let providerLink = links[grant.provider] else { return }
         let name = providerLink.displayName
@@ -93,11 +94,16 @@ public struct ProviderGrants: Sendable {
             result = .unreachable(failure)
         } else {
             result = await validations.run(identityID) {
-                // Another refresh may have validated while this one waited.
-                if let fresh = try? await store.providerGrant(identityID: identityID),
-                    now.timeIntervalSince(fresh.lastValidatedAt) < policy.providerValidationInterval
-                {
-                    return .valid
+                // Another refresh, here or on another instance, may be asking or may have asked already.
+                let dueBefore = now.addingTimeInterval(-policy.providerValidationInterval)
+                guard
+                    (try? await store.claimProviderValidation(
+                        identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, dueBefore: dueBefore, now: now,
+                        until: now.addingTimeInterval(Self.validationClaim))) == true
+                else {
+                    if let fresh = try? await store.providerGrant(identityID: identityID), fresh.lastValidatedAt > dueBefore { return .valid }
+                    // Not an answer yet: the grace period applies as when the provider cannot be reached.
+                    return .unreachable("another request or instance is asking \(name)")
                 }
                 guard let token = try? box.open(grant.sealedRefreshToken) else { return .unreachable("the stored token cannot be opened") }
                 let result = await providerLink.validate(refreshToken: token, clientID: grant.clientID)
@@ -106,11 +112,13 @@ public struct ProviderGrants: Sendable {
                     // Only the token that was validated is marked; a grant replaced meanwhile keeps its own state.
                     _ = try? await store.markProviderGrantValidated(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now)
                 case .unreachable(let reason):
-                    // Once per identity per backoff: the operator may have to fix credentials or reach the provider.
+                    // Once per identity per backoff, fleet-wide: the operator may have to fix credentials or reach the provider.
                     logger?.warning(
                         "\(name) could not validate an authorization; sessions keep working within the grace period",
                         metadata: ["provider": "\(grant.provider)", "reason": "\(reason)"])
                     validations.recordFailure(identityID, reason: reason, at: timeSource.now)
+                    try? await store.postponeProviderValidation(
+                        identityID: identityID, until: timeSource.now.addingTimeInterval(ValidationFlights.failureBackoff))
                 case .revoked:
                     break
                 }
@@ -132,7 +140,7 @@ public struct ProviderGrants: Sendable {
                 "the \(name) authorization was revoked (\(name) refused the stored refresh token); all sessions of this \(name) account were ended — sign in again"
             )
         case .unreachable(let reason):
-            logger?.debug("the provider could not validate the authorization", metadata: ["provider": "\(grant.provider)", "reason": "\(reason)"])
+            logger?.debug("the provider did not validate the authorization now", metadata: ["provider": "\(grant.provider)", "reason": "\(reason)"])
             if now.timeIntervalSince(grant.lastValidatedAt) > policy.providerUnreachableGrace {
                 throw LatchkeyError(
                     .temporarilyUnavailable,
@@ -142,14 +150,19 @@ public struct ProviderGrants: Sendable {
         }
     }
 
+    /// How long an instance holds the right to ask a provider about a grant: past the provider HTTP timeout, so
+    /// a second instance only asks when the first one died.
+    static let validationClaim: TimeInterval = 60
+
     /// After this many failed attempts (about a week with the backoff) an owed revocation is given up.
     static let maximumOutboxAttempts = 40
 
-    /// Retries owed provider calls; returns how many succeeded.
-    public func processOutbox(limit: Int = 50) async throws -> Int {
+    /// Retries owed provider calls; returns how many succeeded. The items are claimed in the store for `lease`: no other
+    /// instance takes them meanwhile, and if this one dies before recording the outcome, another retries them after it.
+    public func processOutbox(limit: Int = 50, lease: TimeInterval = 300) async throws -> Int {
         let now = timeSource.now
         var done = 0
-        for var item in try await store.dueOutboxItems(now: now, limit: limit) {
+        for var item in try await store.claimDueOutboxItems(now: now, limit: limit, leaseUntil: now.addingTimeInterval(lease)) {
             do {
                 guard let link = links[item.provider] else {
                     throw LatchkeyError(.providerUnavailable, "the \(item.provider) provider is not configured")
