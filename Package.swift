@@ -176,7 +176,11 @@ let package = Package(
         ),
         .testTarget(
             name: "LatchkeyCLITests",
-            dependencies: ["LatchkeyStore", "LatchkeyEmulator", "LatchkeyTestSupport"],
+            dependencies: [
+                "LatchkeyStore", "LatchkeyEmulator", "LatchkeyTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

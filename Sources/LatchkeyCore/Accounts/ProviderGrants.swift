@@ -101,8 +101,16 @@ public struct ProviderGrants: Sendable {
                         identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, dueBefore: dueBefore, now: now,
                         until: now.addingTimeInterval(Self.validationClaim))) == true
                 else {
-                    if let fresh = try? await store.providerGrant(identityID: identityID), fresh.lastValidatedAt > dueBefore { return .valid }
-                    // Not an answer yet: the grace period applies as when the provider cannot be reached.
+                    // Another request or instance is asking. Within the grace period this refresh goes on; past it, the
+                    // answer is awaited (for about the provider timeout) rather than refusing.
+                    let beyondGrace = now.timeIntervalSince(grant.lastValidatedAt) > policy.providerUnreachableGrace
+                    let deadline = ContinuousClock.now + (beyondGrace ? Self.answerWait : .zero)
+                    while true {
+                        guard let fresh = try? await store.providerGrant(identityID: identityID) else { break }
+                        if fresh.lastValidatedAt > dueBefore { return .valid }
+                        guard ContinuousClock.now < deadline else { break }
+                        try? await Task.sleep(for: .milliseconds(200))
+                    }
                     return .unreachable("another request or instance is asking \(name)")
                 }
                 guard let token = try? box.open(grant.sealedRefreshToken) else { return .unreachable("the stored token cannot be opened") }
@@ -153,6 +161,8 @@ public struct ProviderGrants: Sendable {
     /// How long an instance holds the right to ask a provider about a grant: past the provider HTTP timeout, so
     /// a second instance only asks when the first one died.
     static let validationClaim: TimeInterval = 60
+    /// How long a refresh past the grace period waits for the answer another instance is getting.
+    static let answerWait: Duration = .seconds(12)
 
     /// After this many failed attempts (about a week with the backoff) an owed revocation is given up.
     static let maximumOutboxAttempts = 40

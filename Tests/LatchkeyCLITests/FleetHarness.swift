@@ -1,0 +1,193 @@
+import AsyncHTTPClient
+import Foundation
+import LatchkeyTestSupport
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// Real `latchkey serve --dev` processes on one fresh PostgreSQL database (made from LATCHKEY_TEST_DATABASE_URL's
+/// server), all with one public URL, like instances behind a load balancer. Instance 0 runs the emulator the
+/// others use (and that sends Apple's notifications to instance 0).
+final class Fleet: Sendable {
+    static var databaseURL: String? { ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] }
+
+    let directory: String
+    let database: String
+    let emulatorURL: String
+    let ports: [Int]
+    let environment: [String: String]
+    private let processes: Mutex<[Int: Process]>
+
+    var urls: [String] { ports.map { "http://127.0.0.1:\($0)" } }
+
+    /// Starts `count` instances one after another (each ready before the next starts), or none when `start` is false.
+    init(instances count: Int, environment extra: [String: String] = [:], start: Bool = true) async throws {
+        guard let base = Self.databaseURL else { throw HarnessError("LATCHKEY_TEST_DATABASE_URL is not set") }
+        directory = CLI.directory()
+        let name = "fleet_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
+        try await Self.execute("CREATE DATABASE \(name)", on: base, database: nil)
+        var components = URLComponents(string: base)!
+        components.path = "/" + name
+        database = components.string!
+        ports = (0..<count).map { _ in Self.freePort() }
+        let emulatorPort = Self.freePort()
+        emulatorURL = "http://127.0.0.1:\(emulatorPort)"
+        environment = [
+            "LATCHKEY_DATABASE_URL": database, "LATCHKEY_PUBLIC_URL": "http://127.0.0.1:\(ports[0])", "LATCHKEY_LOG_LEVEL": "error",
+            "LATCHKEY_RATE_LIMIT_PER_IP": "100000", "LATCHKEY_RATE_LIMIT_PER_SUBJECT": "100000", "LATCHKEY_MAINTENANCE_INTERVAL": "1",
+            "LATCHKEY_OUTBOX_LEASE": "15",
+        ].merging(extra) { $1 }
+        processes = Mutex([:])
+        if start { for index in 0..<count { try await self.start(index) } }
+    }
+
+    /// Starts (or restarts) instance `index` and waits until it is ready.
+    func start(_ index: Int, environment extra: [String: String] = [:]) async throws {
+        let process = Process()
+        process.executableURL = CLI.executable
+        let emulator = index == 0 ? ["--emulator-port", String(URLComponents(string: emulatorURL)!.port!)] : ["--emulator-url", emulatorURL]
+        process.arguments = ["serve", "--dev", "--port", String(ports[index])] + emulator
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment.merging(extra) { $1 }) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle(forWritingAtPath: "/dev/stderr")
+        try process.run()
+        processes.withLock { $0[index] = process }
+        for _ in 0..<600 {
+            if (try? await get(index, "/readyz").status) == 200 { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw HarnessError("instance \(index) did not become ready")
+    }
+
+    /// SIGKILL: no graceful shutdown, no final commit.
+    func kill(_ index: Int) {
+        guard let process = processes.withLock({ $0.removeValue(forKey: index) }) else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    func stop() {
+        for index in processes.withLock({ Array($0.keys) }) {
+            guard let process = processes.withLock({ $0.removeValue(forKey: index) }) else { continue }
+            process.terminate()
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    // MARK: HTTP
+
+    struct Answer: Sendable {
+        let status: Int
+        let body: Data
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
+        var array: [[String: Any]] { (try? JSONSerialization.jsonObject(with: body)) as? [[String: Any]] ?? [] }
+    }
+
+    enum Method: String { case GET, POST, DELETE }
+
+    func send(_ method: Method, _ url: String, json: [String: any Sendable]? = nil, bearer: String? = nil) async throws -> Answer {
+        var request = HTTPClientRequest(url: url)
+        request.method = .init(rawValue: method.rawValue)
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(data: try JSONSerialization.data(withJSONObject: json)))
+        }
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        return Answer(status: Int(response.status.code), body: Data(buffer: body))
+    }
+
+    func get(_ index: Int, _ path: String, bearer: String? = nil) async throws -> Answer {
+        try await send(.GET, urls[index] + path, bearer: bearer)
+    }
+
+    func post(_ index: Int, _ path: String, json: [String: any Sendable] = [:], bearer: String? = nil) async throws -> Answer {
+        try await send(.POST, urls[index] + path, json: json, bearer: bearer)
+    }
+
+    /// A new emulator user's subject.
+    func newAppleUser() async throws -> String {
+        let answer = try await send(.POST, emulatorURL + "/emulator/users", json: [:])
+        guard answer.status == 201, let sub = answer.json["sub"] as? String else { throw HarnessError("creating a user answered \(answer.status)") }
+        return sub
+    }
+
+    /// A native Sign in with Apple (identity token and code) at instance `index`; the sign-in answer.
+    func signIn(at index: Int, sub: String? = nil) async throws -> (sub: String, access: String, refresh: String) {
+        let subject: String
+        if let sub { subject = sub } else { subject = try await newAppleUser() }
+        let rawNonce = UUID().uuidString
+        let authorization = try await send(
+            .POST, emulatorURL + "/emulator/authorizations", json: ["sub": subject, "clientId": "com.example.app", "nonce": sha256Hex(rawNonce)])
+        guard authorization.status == 201 else { throw HarnessError("authorization answered \(authorization.status)") }
+        let answer = try await post(
+            index, "/v1/auth/apple",
+            json: [
+                "identityToken": authorization.json["identityToken"] as? String ?? "",
+                "authorizationCode": authorization.json["authorizationCode"] as? String ?? "",
+                "rawNonce": rawNonce,
+            ])
+        guard answer.status == 200, let access = answer.json["accessToken"] as? String, let refresh = answer.json["refreshToken"] as? String else {
+            throw HarnessError("sign-in answered \(answer.status): \(String(decoding: answer.body, as: UTF8.self))")
+        }
+        return (subject, access, refresh)
+    }
+
+    func refresh(at index: Int, _ token: String) async throws -> Answer {
+        try await post(index, "/v1/token", json: ["grant_type": "refresh_token", "refresh_token": token])
+    }
+
+    /// The emulator's request log, Apple's token and revocation calls among it.
+    func emulatorRequests() async throws -> [[String: Any]] { try await send(.GET, emulatorURL + "/emulator/requests").array }
+
+    // MARK: Database
+
+    /// Runs one statement on the fleet's database.
+    func execute(_ statement: String) async throws { try await Self.execute(statement, on: database, database: nil) }
+
+    /// The first column of the first row of `query`, as an integer.
+    func count(_ query: String) async throws -> Int {
+        try await Self.withConnection(database) { connection in
+            for try await value in try await connection.query(PostgresQuery(unsafeSQL: query), logger: Self.logger).decode(Int.self) { return value }
+            return 0
+        }
+    }
+
+    private static let logger = Logger(label: "latchkey.tests.fleet")
+
+    private static func execute(_ statement: String, on url: String, database: String?) async throws {
+        try await withConnection(url) { connection in _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+    }
+
+    private static func withConnection<T: Sendable>(_ url: String, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let components = URLComponents(string: url)!
+        let configuration = PostgresConnection.Configuration(
+            host: components.host!, port: components.port ?? 5432, username: components.user!, password: components.password,
+            database: String(components.path.dropFirst()), tls: .disable)
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+        do {
+            let value = try await body(connection)
+            try await connection.close()
+            return value
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
