@@ -33,7 +33,10 @@ extension LatchkeyServer {
             try await unlinkIdentity(request, providerName: try context.parameters.require("provider"), subject: try context.parameters.require("subject"))
         }
         router.post("/v1/apple/notifications") { request, _ in try await appleNotification(request) }
-        router.get("/.well-known/jwks.json") { _, _ in JSONBody.response(accessKeys.jwks, headers: [.cacheControl: "public, max-age=300"]) }
+        // Cached for one maintenance interval: a rotated key signs only after two, so backends that verify with a cached
+        // copy have the new key before its first token, even without refetching on an unknown kid.
+        let jwksCaching = "public, max-age=\(Int(configuration.maintenanceInterval))"
+        router.get("/.well-known/jwks.json") { _, _ in JSONBody.response(accessKeys.jwks, headers: [.cacheControl: jwksCaching]) }
         router.get("/.well-known/openid-configuration") { _, _ in
             JSONBody.response(authorizationServerMetadata, headers: [.cacheControl: "public, max-age=3600"])
         }
