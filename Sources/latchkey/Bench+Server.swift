@@ -53,23 +53,45 @@ struct ServerBench {
             let idleRSS = server.residentMegabytes
 
             let signIns = try await mintSignIns(emulator: emulator, http: http, count: max(200, Int(300 * seconds)))
-            let (signInRate, sessions) = try await signIn(signIns, server: server, http: http)
+            let ((signInRate, sessions), signInCPU, _) = try await server.metered { try await signIn(signIns, server: server, http: http) }
             let accessToken = sessions[0].accessToken
             let googleSignIns = try await mintSignIns(emulator: emulator, http: http, count: max(200, Int(300 * seconds)), provider: "google")
             let (googleRate, _) = try await signIn(googleSignIns, server: server, http: http)
 
-            let healthz = try await load(http, seconds: seconds) { _ in (server.url + "/healthz", "GET", nil, nil) }
+            let ((healthz, healthzCount), healthzCPU, _) = try await server.metered {
+                try await loadCounting(http, seconds: seconds) { _ in (server.url + "/healthz", "GET", nil, nil) }
+            }
+            let healthzMicroseconds = healthzCPU / Double(healthzCount) * 1e6
             let me = try await load(http, seconds: seconds) { _ in (server.url + "/v1/me", "GET", nil, accessToken) }
             rows.append(BenchRow(name: "get_v1_me_bearer", opsPerSecond: me, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
             rows.append(
                 BenchRow(name: "apple_sign_in_with_code_exchange", opsPerSecond: signInRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
             rows.append(BenchRow(name: "google_id_token_sign_in", opsPerSecond: googleRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
+            rows.append(
+                BenchRow(
+                    name: "server_cpu_us_per_apple_sign_in", opsPerSecond: signInCPU / Double(signIns.count) * 1e6, baselineName: "server_cpu_us_per_healthz",
+                    baselineOpsPerSecond: healthzMicroseconds))
 
             rows += try await sdkRows(server: server, signIn: try await mintSignIns(emulator: emulator, http: http, count: 1)[0])
 
-            let batched = try await rotations(server: server, http: http, tokens: sessions.map(\.refreshToken))
+            let ((batched, rotationCount), rotationCPU, rotationWall) = try await server.metered {
+                try await rotations(server: server, http: http, tokens: sessions.map(\.refreshToken))
+            }
+            rows.append(
+                BenchRow(
+                    name: "server_cpu_us_per_durable_rotation", opsPerSecond: rotationCPU / Double(rotationCount) * 1e6,
+                    baselineName: "server_cpu_us_per_healthz",
+                    baselineOpsPerSecond: healthzMicroseconds))
+            rows.append(
+                BenchRow(
+                    name: "server_cores_busy_during_rotations", opsPerSecond: rotationCPU / rotationWall, baselineName: "cores",
+                    baselineOpsPerSecond: Double(ProcessInfo.processInfo.activeProcessorCount)))
             rows.append(
                 BenchRow(name: "peak_rss_megabytes", opsPerSecond: server.peakMegabytes, baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS))
+            rows.append(
+                BenchRow(
+                    name: "rss_after_26000_sign_ins_and_refreshes", opsPerSecond: try await heavyLoadRSS(server: server, emulator: emulator, http: http),
+                    baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS))
             server.stop()
 
             let unbatchedServer = try ChildServer(
@@ -77,7 +99,7 @@ struct ServerBench {
             defer { unbatchedServer.stop() }
             let more = try await mintSignIns(emulator: emulator, http: http, count: 64)
             let (_, unbatchedSessions) = try await signIn(more, server: unbatchedServer, http: http)
-            let unbatched = try await rotations(server: unbatchedServer, http: http, tokens: unbatchedSessions.map(\.refreshToken))
+            let unbatched = try await rotations(server: unbatchedServer, http: http, tokens: unbatchedSessions.map(\.refreshToken)).rate
             unbatchedServer.stop()
             rows.insert(
                 BenchRow(
@@ -85,24 +107,7 @@ struct ServerBench {
                     baselineOpsPerSecond: unbatched), at: 2)
 
             if let url = ProcessInfo.processInfo.environment["LATCHKEY_BENCH_DATABASE_URL"] {
-                var postgresRates: [Double] = []
-                // A bench database keeps its signing keys between runs, so its encryption key must stay the same:
-                // derived from the URL (a bench-only key; never point the bench at a real database).
-                let stableKey = Data(SHA256.hash(data: Array(("latchkey bench " + url).utf8))).base64EncodedString()
-                for batch in ["512", "1"] {
-                    let postgres = try ChildServer(
-                        environment: environment.merging([
-                            "LATCHKEY_DATABASE_URL": url, "LATCHKEY_DATABASE_MAX_WRITE_BATCH": batch, "LATCHKEY_ENCRYPTION_KEY": stableKey,
-                        ]) { $1 })
-                    defer { postgres.stop() }
-                    let (_, pgSessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 64), server: postgres, http: http)
-                    postgresRates.append(try await rotations(server: postgres, http: http, tokens: pgSessions.map(\.refreshToken)))
-                    postgres.stop()
-                }
-                rows.insert(
-                    BenchRow(
-                        name: "refresh_rotation_postgres_durable", opsPerSecond: postgresRates[0], baselineName: "refresh_rotation_postgres_one_commit_each",
-                        baselineOpsPerSecond: postgresRates[1]), at: 3)
+                rows.insert(contentsOf: try await postgresRows(url: url, sqliteRate: batched, environment: environment, emulator: emulator, http: http), at: 3)
             }
         } catch {
             await emulator.stop()
@@ -110,6 +115,60 @@ struct ServerBench {
         }
         await emulator.stop()
         return rows
+    }
+
+    /// PostgreSQL at `url`: durable rotations with one instance against SQLite's, and with two instances on the same
+    /// database against one.
+    private func postgresRows(url: String, sqliteRate: Double, environment: [String: String], emulator: RunningEmulator, http: HTTPClient) async throws
+        -> [BenchRow]
+    {
+        // A bench database keeps its signing keys between runs, so its encryption key must stay the same:
+        // derived from the URL (a bench-only key; never point the bench at a real database).
+        let stableKey = Data(SHA256.hash(data: Array(("latchkey bench " + url).utf8))).base64EncodedString()
+        let postgresEnvironment = environment.merging(["LATCHKEY_DATABASE_URL": url, "LATCHKEY_ENCRYPTION_KEY": stableKey]) { $1 }
+        let first = try ChildServer(environment: postgresEnvironment)
+        defer { first.stop() }
+        let (_, sessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 128), server: first, http: http)
+        let ((one, oneCount), oneCPU, _) = try await first.metered {
+            try await rotations(server: first, http: http, tokens: Array(sessions.prefix(64)).map(\.refreshToken))
+        }
+        let second = try ChildServer(environment: postgresEnvironment)
+        defer { second.stop() }
+        // Each instance rotates its own 32 sessions, at the same time: half the clients each, as behind a balancer.
+        async let left = rotations(server: first, http: http, tokens: Array(sessions.suffix(64).prefix(32)).map(\.refreshToken))
+        async let right = rotations(server: second, http: http, tokens: Array(sessions.suffix(32)).map(\.refreshToken))
+        let two = try await left.rate + right.rate
+        return [
+            BenchRow(
+                name: "refresh_rotation_postgres_durable", opsPerSecond: one, baselineName: "refresh_rotation_sqlite_durable", baselineOpsPerSecond: sqliteRate),
+            BenchRow(
+                name: "refresh_rotation_postgres_two_instances", opsPerSecond: two, baselineName: "refresh_rotation_postgres_one_instance",
+                baselineOpsPerSecond: one),
+            BenchRow(
+                name: "server_cpu_us_per_postgres_rotation", opsPerSecond: oneCPU / Double(oneCount) * 1e6, baselineName: "required_at_most",
+                baselineOpsPerSecond: 300),
+        ]
+    }
+
+    /// The server's resident memory after 26,000 sign-ins (each one a user) and a refresh of each of their sessions.
+    private func heavyLoadRSS(server: ChildServer, emulator: RunningEmulator, http: HTTPClient) async throws -> Double {
+        var remaining = 26_000
+        while remaining > 0 {
+            let minted = try await mintSignIns(emulator: emulator, http: http, count: min(2_000, remaining))
+            let (_, sessions) = try await signIn(minted, server: server, http: http)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, session) in sessions.enumerated() {
+                    if index >= concurrency { try await group.next() }
+                    group.addTask {
+                        let answer = try await json(http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": session.refreshToken])
+                        guard answer["refreshToken"] != nil else { throw CLIError("refresh failed: \(answer)") }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            remaining -= minted.count
+        }
+        return server.residentMegabytes
     }
 
     /// 1,000 concurrent `data(for:)` calls through one `LatchkeyClient` whose access token has just expired: how many
@@ -224,8 +283,8 @@ struct ServerBench {
         return (Double(minted.count) / (ContinuousClock.now - start).seconds, sessions)
     }
 
-    /// Each worker rotates its own session's refresh token as fast as the server answers.
-    private func rotations(server: ChildServer, http: HTTPClient, tokens: [String]) async throws -> Double {
+    /// Each worker rotates its own session's refresh token as fast as the server answers; the rate and how many.
+    private func rotations(server: ChildServer, http: HTTPClient, tokens: [String]) async throws -> (rate: Double, count: Int) {
         let workers = Array(tokens.prefix(64))
         let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64(seconds * 1e9)))
         let start = ContinuousClock.now
@@ -245,13 +304,19 @@ struct ServerBench {
             }
             return try await group.reduce(0, +)
         }
-        return Double(total) / (ContinuousClock.now - start).seconds
+        return (Double(total) / (ContinuousClock.now - start).seconds, total)
     }
 
     /// `concurrency` workers sending the same kind of request until the time is up; returns requests per second.
     private func load(_ http: HTTPClient, seconds: Double, _ make: @escaping @Sendable (Int) -> (url: String, method: String, body: [UInt8]?, bearer: String?))
         async throws -> Double
     {
+        try await loadCounting(http, seconds: seconds, make).rate
+    }
+
+    private func loadCounting(
+        _ http: HTTPClient, seconds: Double, _ make: @escaping @Sendable (Int) -> (url: String, method: String, body: [UInt8]?, bearer: String?)
+    ) async throws -> (rate: Double, count: Int) {
         let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64(seconds * 1e9)))
         let start = ContinuousClock.now
         let total = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -273,7 +338,7 @@ struct ServerBench {
             }
             return try await group.reduce(0, +)
         }
-        return Double(total) / (ContinuousClock.now - start).seconds
+        return (Double(total) / (ContinuousClock.now - start).seconds, total)
     }
 }
 
@@ -322,6 +387,24 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
     }
 
     var residentMegabytes: Double { status("VmRSS") }
+
+    /// CPU seconds (user and system) the server process has used so far, from `/proc/<pid>/stat`.
+    var cpuSeconds: Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+            let end = text.lastIndex(of: ")")
+        else { return 0 }
+        // After the command name: state is field 3, utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Runs `body` and returns its result with the server's CPU seconds and the wall-clock seconds it took.
+    func metered<T>(_ body: () async throws -> T) async rethrows -> (T, cpu: Double, wall: Double) {
+        let (cpu, start) = (cpuSeconds, ContinuousClock.now)
+        let value = try await body()
+        return (value, cpuSeconds - cpu, (ContinuousClock.now - start).seconds)
+    }
     var peakMegabytes: Double { status("VmHWM") }
 
     func stop() {

@@ -84,3 +84,38 @@ struct AppleNotificationTests {
         await #expect(throws: LatchkeyError(.invalidClaim, "")) { _ = try await verifier.verify(body: body(events: "not json")) }
     }
 }
+
+@Suite("Hostile input: seeded mutations of Apple notification payloads")
+struct NotificationPayloadFuzzTests {
+    /// Claims as Apple sends them, and shapes that broke parsers elsewhere.
+    static let corpus: [String] = [
+        #"{"iss":"https://appleid.apple.com","aud":"com.example.app","iat":1767225600,"jti":"j1","events":"{\"type\":\"consent-revoked\",\"sub\":\"000123.abc.0456\",\"event_time\":1767225000123}"}"#,
+        #"{"iss":"https://appleid.apple.com","aud":["com.example.app"],"iat":1767225600,"jti":"j2","events":{"type":"email-disabled","sub":"000123.abc.0456","email":"x@privaterelay.appleid.com","is_private_email":"true","event_time":1767225000}}"#,
+        #"{"iss":"https://appleid.apple.com","aud":"com.example.app","iat":1767225600,"jti":"j3","events":"{\"type\":\"account-delete\",\"sub\":\"s\"}"}"#,
+        #"{"iss":"https://appleid.apple.com","aud":"com.example.app","iat":1.7e9,"exp":1e99,"jti":"","events":"\"\""}"#,
+    ]
+
+    @Test("signed payloads with mutated claims are accepted or refused with a LatchkeyError, never a crash")
+    func payloads() async throws {
+        let keys = try await VerificationKeySet(jwksJSON: Array(jwks(Fixtures.appleKey).utf8))
+        let verifier = AppleNotificationVerifier(keys: StaticKeyResolver(keys), audiences: [Fixtures.bundleID], timeSource: .fixed(Fixtures.now))
+        var kinds: Set<String> = []
+        // Each input is signed, so the claims parser sees it; RSA signing makes this target the slowest, hence fewer runs.
+        let result = await Mutations.run(Self.corpus.map { Array($0.utf8) }, standard: 1000) { claims in
+            let payload = Fixtures.appleKey.sign(headerJSON: #"{"alg":"RS256","kid":"W6WcOKB"}"#, payloadJSON: String(decoding: claims, as: UTF8.self))
+            do {
+                _ = try await verifier.verify(payload: payload)
+                return true
+            } catch {
+                kinds.insert((error as? LatchkeyError)?.errorCode ?? "untyped \(type(of: error))")
+                return false
+            }
+        }
+        // The body wrapper too: mutations of {"payload": …} around a real one.
+        let body = Array(json(["payload": Fixtures.appleKey.sign(headerJSON: #"{"alg":"RS256","kid":"W6WcOKB"}"#, payloadJSON: Self.corpus[0])]).utf8)
+        let wrapped = await Mutations.run([body]) { (try? await verifier.verify(body: $0)) != nil }
+        #expect(result.accepted >= 2, "the well-formed corpus is accepted")
+        #expect(result.accepted < result.total && wrapped.accepted < wrapped.total, "mutations are refused too")
+        #expect(kinds.contains("missing_claim") && !kinds.contains { $0.hasPrefix("untyped") }, "\(kinds)")
+    }
+}

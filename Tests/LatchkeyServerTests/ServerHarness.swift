@@ -133,15 +133,17 @@ struct ServerHarness: Sendable {
     }
 
     func send(
-        _ method: String, _ path: String, body: String? = nil, contentType: String = "application/json", bearer: String? = nil, headers: [(String, String)] = []
+        _ method: String, _ path: String, body: String? = nil, contentType: String = "application/json", bearer: String? = nil,
+        headers: [(String, String)] = [],
+        bytes: [UInt8]? = nil
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = HTTPMethod(rawValue: method)
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if let body {
+        if let bytes = bytes ?? body.map({ Array($0.utf8) }) {
             request.headers.add(name: "Content-Type", value: contentType)
-            request.body = .bytes(ByteBuffer(string: body))
+            request.body = .bytes(ByteBuffer(bytes: bytes))
         }
         let response = try await http.execute(request, timeout: .seconds(15))
         let bytes = try await response.body.collect(upTo: 1 << 20)
