@@ -381,13 +381,24 @@ public final class SQLAuthStore: AuthStore {
     public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
         let lock = backend.isPostgres ? " FOR UPDATE" : ""
         return try await write { db in
-            guard let row = try await db.raw("SELECT * FROM refresh_tokens WHERE hash = \(bind: presentedHash)\(unsafeRaw: lock)").first() else {
+            // One read for the token and its session (each statement is a round trip to the database thread).
+            guard
+                let row = try await db.raw(
+                    """
+                    SELECT s.*, t.hash AS t_hash, t.parent_hash AS t_parent_hash, t.created_at AS t_created_at, t.idle_expires_at AS t_idle_expires_at,
+                      t.rotated_at AS t_rotated_at, t.successor_hash AS t_successor_hash
+                    FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id WHERE t.hash = \(bind: presentedHash)\(unsafeRaw: lock)
+                    """
+                ).first()
+            else {
                 return .unknown
             }
-            let token = try Self.token(row)
-            guard var family = try await db.raw("SELECT * FROM sessions WHERE id = \(bind: token.familyID)\(unsafeRaw: lock)").first().map(Self.session) else {
-                return .unknown
-            }
+            var family = try Self.session(row)
+            let token = RefreshTokenRecord(
+                hash: try row.decode(column: "t_hash", as: String.self), familyID: family.id,
+                parentHash: try row.decode(column: "t_parent_hash", as: String?.self), createdAt: try row.date("t_created_at"),
+                idleExpiresAt: try row.date("t_idle_expires_at"), rotatedAt: try row.optionalDate("t_rotated_at"),
+                successorHash: try row.decode(column: "t_successor_hash", as: String?.self))
             if family.isRevoked { return .revoked(family) }
             if let rotatedAt = token.rotatedAt {
                 // A retry gets the same successor, but only while that successor is itself unused.
@@ -410,11 +421,17 @@ public final class SQLAuthStore: AuthStore {
                 """
             ).run()
             try await Self.insertToken(successor, db)
-            try await db.raw("UPDATE sessions SET last_used_at = \(bind: now.millis) WHERE id = \(bind: family.id)").run()
-            family.lastUsedAt = now
+            // The session's last use is kept to the minute: most rotations skip this write.
+            if now.timeIntervalSince(family.lastUsedAt) >= Self.lastUseResolution {
+                try await db.raw("UPDATE sessions SET last_used_at = \(bind: now.millis) WHERE id = \(bind: family.id)").run()
+                family.lastUsedAt = now
+            }
             return .rotated(family)
         }
     }
+
+    /// How stale `sessions.last_used_at` may be.
+    static let lastUseResolution: TimeInterval = 60
 
     public func session(id: String) async throws -> SessionFamily? {
         try await read { db in try await db.raw("SELECT * FROM sessions WHERE id = \(bind: id)").first().map(Self.session) }
