@@ -180,6 +180,7 @@ let package = Package(
                 "LatchkeyStore", "LatchkeyEmulator", "LatchkeyTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "SQLiteKit", package: "sqlite-kit"),
             ],
             swiftSettings: testSwiftSettings
         ),

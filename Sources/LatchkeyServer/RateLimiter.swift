@@ -9,13 +9,15 @@ final class RateLimiter: Sendable {
     }
 
     private let limit: Int
-    private let windows = Mutex<[String: Window]>([:])
+    /// Keyed by the key's hash (SipHash with this process's random seed): a few dozen bytes a key, whatever its length.
+    private let windows = Mutex<[Int: Window]>([:])
 
     init(perMinute limit: Int) { self.limit = limit }
 
     /// Counts a request for `key`; returns the seconds to wait when over the limit, nil when allowed.
     func check(_ key: String, now: TimeInterval = Date().timeIntervalSince1970) -> Int? {
         guard limit > 0 else { return nil }
+        let key = key.hashValue
         return windows.withLock { windows in
             // Bounded: past the cap, drop finished windows, and if that is not enough, start over.
             if windows.count >= 100_000 {

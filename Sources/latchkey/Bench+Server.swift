@@ -228,7 +228,7 @@ struct ServerBench {
     }
 
     /// Users and native sign-ins (Apple's, or an ID token of `provider`) made at the emulator before the clock starts.
-    private func mintSignIns(emulator: RunningEmulator, http: HTTPClient, count: Int, provider: String = "apple") async throws -> [MintedSignIn] {
+    func mintSignIns(emulator: RunningEmulator, http: HTTPClient, count: Int, provider: String = "apple") async throws -> [MintedSignIn] {
         try await withThrowingTaskGroup(of: MintedSignIn.self) { group in
             var minted: [MintedSignIn] = []
             for index in 0..<count {
@@ -342,7 +342,7 @@ struct ServerBench {
     }
 }
 
-private func json(_ http: HTTPClient, _ url: String, _ body: [String: String]) async throws -> [String: Any] {
+func json(_ http: HTTPClient, _ url: String, _ body: [String: String]) async throws -> [String: Any] {
     var request = HTTPClientRequest(url: url)
     request.method = .POST
     request.headers.add(name: "Content-Type", value: "application/json")
@@ -387,6 +387,9 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
     }
 
     var residentMegabytes: Double { status("VmRSS") }
+
+    /// Descriptors the server process has open.
+    var openDescriptors: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd").count) ?? 0 }
 
     /// CPU seconds (user and system) the server process has used so far, from `/proc/<pid>/stat`.
     var cpuSeconds: Double {

@@ -14,6 +14,7 @@ struct Bench: AsyncParsableCommand {
             Build in release mode for meaningful figures:
               swift run -c release latchkey bench
               swift run -c release latchkey bench --json > bench.jsonl
+              swift run -c release latchkey bench --soak 10       # mixed traffic for 10 minutes, sampled every 10 s
             Each row is Latchkey's operations per second, the baseline's, and their ratio (higher is better for Latchkey).
             """
     )
@@ -30,11 +31,26 @@ struct Bench: AsyncParsableCommand {
     )
     var only = "all"
 
+    @Option(
+        help:
+            "Instead of the rows: mixed traffic (sign-ins, refreshes, /v1/me, logouts) for this many minutes on SQLite, sampling RSS, descriptors, database size and p99 every 10 s."
+    )
+    var soak: Double?
+
     @Option(help: ArgumentHelp("Run only Latchkey's token verification this many times (for a profiler).", visibility: .hidden))
     var profileIterations: Int?
 
     func run() async throws {
         guard ["all", "core", "server", "emulator"].contains(only) else { throw ValidationError("--only is all, core, server or emulator") }
+        if let soak {
+            guard soak > 0 else { throw ValidationError("--soak takes a number of minutes above 0") }
+            let rows = try await SoakBench(minutes: soak).rows { line in
+                if !json { print(line) }
+                flushStandardOutput()
+            }
+            for row in rows { print(json ? row.jsonLine : row.humanLine) }
+            return
+        }
         let fixture = try await BenchFixture()
         if let profileIterations {
             for _ in 0..<profileIterations { try await fixture.verifyWithLatchkey() }

@@ -7,8 +7,8 @@ import PostgresNIO
 import Synchronization
 
 /// Real `latchkey serve --dev` processes on one fresh PostgreSQL database (made from LATCHKEY_TEST_DATABASE_URL's
-/// server), all with one public URL, like instances behind a load balancer. Instance 0 runs the emulator the
-/// others use (and that sends Apple's notifications to instance 0).
+/// server), or one SQLite file, all with one public URL, like instances behind a load balancer. Instance 0 runs the
+/// emulator the others use (and that sends Apple's notifications to instance 0).
 final class Fleet: Sendable {
     static var databaseURL: String? { ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] }
 
@@ -22,14 +22,18 @@ final class Fleet: Sendable {
     var urls: [String] { ports.map { "http://127.0.0.1:\($0)" } }
 
     /// Starts `count` instances one after another (each ready before the next starts), or none when `start` is false.
-    init(instances count: Int, environment extra: [String: String] = [:], start: Bool = true) async throws {
-        guard let base = Self.databaseURL else { throw HarnessError("LATCHKEY_TEST_DATABASE_URL is not set") }
+    init(instances count: Int, environment extra: [String: String] = [:], start: Bool = true, sqlite: Bool = false) async throws {
         directory = CLI.directory()
-        let name = "fleet_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
-        try await Self.execute("CREATE DATABASE \(name)", on: base, database: nil)
-        var components = URLComponents(string: base)!
-        components.path = "/" + name
-        database = components.string!
+        if sqlite {
+            database = directory + "/latchkey.sqlite"
+        } else {
+            guard let base = Self.databaseURL else { throw HarnessError("LATCHKEY_TEST_DATABASE_URL is not set") }
+            let name = "fleet_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
+            try await Self.execute("CREATE DATABASE \(name)", on: base, database: nil)
+            var components = URLComponents(string: base)!
+            components.path = "/" + name
+            database = components.string!
+        }
         ports = (0..<count).map { _ in Self.freePort() }
         let emulatorPort = Self.freePort()
         emulatorURL = "http://127.0.0.1:\(emulatorPort)"
@@ -79,6 +83,14 @@ final class Fleet: Sendable {
 
     // MARK: HTTP
 
+    /// A dead instance must fail a request at once (connection refused), not after retrying the connection until the timeout.
+    static let http: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
     struct Answer: Sendable {
         let status: Int
         let body: Data
@@ -96,7 +108,7 @@ final class Fleet: Sendable {
             request.body = .bytes(ByteBuffer(data: try JSONSerialization.data(withJSONObject: json)))
         }
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let response = try await Self.http.execute(request, timeout: .seconds(30))
         let body = try await response.body.collect(upTo: 1 << 20)
         return Answer(status: Int(response.status.code), body: Data(buffer: body))
     }
