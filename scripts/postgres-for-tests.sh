@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts a throwaway PostgreSQL on 127.0.0.1 for the store tests and prints its URL.
 # Installs PostgreSQL from Debian's packages first when it is missing. Stop it with: pg_ctl -D <dir>/data stop
+# LATCHKEY_TEST_PG_PORT: the first port to try; LATCHKEY_TEST_PG_DIR: an empty directory to keep the cluster in.
 set -euo pipefail
 port="${LATCHKEY_TEST_PG_PORT:-54329}"
 # Skip ports something already listens on (another run's server, for instance).
@@ -10,7 +11,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
 fi
 bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-dir=$(mktemp -d /tmp/latchkey-pg.XXXXXX)
+dir="${LATCHKEY_TEST_PG_DIR:-$(mktemp -d /tmp/latchkey-pg.XXXXXX)}"
 chown postgres "$dir"
 run() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/bash -c "$*"; else bash -c "$*"; fi; }
 run "$bin/initdb -D $dir/data -A trust -U latchkey" >/dev/null

@@ -79,6 +79,11 @@ public final class SQLAuthStore: AuthStore {
                 return error
             }
         default:
+            // PostgresNIO passes its pool's own error through when the pool has failed to connect for a minute and
+            // fails waiting requests at once; its type lives in an underscored module, so it is matched by name.
+            if String(describing: type(of: error)) == "ConnectionPoolError" {
+                return AuthStoreError.unavailable("PostgreSQL: no connection could be made (\(error))")
+            }
             return error
         }
     }

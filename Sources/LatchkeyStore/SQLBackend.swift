@@ -199,14 +199,16 @@ final class PostgresBackend: SQLBackend {
 
     /// How long a request waits for a connection before the database counts as unavailable.
     static let leaseTimeout: Duration = .seconds(5)
+    /// How long a request waits for the database in all, connection included.
+    static let answerTimeout: Duration = .seconds(30)
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await Self.withConnection(client, body)
     }
 
     /// Runs `body` on a pooled connection. The pool queues requests for as long as the server is unreachable,
-    /// so waiting for the connection is bounded by ``leaseTimeout``; `body` itself, once started, is not cut short,
-    /// and once the wait was given up it never starts.
+    /// so waiting for the connection is bounded by ``leaseTimeout``, and once the wait was given up `body` never
+    /// starts. The caller waits ``answerTimeout`` in all: a `body` still running then is cancelled.
     private static func withConnection<T: Sendable>(_ client: PostgresClient, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
     {
         let lease = LeaseState()
@@ -225,7 +227,14 @@ final class PostgresBackend: SQLBackend {
         }
         let timer = Task {
             try await Task.sleep(for: leaseTimeout)
-            guard lease.abandon() else { return }
+            guard lease.abandon() else {
+                // Started: a connection that died without failing its query (seen after a server restart) must not
+                // hold the caller, or a write batch and every write queued behind it, for ever.
+                try await Task.sleep(for: answerTimeout - leaseTimeout)
+                work.cancel()
+                outcome.resume(.failure(AuthStoreError.unavailable("PostgreSQL: no answer within \(answerTimeout)")))
+                return
+            }
             // Not waiting for the pool to notice the cancellation: the caller hears at once.
             work.cancel()
             outcome.resume(

@@ -92,10 +92,16 @@ final class WriteBatcher: Sendable {
                             let value = try await job.work(database)
                             try await database.raw("RELEASE SAVEPOINT job\(unsafeRaw: String(index))").run()
                             outcomes.withLock { $0.append(.success(value)) }
-                        } catch {
-                            try await database.raw("ROLLBACK TO SAVEPOINT job\(unsafeRaw: String(index))").run()
-                            try await database.raw("RELEASE SAVEPOINT job\(unsafeRaw: String(index))").run()
-                            outcomes.withLock { $0.append(.failure(error)) }
+                        } catch let jobError {
+                            do {
+                                try await database.raw("ROLLBACK TO SAVEPOINT job\(unsafeRaw: String(index))").run()
+                                try await database.raw("RELEASE SAVEPOINT job\(unsafeRaw: String(index))").run()
+                            } catch {
+                                // An I/O error or a full disk can have rolled back the whole transaction, savepoints and all:
+                                // the job's error is what happened, not the missing savepoint.
+                                throw jobError
+                            }
+                            outcomes.withLock { $0.append(.failure(jobError)) }
                         }
                     }
                     try await database.raw("COMMIT").run()

@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 
 /// `kill -9` of a server under refresh load from many clients: nothing a client was told is lost.
-@Suite("Faults: kill -9 under refresh load", .serialized)
+@Suite("Faults: kill -9 under refresh load", .serialized, .enabled(if: loadTestsEnabled, "a load suite: LATCHKEY_LOAD_TESTS=1"))
 struct CrashTests {
     /// What one client holds: the last refresh token it received with a 200, and how many it received.
     final class Client: Sendable {

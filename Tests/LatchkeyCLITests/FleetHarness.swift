@@ -22,12 +22,13 @@ final class Fleet: Sendable {
     var urls: [String] { ports.map { "http://127.0.0.1:\($0)" } }
 
     /// Starts `count` instances one after another (each ready before the next starts), or none when `start` is false.
-    init(instances count: Int, environment extra: [String: String] = [:], start: Bool = true, sqlite: Bool = false) async throws {
+    /// `server`: the PostgreSQL server to make the database on, instead of LATCHKEY_TEST_DATABASE_URL's.
+    init(instances count: Int, environment extra: [String: String] = [:], start: Bool = true, sqlite: Bool = false, server: String? = nil) async throws {
         directory = CLI.directory()
         if sqlite {
             database = directory + "/latchkey.sqlite"
         } else {
-            guard let base = Self.databaseURL else { throw HarnessError("LATCHKEY_TEST_DATABASE_URL is not set") }
+            guard let base = server ?? Self.databaseURL else { throw HarnessError("LATCHKEY_TEST_DATABASE_URL is not set") }
             let name = "fleet_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
             try await Self.execute("CREATE DATABASE \(name)", on: base, database: nil)
             var components = URLComponents(string: base)!
@@ -46,16 +47,25 @@ final class Fleet: Sendable {
         if start { for index in 0..<count { try await self.start(index) } }
     }
 
-    /// Starts (or restarts) instance `index` and waits until it is ready.
-    func start(_ index: Int, environment extra: [String: String] = [:]) async throws {
+    /// Starts (or restarts) instance `index` and waits until it is ready. `ignoringFileSizeSignal`: SIGXFSZ ignored,
+    /// so a write past a file size limit fails with EFBIG (as on a full disk) instead of killing the process.
+    func start(_ index: Int, environment extra: [String: String] = [:], ignoringFileSizeSignal: Bool = false) async throws {
         let process = Process()
-        process.executableURL = CLI.executable
         let emulator = index == 0 ? ["--emulator-port", String(URLComponents(string: emulatorURL)!.port!)] : ["--emulator-url", emulatorURL]
-        process.arguments = ["serve", "--dev", "--port", String(ports[index])] + emulator
+        let arguments = ["serve", "--dev", "--port", String(ports[index])] + emulator
+        if ignoringFileSizeSignal {
+            // An ignored signal stays ignored across exec, and exec keeps the process id.
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", #"trap '' XFSZ; exec "$0" "$@""#, CLI.executable.path] + arguments
+        } else {
+            process.executableURL = CLI.executable
+            process.arguments = arguments
+        }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment.merging(extra) { $1 }) { $1 }
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle(forWritingAtPath: "/dev/stderr")
+        // A capped process must not fail on (or stall over) a log file the cap also applies to.
+        process.standardError = ignoringFileSizeSignal ? FileHandle.nullDevice : FileHandle.standardError
         try process.run()
         processes.withLock { $0[index] = process }
         for _ in 0..<600 {
@@ -64,6 +74,9 @@ final class Fleet: Sendable {
         }
         throw HarnessError("instance \(index) did not become ready")
     }
+
+    /// The process id of instance `index`, while it runs.
+    func processID(_ index: Int) -> Int32? { processes.withLock { $0[index]?.processIdentifier } }
 
     /// SIGKILL: no graceful shutdown, no final commit.
     func kill(_ index: Int) {
@@ -108,7 +121,7 @@ final class Fleet: Sendable {
             request.body = .bytes(ByteBuffer(data: try JSONSerialization.data(withJSONObject: json)))
         }
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
-        let response = try await Self.http.execute(request, timeout: .seconds(30))
+        let response = try await Self.http.execute(request, timeout: .seconds(45))
         let body = try await response.body.collect(upTo: 1 << 20)
         return Answer(status: Int(response.status.code), body: Data(buffer: body))
     }

@@ -4,7 +4,9 @@ import Synchronization
 import Testing
 
 /// Several `latchkey serve` processes on one PostgreSQL, as behind a load balancer: what must hold across them.
-@Suite("Fleet: instances on one PostgreSQL", .serialized, .enabled(if: Fleet.databaseURL != nil, "needs LATCHKEY_TEST_DATABASE_URL"))
+@Suite(
+    "Fleet: instances on one PostgreSQL", .serialized, .enabled(if: loadTestsEnabled, "a load suite: LATCHKEY_LOAD_TESTS=1"),
+    .enabled(if: Fleet.databaseURL != nil, "needs LATCHKEY_TEST_DATABASE_URL"))
 struct FleetTests {
     /// The key id in a JWT's header.
     static func keyID(_ token: String) -> String? {

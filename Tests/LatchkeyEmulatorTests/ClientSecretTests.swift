@@ -43,7 +43,7 @@ struct EmulatorClientSecretTests {
         var wrongAudience = Claims(); wrongAudience.aud = "https://appleid.apple.com/"
         var wrongSubject = Claims(); wrongSubject.sub = Fixtures.servicesID
         var expired = Claims(); expired.iat = now - 7200; expired.exp = now - 3600
-        var tooLong = Claims(); tooLong.exp = now + 15_777_000 + 120
+        var tooLong = Claims(); tooLong.exp = now + 15_777_000 + 86_400
         return [
             ("unknown kid", secret(keyID: "OTHERKEY00")),
             ("iss is not the team", secret(wrongIssuer)),

@@ -18,7 +18,7 @@ import Testing
 /// Every ```swift block in a `///` comment under `Sources/` is copied here line for line, with just enough set-up
 /// around it to compile and, where that is cheap and offline, to run against fixtures or the in-process emulator.
 /// `examplesAreCopiedHere` fails when a documented example and its copy here drift apart.
-@Suite("Documentation examples", .timeLimit(.minutes(1)))
+@Suite("Documentation examples", .timeLimit(.minutes(3)))
 struct DocumentationExamplesTests {
     // MARK: Keeping docs and tests together
 

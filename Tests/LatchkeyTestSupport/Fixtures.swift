@@ -173,3 +173,8 @@ public final class MutableClock: Sendable {
     public var source: TimeSource { TimeSource { self.current.withLock { $0 } } }
     public func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
+
+/// The suites that load the machine on purpose (real server processes under load, crashes, outages, floods) run
+/// only with `LATCHKEY_LOAD_TESTS` set, on their own: `.ci/run` runs them after `swift test`, so they neither
+/// starve the other suites of the two cores nor are starved by them.
+public let loadTestsEnabled = ProcessInfo.processInfo.environment["LATCHKEY_LOAD_TESTS"] != nil

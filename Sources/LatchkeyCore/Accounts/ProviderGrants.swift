@@ -167,34 +167,53 @@ public struct ProviderGrants: Sendable {
     /// After this many failed attempts (about a week with the backoff) an owed revocation is given up.
     static let maximumOutboxAttempts = 40
 
-    /// Retries owed provider calls; returns how many succeeded. The items are claimed in the store for `lease`: no other
-    /// instance takes them meanwhile, and if this one dies before recording the outcome, another retries them after it.
+    /// The longest one revocation can take against a provider that answers slowly: three attempts of 10 s and backoff.
+    static let slowestRevocation: TimeInterval = 40
+
+    /// Retries owed provider calls, up to `limit`; returns how many succeeded. The items are claimed in the store for
+    /// `lease`: no other instance takes them meanwhile, and if this one dies before recording the outcome, another
+    /// retries them after it.
     public func processOutbox(limit: Int = 50, lease: TimeInterval = 300) async throws -> Int {
-        let now = timeSource.now
         var done = 0
-        for var item in try await store.claimDueOutboxItems(now: now, limit: limit, leaseUntil: now.addingTimeInterval(lease)) {
-            do {
-                guard let link = links[item.provider] else {
-                    throw LatchkeyError(.providerUnavailable, "the \(item.provider) provider is not configured")
-                }
-                try await link.revoke(refreshToken: try box.open(item.sealedPayload), clientID: item.clientID)
-                item.completedAt = timeSource.now
-                item.lastError = nil
-                item.sealedPayload = ""
-                done += 1
-            } catch {
-                item.attempts += 1
-                item.lastError = (error as? LatchkeyError)?.errorCode ?? "error"
-                if (error as? LatchkeyError)?.code == .invalidGrant || item.attempts >= Self.maximumOutboxAttempts {
-                    // The provider no longer knows the token (nothing left to revoke), or it is hopeless: stop, keep the record.
-                    item.completedAt = timeSource.now
-                    item.sealedPayload = ""
-                } else {
-                    item.nextAttemptAt = timeSource.now.addingTimeInterval(min(30 * pow(2, Double(item.attempts)), 6 * 3600))
-                }
-            }
-            try await store.updateOutboxItem(item)
+        var taken = 0
+        // Claim no more at a time than the lease covers at the slowest: past it another instance takes over the items
+        // still waiting here, and the provider is called twice.
+        let claimable = max(1, min(limit, Int(lease / Self.slowestRevocation)))
+        while taken < limit {
+            let now = timeSource.now
+            let items = try await store.claimDueOutboxItems(now: now, limit: min(claimable, limit - taken), leaseUntil: now.addingTimeInterval(lease))
+            taken += items.count
+            for item in items { if try await attempt(item) { done += 1 } }
+            if items.count < claimable { break }
         }
+        return done
+    }
+
+    /// Makes one owed provider call and records the outcome; true when it was done.
+    private func attempt(_ claimed: OutboxItem) async throws -> Bool {
+        var item = claimed
+        var done = false
+        do {
+            guard let link = links[item.provider] else {
+                throw LatchkeyError(.providerUnavailable, "the \(item.provider) provider is not configured")
+            }
+            try await link.revoke(refreshToken: try box.open(item.sealedPayload), clientID: item.clientID)
+            item.completedAt = timeSource.now
+            item.lastError = nil
+            item.sealedPayload = ""
+            done = true
+        } catch {
+            item.attempts += 1
+            item.lastError = (error as? LatchkeyError)?.errorCode ?? "error"
+            if (error as? LatchkeyError)?.code == .invalidGrant || item.attempts >= Self.maximumOutboxAttempts {
+                // The provider no longer knows the token (nothing left to revoke), or it is hopeless: stop, keep the record.
+                item.completedAt = timeSource.now
+                item.sealedPayload = ""
+            } else {
+                item.nextAttemptAt = timeSource.now.addingTimeInterval(min(30 * pow(2, Double(item.attempts)), 6 * 3600))
+            }
+        }
+        try await store.updateOutboxItem(item)
         return done
     }
 

@@ -10,7 +10,16 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// Responses larger than this are refused; provider answers are a few KiB.
     public let maximumResponseBytes: Int
 
-    public init(client: HTTPClient = .shared, maximumResponseBytes: Int = 1 << 20) {
+    /// The client provider calls share: `HTTPClient.shared`'s settings, except that a refused connection fails at once
+    /// instead of being retried until the request's deadline. A provider that is down then costs one round trip
+    /// per attempt, and the caller's retry policy (attempts, backoff) decides what happens next.
+    public static let providerClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
+    public init(client: HTTPClient = AsyncHTTPClientTransport.providerClient, maximumResponseBytes: Int = 1 << 20) {
         self.client = client
         self.maximumResponseBytes = maximumResponseBytes
     }
