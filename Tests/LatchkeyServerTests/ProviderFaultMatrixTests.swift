@@ -1,14 +1,9 @@
-import AsyncHTTPClient
 import Foundation
 import LatchkeyCore
 import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyTestSupport
-import Logging
-import NIOCore
-import NIOHTTP1
-import ServiceLifecycle
 import Synchronization
 import Testing
 
@@ -27,9 +22,9 @@ import Testing
 ///   (each emulator fault reaches the client as its typed error)
 /// - the key cache alone: `JWKSCacheTests.staleWhileUnreachable`, `.unavailable`, `.badAnswers`
 ///
-/// The server's provider timeout (10 s) has no setting, so the instance under test talks to Apple through a
-/// ``ProviderLine``: AsyncHTTPClient as in production, but calls to the faulted endpoint get a short timeout, and go to a
-/// port nothing listens on when Apple is down.
+/// The server's provider timeout (10 s) has no setting, so the server talks to Apple through a ``ProviderLine``:
+/// AsyncHTTPClient as in production, but calls to the faulted endpoint get a short timeout, and go to a port nothing
+/// listens on when Apple is down.
 @Suite("Server: Apple down, slow, 5xx, 429 or garbled at sign-in, validation, revocation and key fetch", .timeLimit(.minutes(2)))
 struct ProviderFaultMatrixTests {
     /// Stands in for the provider timeout in the faulted calls.
@@ -75,7 +70,7 @@ struct ProviderFaultMatrixTests {
             let sub = try await rig.harness.emulator.createUser()
             let body = try await rig.appleSignIn(sub: sub)
             try await rig.arm(fault, at: "/auth/token")
-            let (answer, elapsed) = try await rig.timed { try await rig.post("/v1/auth/apple", json: body) }
+            let (answer, elapsed) = try await rig.timed { try await rig.harness.post("/v1/auth/apple", json: body) }
             if fault == .garbage {
                 #expect(answer.status == 502, "\(answer.text)")
                 #expect(answer.error == "invalid_provider_response")
@@ -93,11 +88,11 @@ struct ProviderFaultMatrixTests {
             // the code is then spent, and the app signs in with Apple again.
             var spent = false
             if fault == .slow { spent = try await rig.harness.eventually { try await rig.codeRedemptions() == 1 } }
-            let again = try await rig.post("/v1/auth/apple", json: body)
+            let again = try await rig.harness.post("/v1/auth/apple", json: body)
             if spent {
                 #expect(again.status == 400, "\(again.text)")
                 #expect(again.error == "invalid_grant")
-                let fresh = try await rig.post("/v1/auth/apple", json: try await rig.appleSignIn(sub: sub))
+                let fresh = try await rig.harness.post("/v1/auth/apple", json: try await rig.appleSignIn(sub: sub))
                 #expect(fresh.status == 200, "\(fresh.text)")
             } else {
                 #expect(again.status == 200, "\(again.text)")
@@ -122,33 +117,36 @@ struct ProviderFaultMatrixTests {
                 return !sessions.isEmpty && sessions.allSatisfy { !$0.isRevoked }
             }
             harness.clock.advance(86_401)
+            // Calls to Apple's token endpoint from here on: the sign-in made its code exchange through the same line.
+            let signInCalls = rig.line.calls(to: "/auth/token")
+            func tokenCalls() -> Int { rig.line.calls(to: "/auth/token") - signInCalls }
             try await rig.arm(fault, at: "/auth/token")
-            let (first, elapsed) = try await rig.timed { try await rig.refresh(tokens.refreshToken) }
+            let (first, elapsed) = try await rig.timed { try await rig.harness.refresh(tokens.refreshToken) }
             #expect(first.status == 200, "\(first.text)")
-            #expect(rig.line.calls(to: "/auth/token") == fault.attempts)
+            #expect(tokenCalls() == fault.attempts)
             #expect(elapsed < Self.bound(attempts: fault.attempts))
             // Nothing is lost: the grant stays, unconfirmed, and no session ends.
             #expect(try await harness.store.providerGrant(identityID: identity.id)?.lastValidatedAt == grant.lastValidatedAt)
             #expect(try await sessionsAlive())
             // Apple is not asked again within the hour.
             var current = try first.decode(TokenPairResponse.self).refreshToken
-            let second = try await rig.refresh(current)
+            let second = try await rig.harness.refresh(current)
             #expect(second.status == 200, "\(second.text)")
             current = try second.decode(TokenPairResponse.self).refreshToken
-            #expect(rig.line.calls(to: "/auth/token") == fault.attempts)
+            #expect(tokenCalls() == fault.attempts)
 
             // 72 h after the last confirmation (apple.unreachableGrace), refreshes wait for Apple: 503, the token stays good.
             harness.clock.advance(2 * 86_400)
-            let refused = try await rig.refresh(current)
+            let refused = try await rig.harness.refresh(current)
             #expect(refused.status == 503, "\(refused.text)")
             #expect(refused.error == "temporarily_unavailable")
             #expect(refused.headers["retry-after"] != nil)
-            #expect(rig.line.calls(to: "/auth/token") == 2 * fault.attempts)
+            #expect(tokenCalls() == 2 * fault.attempts)
             #expect(try await sessionsAlive())
 
             try await rig.heal()
             harness.clock.advance(3601)
-            let recovered = try await rig.refresh(current)
+            let recovered = try await rig.harness.refresh(current)
             #expect(recovered.status == 200, "\(recovered.text)")
             let confirmed = try #require(try await harness.store.providerGrant(identityID: identity.id))
             #expect(abs(confirmed.lastValidatedAt.timeIntervalSince(harness.clock.now)) < 1)
@@ -165,12 +163,12 @@ struct ProviderFaultMatrixTests {
             let harness = rig.harness
             let (sub, tokens) = try await harness.signedIn()
             try await rig.arm(fault, at: "/auth/revoke")
-            let (answer, elapsed) = try await rig.timed { try await rig.send("DELETE", "/v1/me", bearer: tokens.accessToken) }
+            let (answer, elapsed) = try await rig.timed { try await rig.harness.send("DELETE", "/v1/me", bearer: tokens.accessToken) }
             #expect(answer.status == 200, "\(answer.text)")
             #expect(rig.line.calls(to: "/auth/revoke") == fault.attempts)
             #expect(elapsed < Self.bound(attempts: fault.attempts))
             #expect(try await harness.store.identity(provider: "apple", subject: sub) == nil)
-            #expect(try await rig.refresh(tokens.refreshToken).error == "invalid_grant")
+            #expect(try await rig.harness.refresh(tokens.refreshToken).error == "invalid_grant")
             if fault == .garbage {
                 // Apple answers a revocation with an empty 200; its body is never read.
                 #expect(answer.json["tokensRevoked"] as? Int == 1)
@@ -188,7 +186,7 @@ struct ProviderFaultMatrixTests {
 
             // Due, and Apple still fails: one more attempt, the next one twice as far off.
             harness.clock.advance(31)
-            #expect(try await rig.server.sessions.grants.processOutbox() == 0)
+            #expect(try await rig.harness.server.sessions.grants.processOutbox() == 0)
             #expect(rig.line.calls(to: "/auth/revoke") == 2 * fault.attempts)
             item = try #require(try await harness.store.outboxItems().first)
             #expect(item.attempts == 1)
@@ -198,7 +196,7 @@ struct ProviderFaultMatrixTests {
 
             try await rig.heal()
             harness.clock.advance(61)
-            #expect(try await rig.server.sessions.grants.processOutbox() == 1)
+            #expect(try await rig.harness.server.sessions.grants.processOutbox() == 1)
             item = try #require(try await harness.store.outboxItems().first)
             #expect(item.completedAt != nil)
             #expect(item.lastError == nil)
@@ -214,10 +212,10 @@ struct ProviderFaultMatrixTests {
         try await FaultRig.with { rig in
             let harness = rig.harness
             let sub = try await harness.emulator.createUser()
-            // This instance has signed nobody in: no keys cached.
+            // The server has signed nobody in: no keys cached.
             let body = try await rig.appleSignIn(sub: sub, withCode: false)
             try await rig.arm(fault, at: "/auth/keys")
-            let (cold, elapsed) = try await rig.timed { try await rig.post("/v1/auth/apple", json: body) }
+            let (cold, elapsed) = try await rig.timed { try await rig.harness.post("/v1/auth/apple", json: body) }
             #expect(cold.status == 503, "\(cold.text)")
             #expect(cold.error == "temporarily_unavailable")
             #expect(cold.headers["retry-after"] != nil)
@@ -225,7 +223,7 @@ struct ProviderFaultMatrixTests {
             #expect(elapsed < Self.bound(attempts: 1))
             #expect(try await harness.store.identity(provider: "apple", subject: sub) == nil)
             try await rig.heal()
-            let signedIn = try await rig.post("/v1/auth/apple", json: body)
+            let signedIn = try await rig.harness.post("/v1/auth/apple", json: body)
             #expect(signedIn.status == 200, "\(signedIn.text)")
 
             // An hour on, the keys are past Apple's max-age (3600 s) and Apple fails again: the cached keys serve.
@@ -233,7 +231,7 @@ struct ProviderFaultMatrixTests {
             _ = try await harness.emulator.send("POST", "/emulator/clock", json: ["offsetSeconds": 3601])
             let later = try await rig.appleSignIn(sub: sub, withCode: false)
             try await rig.arm(fault, at: "/auth/keys")
-            let (stale, staleElapsed) = try await rig.timed { try await rig.post("/v1/auth/apple", json: later) }
+            let (stale, staleElapsed) = try await rig.timed { try await rig.harness.post("/v1/auth/apple", json: later) }
             #expect(stale.status == 200, "\(stale.text)")
             #expect(rig.line.calls(to: "/auth/keys") == 3)  // the cold failure, the fetch after it, the stale refresh
             #expect(staleElapsed < Self.bound(attempts: 1))
@@ -247,26 +245,25 @@ struct ProviderFaultMatrixTests {
         try await FaultRig.with { rig in
             let harness = rig.harness
             let sub = try await harness.emulator.createUser()
-            let first = try await rig.post("/v1/auth/apple", json: try await rig.appleSignIn(sub: sub, withCode: false))
+            let first = try await rig.harness.post("/v1/auth/apple", json: try await rig.appleSignIn(sub: sub, withCode: false))
             #expect(first.status == 200, "\(first.text)")
             _ = try await harness.emulator.send("POST", "/emulator/keys/rotate")
             let body = try await rig.appleSignIn(sub: sub, withCode: false)
             try await rig.arm(.serverError, at: "/auth/keys")
-            let refused = try await rig.post("/v1/auth/apple", json: body)
+            let refused = try await rig.harness.post("/v1/auth/apple", json: body)
             #expect(refused.status == 401, "\(refused.text)")
             #expect(refused.error == "unknown_key_id")
             try await rig.heal()
-            let again = try await rig.post("/v1/auth/apple", json: body)
+            let again = try await rig.harness.post("/v1/auth/apple", json: body)
             #expect(again.status == 200, "\(again.text)")
         }
     }
 }
 
-// MARK: - The instance under test
+// MARK: - The way to Apple
 
-/// The instance under test's way to Apple: AsyncHTTPClient (`HTTPClient.shared`) as in production, except for the one
-/// endpoint a test cuts: its calls get the short timeout and, when Apple is down, go to a port nothing listens on.
-/// Counts the calls made to each path.
+/// The server's way to Apple: AsyncHTTPClient as in production, except for the one endpoint a test cuts: its calls get
+/// the short timeout and, when Apple is down, go to a port nothing listens on. Counts the calls made to each path.
 final class ProviderLine: HTTPTransport {
     private struct Cut {
         var path: String
@@ -296,50 +293,16 @@ final class ProviderLine: HTTPTransport {
     }
 }
 
-/// A ``ServerHarness`` (emulator, store, clock, a first instance) and the instance under test: a second instance on the
-/// same store, clock and emulator whose calls to Apple go through a ``ProviderLine``.
+/// A ``ServerHarness`` whose server reaches Apple (the emulator) through a ``ProviderLine``.
 struct FaultRig: Sendable {
     typealias Fault = ProviderFaultMatrixTests.Fault
 
     let harness: ServerHarness
-    let server: LatchkeyServer
     let line: ProviderLine
-    let baseURL: String
-    private let group: ServiceGroup
-    private let task: Task<Void, any Error>
 
     static func with(_ body: (FaultRig) async throws -> Void) async throws {
-        try await ServerHarness.with { harness in
-            let rig = try await start(harness)
-            do {
-                try await body(rig)
-            } catch {
-                await rig.stop()
-                throw error
-            }
-            await rig.stop()
-        }
-    }
-
-    private static func start(_ harness: ServerHarness) async throws -> FaultRig {
-        var logger = Logger(label: "latchkey.test.faults")
-        logger.logLevel = .critical
         let line = ProviderLine(timeout: ProviderFaultMatrixTests.timeout)
-        let server = try await LatchkeyServer.make(
-            configuration: harness.server.configuration, store: harness.store, encryptionKey: harness.encryptionKey, transport: line,
-            timeSource: harness.clock.source, logger: logger)
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let application = server.makeApplication { port in continuation.yield(port) }
-        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
-        let task = Task { try await group.run() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw HarnessError("the instance under test did not start") }
-        return FaultRig(harness: harness, server: server, line: line, baseURL: "http://127.0.0.1:\(port)", group: group, task: task)
-    }
-
-    private func stop() async {
-        await group.triggerGracefulShutdown()
-        _ = try? await task.value
+        try await ServerHarness.with(transport: line) { harness in try await body(FaultRig(harness: harness, line: line)) }
     }
 
     // MARK: Faults
@@ -380,7 +343,7 @@ struct FaultRig: Sendable {
         }.count
     }
 
-    // MARK: HTTP to the instance under test
+    // MARK: Sign-ins
 
     /// A native sign-in minted at the emulator, as the app sends it to `POST /v1/auth/apple`.
     func appleSignIn(sub: String, withCode: Bool = true) async throws -> [String: any Sendable] {
@@ -389,31 +352,6 @@ struct FaultRig: Sendable {
         var body: [String: any Sendable] = ["identityToken": apple.identityToken, "rawNonce": nonce]
         if withCode { body["authorizationCode"] = apple.code }
         return body
-    }
-
-    func send(_ method: String, _ path: String, body: String? = nil, contentType: String = "application/json", bearer: String? = nil) async throws
-        -> ServerHarness.Answer
-    {
-        var request = HTTPClientRequest(url: baseURL + path)
-        request.method = HTTPMethod(rawValue: method)
-        if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
-        if let body {
-            request.headers.add(name: "Content-Type", value: contentType)
-            request.body = .bytes(ByteBuffer(bytes: Array(body.utf8)))
-        }
-        let response = try await harness.http.execute(request, timeout: .seconds(15))
-        let bytes = try await response.body.collect(upTo: 1 << 20)
-        var headers: [String: String] = [:]
-        for (name, value) in response.headers { headers[name.lowercased()] = value }
-        return ServerHarness.Answer(status: Int(response.status.code), headers: headers, body: Array(buffer: bytes))
-    }
-
-    func post(_ path: String, json object: [String: any Sendable]) async throws -> ServerHarness.Answer {
-        try await send("POST", path, body: String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self))
-    }
-
-    func refresh(_ token: String) async throws -> ServerHarness.Answer {
-        try await send("POST", "/v1/token", body: "grant_type=refresh_token&refresh_token=\(token)", contentType: "application/x-www-form-urlencoded")
     }
 
     /// `work`'s result and how long it took.

@@ -33,9 +33,10 @@ struct ServerHarness: Sendable {
         configure: (inout ServerConfiguration) -> Void = { _ in },
         emulator emulatorConfiguration: EmulatorConfiguration = EmulatorHarness.configuration(),
         logger: Logger? = nil,
+        transport: any HTTPTransport = AsyncHTTPClientTransport(),
         _ body: (ServerHarness) async throws -> Void
     ) async throws {
-        let harness = try await start(configure: configure, emulator: emulatorConfiguration, logger: logger)
+        let harness = try await start(configure: configure, emulator: emulatorConfiguration, logger: logger, transport: transport)
         do {
             try await body(harness)
         } catch {
@@ -45,9 +46,11 @@ struct ServerHarness: Sendable {
         await harness.stop()
     }
 
-    static func start(configure: (inout ServerConfiguration) -> Void, emulator emulatorConfiguration: EmulatorConfiguration, logger: Logger? = nil) async throws
-        -> ServerHarness
-    {
+    /// `transport`: how the server reaches the providers (the emulator).
+    static func start(
+        configure: (inout ServerConfiguration) -> Void, emulator emulatorConfiguration: EmulatorConfiguration, logger: Logger? = nil,
+        transport: any HTTPTransport = AsyncHTTPClientTransport()
+    ) async throws -> ServerHarness {
         let emulator = try await EmulatorHarness.start(emulatorConfiguration)
         var configuration = ServerConfiguration()
         configuration.port = 0
@@ -87,7 +90,7 @@ struct ServerHarness: Sendable {
         let encryptionKey = SecretBox.generateKey()
         let server = try await LatchkeyServer.make(
             configuration: configuration, store: store, encryptionKey: encryptionKey,
-            transport: AsyncHTTPClientTransport(), timeSource: clock.source, logger: logger
+            transport: transport, timeSource: clock.source, logger: logger
         )
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let application = server.makeApplication { port in continuation.yield(port) }
