@@ -19,9 +19,17 @@ public final class SQLAuthStore: AuthStore {
     private let backend: any SQLBackend
     public let location: StoreLocation
 
-    private init(backend: any SQLBackend, location: StoreLocation) {
+    /// Concurrent rotations, handled a group per transaction.
+    private let rotations: WriteGroups<RotationRequest, RotationResult>
+
+    private init(backend: any SQLBackend, location: StoreLocation, maximumWriteBatch: Int) {
         self.backend = backend
         self.location = location
+        let lockRows = backend.isPostgres
+        // One group commits while the next gathers.
+        rotations = WriteGroups(batcher: backend.batcher, limit: maximumWriteBatch, maximumJobs: 2) { requests, database in
+            try await Self.rotate(requests, lockingRows: lockRows, database)
+        }
     }
 
     /// Opens (and for SQLite, creates) the database. Call ``migrate()`` before use and ``close()`` at the end.
@@ -32,9 +40,10 @@ public final class SQLAuthStore: AuthStore {
         let batch = max(1, maximumWriteBatch)
         switch location {
         case .sqlite(let path):
-            return SQLAuthStore(backend: try await SQLiteBackend.open(path: path, maximumBatch: batch, logger: logger), location: location)
+            return SQLAuthStore(
+                backend: try await SQLiteBackend.open(path: path, maximumBatch: batch, logger: logger), location: location, maximumWriteBatch: batch)
         case .postgres(let url):
-            return SQLAuthStore(backend: try PostgresBackend(url: url, maximumBatch: batch, logger: logger), location: location)
+            return SQLAuthStore(backend: try PostgresBackend(url: url, maximumBatch: batch, logger: logger), location: location, maximumWriteBatch: batch)
         }
     }
 
@@ -376,64 +385,17 @@ public final class SQLAuthStore: AuthStore {
 
     public func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)? {
         try await read { db in
-            guard let row = try await db.raw("SELECT * FROM refresh_tokens WHERE hash = \(bind: hash)").first() else { return nil }
-            let token = try Self.token(row)
-            guard let family = try await db.raw("SELECT * FROM sessions WHERE id = \(bind: token.familyID)").first().map(Self.session) else { return nil }
-            return (token, family)
+            try await db.raw("\(unsafeRaw: Self.tokenWithSession) WHERE t.hash = \(bind: hash)").first().map(Self.tokenWithSession)
         }
     }
 
     public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
-        let lock = backend.isPostgres ? " FOR UPDATE" : ""
-        return try await write { db in
-            // One read for the token and its session (each statement is a round trip to the database thread).
-            guard
-                let row = try await db.raw(
-                    """
-                    SELECT s.*, t.hash AS t_hash, t.parent_hash AS t_parent_hash, t.created_at AS t_created_at, t.idle_expires_at AS t_idle_expires_at,
-                      t.rotated_at AS t_rotated_at, t.successor_hash AS t_successor_hash
-                    FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id WHERE t.hash = \(bind: presentedHash)\(unsafeRaw: lock)
-                    """
-                ).first()
-            else {
-                return .unknown
-            }
-            var family = try Self.session(row)
-            let token = RefreshTokenRecord(
-                hash: try row.decode(column: "t_hash", as: String.self), familyID: family.id,
-                parentHash: try row.decode(column: "t_parent_hash", as: String?.self), createdAt: try row.date("t_created_at"),
-                idleExpiresAt: try row.date("t_idle_expires_at"), rotatedAt: try row.optionalDate("t_rotated_at"),
-                successorHash: try row.decode(column: "t_successor_hash", as: String?.self))
-            if family.isRevoked { return .revoked(family) }
-            if let rotatedAt = token.rotatedAt {
-                // A retry gets the same successor, but only while that successor is itself unused.
-                let successorUnused =
-                    try await db.raw("SELECT hash FROM refresh_tokens WHERE hash = \(bind: successor.hash) AND rotated_at IS NULL").first() != nil
-                if now.timeIntervalSince(rotatedAt) <= graceWindow, token.successorHash == successor.hash, successorUnused {
-                    return .retried(family)
-                }
-                family.revokedAt = now
-                family.revocationReason = "refresh_token_reuse"
-                try await db.raw(
-                    "UPDATE sessions SET revoked_at = \(bind: now.millis), revocation_reason = 'refresh_token_reuse' WHERE id = \(bind: family.id)"
-                ).run()
-                return .reuseDetected(family)
-            }
-            guard now < family.absoluteExpiresAt, now < token.idleExpiresAt else { return .expired }
-            try await db.raw(
-                """
-                UPDATE refresh_tokens SET rotated_at = \(bind: now.millis), successor_hash = \(bind: successor.hash) WHERE hash = \(bind: presentedHash)
-                """
-            ).run()
-            try await Self.insertToken(successor, db)
-            // The session's last use is kept to the minute: most rotations skip this write.
-            if now.timeIntervalSince(family.lastUsedAt) >= Self.lastUseResolution {
-                try await db.raw("UPDATE sessions SET last_used_at = \(bind: now.millis) WHERE id = \(bind: family.id)").run()
-                family.lastUsedAt = now
-            }
-            return .rotated(family)
-        }
+        let request = RotationRequest(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow)
+        do { return try await rotations.submit(request) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
     }
+
+    /// The most rotations one transaction has handled so far.
+    var largestRotationGroup: Int { rotations.largestGroup }
 
     /// How stale `sessions.last_used_at` may be.
     static let lastUseResolution: TimeInterval = 60
@@ -776,22 +738,13 @@ public final class SQLAuthStore: AuthStore {
         )
     }
 
-    private static func session(_ row: any SQLRow) throws -> SessionFamily {
+    static func session(_ row: any SQLRow) throws -> SessionFamily {
         SessionFamily(
             id: try row.decode(column: "id", as: String.self), userID: try row.decode(column: "user_id", as: String.self),
             identityID: try row.decode(column: "identity_id", as: String?.self), clientID: try row.decode(column: "client_id", as: String.self),
             createdAt: try row.date("created_at"), lastUsedAt: try row.date("last_used_at"), absoluteExpiresAt: try row.date("absolute_expires_at"),
             revokedAt: try row.optionalDate("revoked_at"), revocationReason: try row.decode(column: "revocation_reason", as: String?.self),
             userAgent: try row.decode(column: "user_agent", as: String?.self)
-        )
-    }
-
-    private static func token(_ row: any SQLRow) throws -> RefreshTokenRecord {
-        RefreshTokenRecord(
-            hash: try row.decode(column: "hash", as: String.self), familyID: try row.decode(column: "session_id", as: String.self),
-            parentHash: try row.decode(column: "parent_hash", as: String?.self), createdAt: try row.date("created_at"),
-            idleExpiresAt: try row.date("idle_expires_at"), rotatedAt: try row.optionalDate("rotated_at"),
-            successorHash: try row.decode(column: "successor_hash", as: String?.self)
         )
     }
 

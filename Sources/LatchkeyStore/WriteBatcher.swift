@@ -85,6 +85,18 @@ final class WriteBatcher: Sendable {
         do {
             try await runner { database in
                 try await database.raw("\(unsafeRaw: begin)").run()
+                if batch.count == 1 {
+                    // Alone in its transaction, a job needs no savepoint: its failure rolls back the transaction.
+                    do {
+                        let value = try await batch[0].work(database)
+                        try await database.raw("COMMIT").run()
+                        outcomes.withLock { $0.append(.success(value)) }
+                    } catch let jobError {
+                        try? await database.raw("ROLLBACK").run()
+                        outcomes.withLock { $0.append(.failure(jobError)) }
+                    }
+                    return
+                }
                 do {
                     for (index, job) in batch.enumerated() {
                         try await database.raw("SAVEPOINT job\(unsafeRaw: String(index))").run()
@@ -124,7 +136,8 @@ final class WriteBatcher: Sendable {
         return true
     }
 
-    private static func isOutage(_ error: any Error) -> Bool {
+    /// The database could not be reached or used at all: retrying job by job would only wait longer.
+    static func isOutage(_ error: any Error) -> Bool {
         if case AuthStoreError.unavailable = SQLAuthStore.translate(error) { return true }
         return false
     }

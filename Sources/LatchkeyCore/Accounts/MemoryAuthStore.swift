@@ -107,26 +107,7 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) -> RotationResult {
-        guard var record = tokens[presentedHash], var family = families[record.familyID] else { return .unknown }
-        if family.isRevoked { return .revoked(family) }
-        if let rotatedAt = record.rotatedAt {
-            if now.timeIntervalSince(rotatedAt) <= graceWindow, record.successorHash == successor.hash, let next = tokens[successor.hash], next.rotatedAt == nil
-            {
-                return .retried(family)
-            }
-            family.revokedAt = now
-            family.revocationReason = "refresh_token_reuse"
-            families[family.id] = family
-            return .reuseDetected(family)
-        }
-        guard now < family.absoluteExpiresAt, now < record.idleExpiresAt else { return .expired }
-        record.rotatedAt = now
-        record.successorHash = successor.hash
-        tokens[presentedHash] = record
-        tokens[successor.hash] = successor
-        family.lastUsedAt = now
-        families[family.id] = family
-        return .rotated(family)
+        RotationRule.apply(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, tokens: &tokens, families: &families)
     }
 
     public func session(id: String) -> SessionFamily? { families[id] }

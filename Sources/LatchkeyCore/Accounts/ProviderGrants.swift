@@ -84,10 +84,19 @@ public struct ProviderGrants: Sendable {
     /// One instance of a fleet asks (it claims the grant in the store); the others go on meanwhile, within the grace
     /// period. After the provider could not be reached, no instance asks about that grant for ``ValidationFlights/failureBackoff``.
     func checkAuthorization(identityID: String, userID: String) async throws {
-        guard let grant = try await store.providerGrant(identityID: identityID), let providerLink = links[grant.provider] else { return }
-        let name = providerLink.displayName
         let now = timeSource.now
-        guard now.timeIntervalSince(grant.lastValidatedAt) >= policy.providerValidationInterval else { return }
+        // Most refreshes find the grant validated within the day: remembered here, they skip the read.
+        if validations.isNotDue(identityID, now: now) { return }
+        guard let grant = try await store.providerGrant(identityID: identityID), let providerLink = links[grant.provider] else {
+            // A grant saved from now on is new, so not due before the interval has passed either.
+            validations.remember(identityID, notDueUntil: now.addingTimeInterval(policy.providerValidationInterval), now: now)
+            return
+        }
+        let name = providerLink.displayName
+        guard now.timeIntervalSince(grant.lastValidatedAt) >= policy.providerValidationInterval else {
+            validations.remember(identityID, notDueUntil: grant.lastValidatedAt.addingTimeInterval(policy.providerValidationInterval), now: now)
+            return
+        }
         let started = now
         let result: ProviderValidation
         if let failure = validations.recentFailure(identityID, now: now) {
@@ -225,6 +234,28 @@ final class ValidationFlights: Sendable {
     static let failureBackoff: TimeInterval = 3600
     private let flights = Mutex<[String: Task<ProviderValidation, Never>]>([:])
     private let failures = Mutex<[String: (at: Date, reason: String)]>([:])
+    /// Grants (or their absence) seen validated recently, until their next validation is due. Never too long: a
+    /// grant only becomes due later than it was (validated, postponed, replaced by a newer one) or goes away.
+    private let notDue = Mutex<[String: Date]>([:])
+
+    func isNotDue(_ key: String, now: Date) -> Bool {
+        notDue.withLock { notDue in notDue[key].map { now < $0 } ?? false }
+    }
+
+    func remember(_ key: String, notDueUntil: Date, now: Date) {
+        notDue.withLock { notDue in
+            if notDue.count >= Self.remembered {
+                notDue = notDue.filter { now < $0.value }
+                if notDue.count > Self.remembered / 2 { notDue = [:] }
+            }
+            notDue[key] = notDueUntil
+        }
+    }
+
+    var rememberedCount: Int { notDue.withLock { $0.count } }
+
+    /// At most this many grants are remembered as not due (about 100 bytes each).
+    static let remembered = 20_000
 
     func run(_ key: String, _ work: @escaping @Sendable () async -> ProviderValidation) async -> ProviderValidation {
         let task = flights.withLock { flights in

@@ -1,0 +1,112 @@
+import Foundation
+import LatchkeyCore
+import SQLKit
+
+/// One presentation of a refresh token, waiting for its group.
+struct RotationRequest: Sendable {
+    let presentedHash: String
+    let successor: RefreshTokenRecord
+    let now: Date
+    let graceWindow: TimeInterval
+}
+
+extension SQLAuthStore {
+    /// Rotates a group of presented tokens in the caller's transaction with at most four statements, whatever the
+    /// group's size: one read of every token involved and its session, then one write of each kind that is needed.
+    /// The requests are judged in order by ``RotationRule`` on the rows read, so a token presented twice in one
+    /// group gets exactly what it would have got in two transactions.
+    static func rotate(_ requests: [RotationRequest], lockingRows: Bool, _ db: any SQLDatabase) async throws -> [RotationResult] {
+        // The successors too: a retry needs to know that its successor is still unused. Sorted, so that instances
+        // locking the same rows on PostgreSQL lock them in the same order.
+        let hashes = Set(requests.flatMap { [$0.presentedHash, $0.successor.hash] }).sorted()
+        let rows = try await db.raw(
+            "\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: hashes)) ORDER BY t.hash\(unsafeRaw: lockingRows ? " FOR UPDATE" : "")"
+        ).all()
+        var tokens: [String: RefreshTokenRecord] = [:]
+        var families: [String: SessionFamily] = [:]
+        for row in rows {
+            let (token, family) = try tokenWithSession(row)
+            tokens[token.hash] = token
+            families[family.id] = family
+        }
+        let storedTokens = tokens
+        let storedFamilies = families
+        let results = requests.map {
+            RotationRule.apply(
+                presentedHash: $0.presentedHash, successor: $0.successor, now: $0.now, graceWindow: $0.graceWindow, tokens: &tokens, families: &families)
+        }
+        // A successor must be new: one that names a stored token fails, as its INSERT would have alone.
+        for (request, result) in zip(requests, results) where storedTokens[request.successor.hash] != nil {
+            if case .rotated = result { throw AuthStoreError.duplicate }
+        }
+
+        let changedTokens = tokens.values.sorted { $0.hash < $1.hash }
+        let rotated = changedTokens.filter { storedTokens[$0.hash].map { $0.rotatedAt == nil } ?? false && $0.rotatedAt != nil }
+        let added = changedTokens.filter { storedTokens[$0.hash] == nil }
+        let changedFamilies = families.values.sorted { $0.id < $1.id }
+        let revoked = changedFamilies.filter { storedFamilies[$0.id]?.revokedAt == nil && $0.revokedAt != nil }
+        // The session's last use is kept to the minute: most rotations skip this write.
+        let used = changedFamilies.filter { family in
+            storedFamilies[family.id].map { family.lastUsedAt.timeIntervalSince($0.lastUsedAt) >= lastUseResolution } ?? false
+        }
+
+        if !rotated.isEmpty {
+            try await db.raw(
+                """
+                UPDATE refresh_tokens SET rotated_at = v.column2, successor_hash = v.column3
+                FROM (VALUES \(rows: rotated.map { [$0.hash, $0.rotatedAt?.millis, $0.successorHash] })) AS v WHERE refresh_tokens.hash = v.column1
+                """
+            ).run()
+        }
+        if !added.isEmpty {
+            try await db.raw(
+                """
+                INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
+                VALUES \(rows: added.map { [$0.hash, $0.familyID, $0.parentHash, $0.createdAt.millis, $0.idleExpiresAt.millis, $0.rotatedAt?.millis, $0.successorHash] })
+                """
+            ).run()
+        }
+        if !used.isEmpty {
+            try await db.raw(
+                """
+                UPDATE sessions SET last_used_at = v.column2
+                FROM (VALUES \(rows: used.map { [$0.id, $0.lastUsedAt.millis] })) AS v WHERE sessions.id = v.column1
+                """
+            ).run()
+        }
+        for family in revoked {
+            try await db.raw(
+                """
+                UPDATE sessions SET revoked_at = \(bind: family.revokedAt?.millis), revocation_reason = \(bind: family.revocationReason) WHERE id = \(bind: family.id)
+                """
+            ).run()
+        }
+        return results
+    }
+}
+
+extension SQLAuthStore {
+    /// A refresh token and its session in one row: the session's columns as they are, the token's prefixed `t_`.
+    static let tokenWithSession = """
+        SELECT s.*, t.hash AS t_hash, t.parent_hash AS t_parent_hash, t.created_at AS t_created_at, t.idle_expires_at AS t_idle_expires_at,
+          t.rotated_at AS t_rotated_at, t.successor_hash AS t_successor_hash
+        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+        """
+
+    static func tokenWithSession(_ row: any SQLRow) throws -> (RefreshTokenRecord, SessionFamily) {
+        let family = try session(row)
+        let token = RefreshTokenRecord(
+            hash: try row.decode(column: "t_hash", as: String.self), familyID: family.id,
+            parentHash: try row.decode(column: "t_parent_hash", as: String?.self), createdAt: try row.date("t_created_at"),
+            idleExpiresAt: try row.date("t_idle_expires_at"), rotatedAt: try row.optionalDate("t_rotated_at"),
+            successorHash: try row.decode(column: "t_successor_hash", as: String?.self))
+        return (token, family)
+    }
+}
+
+extension SQLQueryString {
+    /// Rows of binds for a `VALUES` list: `(?, ?), (?, ?)`.
+    mutating func appendInterpolation(rows: [[any Encodable & Sendable]]) {
+        appendInterpolation(SQLList(rows.map { SQLGroupExpression($0.map { SQLBind($0) }) }))
+    }
+}
