@@ -117,6 +117,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(name: "CMallocTuning"),
         .executableTarget(
             name: "latchkey",
             dependencies: [
@@ -127,6 +128,7 @@ let package = Package(
                 "LatchkeyStore",
                 "LatchkeyServer",
                 "LatchkeyClient",
+                "CMallocTuning",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

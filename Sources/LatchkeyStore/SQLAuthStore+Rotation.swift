@@ -86,6 +86,17 @@ extension SQLAuthStore {
 }
 
 extension SQLAuthStore {
+    /// The token and session of each hash (nil for an unknown one), in one query.
+    static func tokensWithSessions(hashes: [String], _ db: any SQLDatabase) async throws -> [(RefreshTokenRecord, SessionFamily)?] {
+        let rows = try await db.raw("\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: Array(Set(hashes))))").all()
+        var found: [String: (RefreshTokenRecord, SessionFamily)] = [:]
+        for row in rows {
+            let pair = try tokenWithSession(row)
+            found[pair.0.hash] = pair
+        }
+        return hashes.map { found[$0] }
+    }
+
     /// A refresh token and its session in one row: the session's columns as they are, the token's prefixed `t_`.
     static let tokenWithSession = """
         SELECT s.*, t.hash AS t_hash, t.parent_hash AS t_parent_hash, t.created_at AS t_created_at, t.idle_expires_at AS t_idle_expires_at,

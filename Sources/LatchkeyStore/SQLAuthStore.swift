@@ -20,15 +20,21 @@ public final class SQLAuthStore: AuthStore {
     public let location: StoreLocation
 
     /// Concurrent rotations, handled a group per transaction.
-    private let rotations: WriteGroups<RotationRequest, RotationResult>
+    private let rotations: RequestGroups<RotationRequest, RotationResult>
+    /// Concurrent look-ups of refresh tokens (each refresh makes one), a group per query.
+    private let tokenLookups: RequestGroups<String, (RefreshTokenRecord, SessionFamily)?>
 
     private init(backend: any SQLBackend, location: StoreLocation, maximumWriteBatch: Int) {
         self.backend = backend
         self.location = location
         let lockRows = backend.isPostgres
-        // One group commits while the next gathers.
-        rotations = WriteGroups(batcher: backend.batcher, limit: maximumWriteBatch, maximumJobs: 2) { requests, database in
+        // One group is handled while the next gathers.
+        let batcher = backend.batcher
+        rotations = RequestGroups(limit: maximumWriteBatch, maximumJobs: 2, runner: { try await batcher.submit($0) }) { requests, database in
             try await Self.rotate(requests, lockingRows: lockRows, database)
+        }
+        tokenLookups = RequestGroups(limit: 256, maximumJobs: 2, runner: { try await backend.read($0) }) { hashes, database in
+            try await Self.tokensWithSessions(hashes: hashes, database)
         }
     }
 
@@ -384,9 +390,7 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)? {
-        try await read { db in
-            try await db.raw("\(unsafeRaw: Self.tokenWithSession) WHERE t.hash = \(bind: hash)").first().map(Self.tokenWithSession)
-        }
+        do { return try await tokenLookups.submit(hash) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
     }
 
     public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
@@ -396,6 +400,8 @@ public final class SQLAuthStore: AuthStore {
 
     /// The most rotations one transaction has handled so far.
     var largestRotationGroup: Int { rotations.largestGroup }
+    /// The most token look-ups one query has answered so far.
+    var largestLookupGroup: Int { tokenLookups.largestGroup }
 
     /// How stale `sessions.last_used_at` may be.
     static let lastUseResolution: TimeInterval = 60

@@ -50,7 +50,8 @@ final class SQLiteBackend: SQLBackend {
         var readers: [SQLiteConnection] = []
         for _ in 0..<readerCount {
             let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-            for pragma in ["PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA query_only=ON"] {
+            // Readers look up single rows by key: a small page cache each (the OS caches the file for all of them).
+            for pragma in ["PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA query_only=ON", "PRAGMA cache_size=-512"] {
                 _ = try await reader.query(pragma)
             }
             readers.append(reader)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CMallocTuning
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
@@ -38,6 +39,8 @@ struct Serve: AsyncParsableCommand {
         // Usage errors (64, with usage text) are about the command line; everything after is a run failure (1, one line).
         if let config, !FileManager.default.fileExists(atPath: config) { throw ValidationError("configuration file \(config) does not exist") }
         if emulatorUrl != nil, !dev { throw ValidationError("--emulator-url goes with --dev") }
+        // glibc's malloc is tuned before main (CMallocTuning); this keeps the object file linked.
+        _ = latchkey_malloc_tuned()
         let (configuration, team) = try await loadConfiguration()
         LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
         let logger = Logger(label: "latchkey")

@@ -152,3 +152,28 @@ extension StoreConformanceTests {
         }
     }
 }
+
+extension StoreConformanceTests {
+    @Test("look-ups that arrive together share one query: each gets its own token and session, unknown ones nil", arguments: sqlKinds)
+    func groupedLookups(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            var families: [String: String] = [:]
+            for index in 0..<60 {
+                let hash = "\(run)-k\(index)"
+                families[hash] = try await makeSession(store, user: user, identity: identity, hash: hash).id
+            }
+            // Every known hash twice, and as many unknown ones.
+            let asked = families.keys.flatMap { [$0, $0, "\($0)-unknown"] }.shuffled()
+            let answers = try await withThrowingTaskGroup(of: (String, String?).self) { group in
+                for hash in asked { group.addTask { (hash, try await store.refreshToken(hash: hash).map { "\($0.0.hash) \($0.1.id)" }) } }
+                return try await group.reduce(into: [(String, String?)]()) { $0.append($1) }
+            }
+            #expect(answers.count == asked.count)
+            for (hash, answer) in answers {
+                #expect(answer == families[hash].map { "\(hash) \($0)" })
+            }
+            #expect(try #require(store as? SQLAuthStore).largestLookupGroup > 1)
+        }
+    }
+}

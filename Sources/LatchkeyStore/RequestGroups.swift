@@ -2,15 +2,18 @@ import LatchkeyCore
 import SQLKit
 import Synchronization
 
-/// Gathers requests of one kind that arrive while the batcher is busy into one job of the batcher, which handles
-/// them as a set: a few statements for the whole group instead of a few for each request.
+/// Gathers requests of one kind that arrive while earlier ones are being handled into one group, which the database
+/// handles as a set: a few statements for the whole group instead of a few for each request.
 ///
-/// Each caller resumes after the commit of the transaction that held its group, as with a job of its own. When a
-/// group fails as a whole (a deadlock, say), its requests run again one by one, so one request's trouble does not
-/// fail the others; when the database is unreachable, they all fail at once.
-final class WriteGroups<Request: Sendable, Answer: Sendable>: Sendable {
-    /// Handles a group inside the batcher's transaction: one answer per request, in order.
+/// Writes run as one job of the batcher (each caller resumes after the commit of the transaction that held its
+/// group, as with a job of its own); reads as one read. When a group fails as a whole (a deadlock, say), its
+/// requests run again one by one, so one request's trouble does not fail the others; when the database is
+/// unreachable, they all fail at once.
+final class RequestGroups<Request: Sendable, Answer: Sendable>: Sendable {
+    /// Handles a group: one answer per request, in order.
     typealias Process = @Sendable ([Request], any SQLDatabase) async throws -> [Answer]
+    /// Runs a group's work on the database: a write job of the batcher, or a read.
+    typealias Runner = @Sendable (_ work: @escaping @Sendable (any SQLDatabase) async throws -> [Answer]) async throws -> [Answer]
 
     private struct Waiting: Sendable {
         let request: Request
@@ -19,7 +22,7 @@ final class WriteGroups<Request: Sendable, Answer: Sendable>: Sendable {
 
     private struct State {
         var waiting: [Waiting] = []
-        /// A job is in the batcher's queue and has not yet taken its group.
+        /// A job is queued and has not yet taken its group.
         var jobQueued = false
         /// Jobs started and not yet finished.
         var jobs = 0
@@ -33,7 +36,7 @@ final class WriteGroups<Request: Sendable, Answer: Sendable>: Sendable {
         }
     }
 
-    /// The group a job took when it first ran; a job the batcher retries on its own handles the same group again.
+    /// The group a job took when it first ran; a job the batcher runs again (alone) handles the same group again.
     private final class Taken: Sendable {
         let group = Mutex<[Waiting]?>(nil)
     }
@@ -42,17 +45,17 @@ final class WriteGroups<Request: Sendable, Answer: Sendable>: Sendable {
     private let largest = Atomic(0)
     /// The most requests one job has handled so far (for tests and figures).
     var largestGroup: Int { largest.load(ordering: .relaxed) }
-    private let batcher: WriteBatcher
+    private let runner: Runner
     private let limit: Int
     private let maximumJobs: Int
     private let process: Process
 
     /// - Parameters:
     ///   - limit: the most requests in one group.
-    ///   - maximumJobs: how many groups may be in the batcher at once. Fewer groups are larger: while one commits,
+    ///   - maximumJobs: how many groups may be under way at once. Fewer groups are larger: while one is handled,
     ///     the next gathers.
-    init(batcher: WriteBatcher, limit: Int, maximumJobs: Int, process: @escaping Process) {
-        self.batcher = batcher
+    init(limit: Int, maximumJobs: Int, runner: @escaping Runner, process: @escaping Process) {
+        self.runner = runner
         self.limit = max(1, limit)
         self.maximumJobs = max(1, maximumJobs)
         self.process = process
@@ -79,7 +82,7 @@ final class WriteGroups<Request: Sendable, Answer: Sendable>: Sendable {
             if another { Task { await self.runGroup() } }
         }
         do {
-            let answers = try await batcher.submit { database in
+            let answers = try await runner { database in
                 let group = self.take(into: taken)
                 return try await process(group.map(\.request), database)
             }
@@ -97,7 +100,7 @@ final class WriteGroups<Request: Sendable, Answer: Sendable>: Sendable {
             for waiting in group {
                 Task {
                     do {
-                        let answers = try await batcher.submit { database in try await process([waiting.request], database) }
+                        let answers = try await runner { database in try await process([waiting.request], database) }
                         waiting.continuation.resume(returning: answers[0])
                     } catch {
                         waiting.continuation.resume(throwing: error)
