@@ -12,15 +12,16 @@ struct RotationRequest: Sendable {
 
 extension SQLAuthStore {
     /// Rotates a group of presented tokens in the caller's transaction with at most four statements, whatever the
-    /// group's size: one read of every token involved and its session, then one write of each kind that is needed.
+    /// group's size: one read of every token involved and its session, then one write of each kind that is needed
+    /// (on PostgreSQL one statement for them all). A session revoked for reuse takes a statement of its own.
     /// The requests are judged in order by ``RotationRule`` on the rows read, so a token presented twice in one
     /// group gets exactly what it would have got in two transactions.
-    static func rotate(_ requests: [RotationRequest], lockingRows: Bool, _ db: any SQLDatabase) async throws -> [RotationResult] {
+    static func rotate(_ requests: [RotationRequest], onPostgres: Bool, _ db: any SQLDatabase) async throws -> [RotationResult] {
         // The successors too: a retry needs to know that its successor is still unused. Sorted, so that instances
         // locking the same rows on PostgreSQL lock them in the same order.
         let hashes = Set(requests.flatMap { [$0.presentedHash, $0.successor.hash] }).sorted()
         let rows = try await db.raw(
-            "\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: hashes)) ORDER BY t.hash\(unsafeRaw: lockingRows ? " FOR UPDATE" : "")"
+            "\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: hashes)) ORDER BY t.hash\(unsafeRaw: onPostgres ? " FOR UPDATE" : "")"
         ).all()
         var tokens: [String: RefreshTokenRecord] = [:]
         var families: [String: SessionFamily] = [:]
@@ -50,29 +51,37 @@ extension SQLAuthStore {
             storedFamilies[family.id].map { family.lastUsedAt.timeIntervalSince($0.lastUsedAt) >= lastUseResolution } ?? false
         }
 
+        var writes: [SQLQueryString] = []
         if !rotated.isEmpty {
-            try await db.raw(
+            writes.append(
                 """
                 UPDATE refresh_tokens SET rotated_at = v.column2, successor_hash = v.column3
                 FROM (VALUES \(rows: rotated.map { [$0.hash, $0.rotatedAt?.millis, $0.successorHash] })) AS v WHERE refresh_tokens.hash = v.column1
-                """
-            ).run()
-        }
-        if !added.isEmpty {
-            try await db.raw(
-                """
-                INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
-                VALUES \(rows: added.map { [$0.hash, $0.familyID, $0.parentHash, $0.createdAt.millis, $0.idleExpiresAt.millis, $0.rotatedAt?.millis, $0.successorHash] })
-                """
-            ).run()
+                """)
         }
         if !used.isEmpty {
-            try await db.raw(
+            writes.append(
                 """
                 UPDATE sessions SET last_used_at = v.column2
                 FROM (VALUES \(rows: used.map { [$0.id, $0.lastUsedAt.millis] })) AS v WHERE sessions.id = v.column1
+                """)
+        }
+        if !added.isEmpty {
+            writes.append(
                 """
-            ).run()
+                INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
+                VALUES \(rows: added.map { [$0.hash, $0.familyID, $0.parentHash, $0.createdAt.millis, $0.idleExpiresAt.millis, $0.rotatedAt?.millis, $0.successorHash] })
+                """)
+        }
+        if onPostgres, writes.count > 1 {
+            // One round trip: PostgreSQL runs statements in WITH together (they touch different rows).
+            let steps: [any SQLExpression] = writes.dropLast().enumerated().map { index, write in
+                let step: SQLQueryString = "w\(unsafeRaw: String(index)) AS (\(write))"
+                return step
+            }
+            try await db.raw("WITH \(SQLList(steps)) \(writes[writes.count - 1])").run()
+        } else {
+            for write in writes { try await db.raw(write).run() }
         }
         for family in revoked {
             try await db.raw(

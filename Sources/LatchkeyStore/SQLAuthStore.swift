@@ -27,11 +27,11 @@ public final class SQLAuthStore: AuthStore {
     private init(backend: any SQLBackend, location: StoreLocation, maximumWriteBatch: Int) {
         self.backend = backend
         self.location = location
-        let lockRows = backend.isPostgres
+        let onPostgres = backend.isPostgres
         // One group is handled while the next gathers.
         let batcher = backend.batcher
         rotations = RequestGroups(limit: maximumWriteBatch, maximumJobs: 2, runner: { try await batcher.submit($0) }) { requests, database in
-            try await Self.rotate(requests, lockingRows: lockRows, database)
+            try await Self.rotate(requests, onPostgres: onPostgres, database)
         }
         tokenLookups = RequestGroups(limit: 256, maximumJobs: 2, runner: { try await backend.read($0) }) { hashes, database in
             try await Self.tokensWithSessions(hashes: hashes, database)
