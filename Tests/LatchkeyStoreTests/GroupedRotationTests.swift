@@ -13,11 +13,7 @@ extension StoreConformanceTests {
     func groupedRotations(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
-            var pairs: [(String, RefreshTokenRecord)] = []
-            for index in 0..<120 {
-                let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-g\(index)")
-                pairs.append(("\(run)-g\(index)", successor(family, parent: "\(run)-g\(index)")))
-            }
+            let pairs = try await sessionsToRotate(store, user: user, identity: identity, count: 120, prefix: "g")
             let results = try await rotateAll(store, pairs, at: Self.now.addingTimeInterval(120))
             #expect(results.allSatisfy { if case .rotated = $0 { true } else { false } })
             #expect(try #require(store as? SQLAuthStore).largestRotationGroup > 1)
@@ -53,11 +49,7 @@ extension StoreConformanceTests {
             let next = successor(family, parent: "\(run)-t0")
             let other = successor(family, parent: "\(run)-t0")
             // Twenty other sessions keep the batcher busy, so the three requests below queue up together.
-            var pairs: [(String, RefreshTokenRecord)] = []
-            for index in 0..<20 {
-                let busy = try await makeSession(store, user: user, identity: identity, hash: "\(run)-b\(index)")
-                pairs.append(("\(run)-b\(index)", successor(busy, parent: "\(run)-b\(index)")))
-            }
+            var pairs = try await sessionsToRotate(store, user: user, identity: identity, count: 20, prefix: "b")
             pairs += [("\(run)-t0", next), ("\(run)-t0", next), ("\(run)-t0", other)]
             let results = try await rotateAll(store, pairs, at: Self.now)
             let mine = results.suffix(3)
@@ -71,11 +63,7 @@ extension StoreConformanceTests {
     func failureInAGroup(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
-            var pairs: [(String, RefreshTokenRecord)] = []
-            for index in 0..<40 {
-                let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-f\(index)")
-                pairs.append(("\(run)-f\(index)", successor(family, parent: "\(run)-f\(index)")))
-            }
+            var pairs = try await sessionsToRotate(store, user: user, identity: identity, count: 40, prefix: "f")
             // A successor whose hash is taken by another live token cannot be stored.
             let clash = try await makeSession(store, user: user, identity: identity, hash: "\(run)-taken")
             pairs[17].1 = successor(clash, parent: pairs[17].0, hash: "\(run)-taken")
@@ -100,6 +88,18 @@ extension StoreConformanceTests {
             // Nothing of the failed request was kept.
             #expect(try await store.refreshToken(hash: pairs[17].0)?.0.rotatedAt == nil)
         }
+    }
+
+    /// `count` new sessions of the user: each first token's hash with a successor for it.
+    private func sessionsToRotate(_ store: any AuthStore, user: UserAccount, identity: LinkedIdentity, count: Int, prefix: String) async throws
+        -> [(String, RefreshTokenRecord)]
+    {
+        var pairs: [(String, RefreshTokenRecord)] = []
+        for index in 0..<count {
+            let hash = "\(run)-\(prefix)\(index)"
+            pairs.append((hash, successor(try await makeSession(store, user: user, identity: identity, hash: hash), parent: hash)))
+        }
+        return pairs
     }
 
     /// Rotates every pair at once; results in the order of `pairs`.
