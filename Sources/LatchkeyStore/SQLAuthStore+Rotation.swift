@@ -11,24 +11,33 @@ struct RotationRequest: Sendable {
 }
 
 extension SQLAuthStore {
-    /// Rotates a group of presented tokens in the caller's transaction with at most four statements, whatever the
-    /// group's size: one read of every token involved and its session, then one write of each kind that is needed
-    /// (on PostgreSQL one statement for them all). A session revoked for reuse takes a statement of its own.
+    /// Rotates a group of presented tokens in the caller's transaction with a few statements, whatever the group's
+    /// size: one read of the presented tokens and their sessions, then one write of each kind that is needed (on
+    /// PostgreSQL one statement for them all). Retries (a read of their successors) and sessions revoked for reuse
+    /// take statements of their own.
     /// The requests are judged in order by ``RotationRule`` on the rows read, so a token presented twice in one
     /// group gets exactly what it would have got in two transactions.
     static func rotate(_ requests: [RotationRequest], onPostgres: Bool, _ db: any SQLDatabase) async throws -> [RotationResult] {
-        // The successors too: a retry needs to know that its successor is still unused. Sorted, so that instances
-        // locking the same rows on PostgreSQL lock them in the same order.
-        let hashes = Set(requests.flatMap { [$0.presentedHash, $0.successor.hash] }).sorted()
-        let rows = try await db.raw(
-            "\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: hashes)) ORDER BY t.hash\(unsafeRaw: onPostgres ? " FOR UPDATE" : "")"
-        ).all()
+        // Sorted, so that instances locking the same rows on PostgreSQL lock them in the same order.
+        let presented = Set(requests.map(\.presentedHash)).sorted()
         var tokens: [String: RefreshTokenRecord] = [:]
         var families: [String: SessionFamily] = [:]
-        for row in rows {
-            let (token, family) = try tokenWithSession(row)
-            tokens[token.hash] = token
-            families[family.id] = family
+        func load(_ rows: [any SQLRow]) throws {
+            for row in rows {
+                let (token, family) = try tokenWithSession(row)
+                tokens[token.hash] = token
+                families[family.id] = family
+            }
+        }
+        try load(
+            try await db.raw(
+                "\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: presented)) ORDER BY t.hash\(unsafeRaw: onPostgres ? " FOR UPDATE" : "")"
+            ).all())
+        // A retry needs to know whether its successor is still unused: a statement of its own, because on PostgreSQL
+        // the locking read above does not see a successor that the transaction it waited for has just inserted.
+        let successors = Set(tokens.values.compactMap { $0.rotatedAt == nil ? nil : $0.successorHash }).subtracting(tokens.keys).sorted()
+        if !successors.isEmpty {
+            try load(try await db.raw("\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: successors))").all())
         }
         let storedTokens = tokens
         let storedFamilies = families

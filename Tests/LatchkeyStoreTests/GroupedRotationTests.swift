@@ -177,3 +177,27 @@ extension StoreConformanceTests {
         }
     }
 }
+
+extension StoreConformanceTests {
+    @Test("PostgreSQL: one token rotated by two stores at once gives one rotation and one retry, never a reuse")
+    func twoStoresOneToken() async throws {
+        guard let url = ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] else { return }
+        try await withStore(.postgres) { store in
+            let other = try await SQLAuthStore.open(.postgres(url: url))
+            defer { Task { await other.close() } }
+            let (user, identity) = try await makeUser(store)
+            var outcomes: [String] = []
+            for round in 0..<20 {
+                let hash = "\(run)-two\(round)"
+                let next = successor(try await makeSession(store, user: user, identity: identity, hash: hash), parent: hash)
+                async let first = store.rotate(presentedHash: hash, successor: next, now: Self.now, graceWindow: 10)
+                async let second = other.rotate(presentedHash: hash, successor: next, now: Self.now, graceWindow: 10)
+                let results = try await [first, second]
+                outcomes.append(
+                    results.map { if case .rotated = $0 { "rotated" } else if case .retried = $0 { "retried" } else { "\($0)" } }.sorted().joined(
+                        separator: "+"))
+            }
+            #expect(outcomes.allSatisfy { $0 == "retried+rotated" }, "\(outcomes)")
+        }
+    }
+}
