@@ -76,11 +76,7 @@ extension SQLAuthStore {
                 """)
         }
         if !added.isEmpty {
-            writes.append(
-                """
-                INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
-                VALUES \(rows: added.map { [$0.hash, $0.familyID, $0.parentHash, $0.createdAt.millis, $0.idleExpiresAt.millis, $0.rotatedAt?.millis, $0.successorHash] })
-                """)
+            writes.append(insertTokens(added))
         }
         if onPostgres, writes.count > 1 {
             // One round trip: PostgreSQL runs statements in WITH together (they touch different rows).
@@ -104,6 +100,14 @@ extension SQLAuthStore {
 }
 
 extension SQLAuthStore {
+    /// One `INSERT` of refresh tokens (at least one).
+    static func insertTokens(_ tokens: [RefreshTokenRecord]) -> SQLQueryString {
+        """
+        INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
+        VALUES \(rows: tokens.map { [$0.hash, $0.familyID, $0.parentHash, $0.createdAt.millis, $0.idleExpiresAt.millis, $0.rotatedAt?.millis, $0.successorHash] })
+        """
+    }
+
     /// The token and session of each hash (nil for an unknown one), in one query.
     static func tokensWithSessions(hashes: [String], _ db: any SQLDatabase) async throws -> [(RefreshTokenRecord, SessionFamily)?] {
         let rows = try await db.raw("\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: Array(Set(hashes))))").all()

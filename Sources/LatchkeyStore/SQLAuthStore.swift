@@ -56,11 +56,16 @@ public final class SQLAuthStore: AuthStore {
     public func close() async { await backend.shutdown() }
 
     private func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        do { return try await backend.read(body) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
+        try await Self.translatingErrors { try await backend.read(body) }
     }
 
     private func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        do { return try await backend.batcher.submit(body) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
+        try await Self.translatingErrors { try await backend.batcher.submit(body) }
+    }
+
+    /// Runs `body`, turning a driver's error into the store's (see ``translate(_:)``).
+    private static func translatingErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch let error as AuthStoreError { throw error } catch { throw translate(error) }
     }
 
     /// Unique violations become `.duplicate`, an unreachable or exhausted database `.unavailable`; anything else
@@ -375,27 +380,17 @@ public final class SQLAuthStore: AuthStore {
                   \(bind: family.userAgent))
                 """
             ).run()
-            try await Self.insertToken(firstToken, db)
+            try await db.raw(Self.insertTokens([firstToken])).run()
         }
     }
 
-    private static func insertToken(_ token: RefreshTokenRecord, _ db: any SQLDatabase) async throws {
-        try await db.raw(
-            """
-            INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
-            VALUES (\(bind: token.hash), \(bind: token.familyID), \(bind: token.parentHash), \(bind: token.createdAt.millis), \(bind: token.idleExpiresAt.millis),
-              \(bind: token.rotatedAt?.millis), \(bind: token.successorHash))
-            """
-        ).run()
-    }
-
     public func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)? {
-        do { return try await tokenLookups.submit(hash) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
+        try await Self.translatingErrors { try await tokenLookups.submit(hash) }
     }
 
     public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
         let request = RotationRequest(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow)
-        do { return try await rotations.submit(request) } catch let error as AuthStoreError { throw error } catch { throw Self.translate(error) }
+        return try await Self.translatingErrors { try await rotations.submit(request) }
     }
 
     /// The most rotations one transaction has handled so far.

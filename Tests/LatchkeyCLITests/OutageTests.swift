@@ -67,6 +67,41 @@ struct OutageTests {
         }
     }
 
+    /// What the clients saw in the second before `body` ran (`before`) and from the tally's last reset in `body`
+    /// until the load stopped (`after`); then how each client's last token answered one more refresh (`last`).
+    struct LoadRun {
+        let clients: Int
+        let before: [String: Int]
+        let after: [String: Int]
+        let last: [Int: Int]
+        /// Requests that failed without an answer, over the whole run.
+        let failures: [String]
+    }
+
+    /// Signs in `count` clients and keeps them under ``load(_:clients:tally:stop:)`` while `body` runs, from one second
+    /// before it until two seconds after it returned (or until it threw).
+    static func underLoad(_ fleet: Fleet, clients count: Int = 16, _ body: (Tally) async throws -> Void) async throws -> LoadRun {
+        let clients = try await signIn(fleet, count: count)
+        let tally = Tally()
+        let stop = CrashTests.Flag()
+        async let loadDone: Void = load(fleet, clients: clients, tally: tally, stop: stop)
+        do {
+            try await Task.sleep(for: .seconds(1))
+            let before = tally.snapshot
+            tally.reset()
+            try await body(tally)
+            try await Task.sleep(for: .seconds(2))
+            stop.set()
+            await loadDone
+            let after = tally.snapshot
+            return LoadRun(clients: clients.count, before: before, after: after, last: try await lastTokens(fleet, clients), failures: tally.failures)
+        } catch {
+            stop.set()
+            await loadDone
+            throw error
+        }
+    }
+
     static func signIn(_ fleet: Fleet, count: Int) async throws -> [Client] {
         var clients: [Client] = []
         for _ in 0..<count {
@@ -91,43 +126,35 @@ struct OutageTests {
         defer { postgres.destroy() }
         let fleet = try await Fleet(instances: 1, server: postgres.url)
         defer { fleet.stop() }
-        let clients = try await Self.signIn(fleet, count: 16)
-        let tally = Tally()
-        let stop = CrashTests.Flag()
-        async let loadDone: Void = Self.load(fleet, clients: clients, tally: tally, stop: stop)
-
-        try await Task.sleep(for: .seconds(1))
-        let before = tally.snapshot
-        tally.reset()
-        try await postgres.stop()
-        let outage = ContinuousClock().now
+        var during: [String: Int] = [:]
+        var longestDuring = Duration.zero
         var readyDuring: Set<Int> = []
-        while ContinuousClock().now - outage < .seconds(20) {
-            readyDuring.insert((try? await fleet.get(0, "/readyz").status) ?? 0)
-            try await Task.sleep(for: .seconds(2))
-        }
-        let during = tally.snapshot
-        let longestDuring = tally.longest
-        tally.reset()
-        try await postgres.start()
-        let restarted = ContinuousClock().now
         var recoveredAfter: Duration?
-        while ContinuousClock().now - restarted < .seconds(90) {
-            if (try? await fleet.get(0, "/readyz").status) == 200 {
-                recoveredAfter = ContinuousClock().now - restarted
-                break
+        let run = try await Self.underLoad(fleet) { tally in
+            try await postgres.stop()
+            let outage = ContinuousClock().now
+            while ContinuousClock().now - outage < .seconds(20) {
+                readyDuring.insert((try? await fleet.get(0, "/readyz").status) ?? 0)
+                try await Task.sleep(for: .seconds(2))
             }
-            try await Task.sleep(for: .milliseconds(200))
+            during = tally.snapshot
+            longestDuring = tally.longest
+            tally.reset()
+            try await postgres.start()
+            let restarted = ContinuousClock().now
+            while ContinuousClock().now - restarted < .seconds(90) {
+                if (try? await fleet.get(0, "/readyz").status) == 200 {
+                    recoveredAfter = ContinuousClock().now - restarted
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(200))
+            }
         }
-        try await Task.sleep(for: .seconds(2))
-        stop.set()
-        await loadDone
-        let after = tally.snapshot
-        let last = try await Self.lastTokens(fleet, clients)
+        let (before, after, last) = (run.before, run.after, run.last)
         print("postgres restart: before \(before); during a 20 s outage \(during), slowest \(longestDuring), /readyz \(readyDuring.sorted());")
         print("postgres restart: ready again \(recoveredAfter.map { "\($0)" } ?? "never") after the start; then \(after); last tokens \(last)")
 
-        print("postgres restart: failed requests \(tally.failures)")
+        print("postgres restart: failed requests \(run.failures)")
         #expect(before["refresh 200", default: 0] > 0)
         // Requests that had their connection before the stop may still answer 200.
         #expect(during.keys.allSatisfy { $0.hasSuffix(" 200") || $0.hasSuffix(" 503") }, "during the outage: \(during)")
@@ -137,8 +164,8 @@ struct OutageTests {
         #expect(recoveredAfter != nil)
         #expect(after["refresh 200", default: 0] > 0)
         #expect(after.keys.allSatisfy { $0.hasSuffix(" 200") || $0.hasSuffix(" 503") }, "after the restart: \(after)")
-        #expect(last == [200: clients.count])
-        #expect(try await fleet.count("SELECT count(*) FROM sessions WHERE revoked_at IS NULL") == clients.count)
+        #expect(last == [200: run.clients])
+        #expect(try await fleet.count("SELECT count(*) FROM sessions WHERE revoked_at IS NULL") == run.clients)
     }
 
     @Test("SQLite with its files capped (as on a full disk): writes answer 503, reads go on, nothing is lost or corrupted")
@@ -146,30 +173,24 @@ struct OutageTests {
         let fleet = try await Fleet(instances: 1, start: false, sqlite: true)
         defer { fleet.stop() }
         try await fleet.start(0, ignoringFileSizeSignal: true)
-        let clients = try await Self.signIn(fleet, count: 16)
-        let tally = Tally()
-        let stop = CrashTests.Flag()
-        async let loadDone: Void = Self.load(fleet, clients: clients, tally: tally, stop: stop)
-
-        try await Task.sleep(for: .seconds(1))
-        let before = tally.snapshot
-        tally.reset()
-        // No file may grow past the size the database has now: the next pages have nowhere to go. Only the soft
-        // limit, which a process without CAP_SYS_RESOURCE can raise again.
         let pid = try #require(fleet.processID(0))
-        let size = try FileManager.default.attributesOfItem(atPath: fleet.database)[.size] as? Int ?? 0
-        try await ThrowawayPostgres.shell("prlimit --pid \(pid) --fsize=\(size):unlimited")
-        try await Task.sleep(for: .seconds(3))
-        let during = tally.snapshot
-        let signInDuring = try? await fleet.signIn(at: 0)
-        let ready = try await fleet.get(0, "/readyz").status
-        try await ThrowawayPostgres.shell("prlimit --pid \(pid) --fsize=unlimited:unlimited")
-        tally.reset()
-        try await Task.sleep(for: .seconds(2))
-        stop.set()
-        await loadDone
-        let after = tally.snapshot
-        let last = try await Self.lastTokens(fleet, clients)
+        var size = 0
+        var during: [String: Int] = [:]
+        var signInDuring: (sub: String, access: String, refresh: String)?
+        var ready = 0
+        let run = try await Self.underLoad(fleet) { tally in
+            // No file may grow past the size the database has now: the next pages have nowhere to go. Only the soft
+            // limit, which a process without CAP_SYS_RESOURCE can raise again.
+            size = try FileManager.default.attributesOfItem(atPath: fleet.database)[.size] as? Int ?? 0
+            try await ThrowawayPostgres.shell("prlimit --pid \(pid) --fsize=\(size):unlimited")
+            try await Task.sleep(for: .seconds(3))
+            during = tally.snapshot
+            signInDuring = try? await fleet.signIn(at: 0)
+            ready = try await fleet.get(0, "/readyz").status
+            try await ThrowawayPostgres.shell("prlimit --pid \(pid) --fsize=unlimited:unlimited")
+            tally.reset()
+        }
+        let (before, after, last) = (run.before, run.after, run.last)
         print("disk full: before \(before); capped at \(size) bytes \(during), /readyz \(ready); lifted \(after); last tokens \(last)")
 
         #expect(before["refresh 200", default: 0] > 0)
@@ -179,7 +200,7 @@ struct OutageTests {
         #expect(signInDuring == nil)
         #expect(ready == 200)
         #expect(after["refresh 200", default: 0] > 0)
-        #expect(last == [200: clients.count])
+        #expect(last == [200: run.clients])
         fleet.kill(0)
         #expect(try await CrashTests.integrityCheck(fleet.database) == "ok")
     }
