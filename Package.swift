@@ -165,7 +165,11 @@ let package = Package(
         ),
         .testTarget(
             name: "LatchkeyStoreTests",
-            dependencies: ["LatchkeyStore", "LatchkeyTestSupport"],
+            dependencies: [
+                "LatchkeyStore", "LatchkeyTestSupport",
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

@@ -24,14 +24,13 @@ extension SQLBackend {
     func schemaChanged() async throws {}
 }
 
-/// SQLite in WAL mode with `synchronous=FULL`: one connection writes (through the batcher), one reads.
+/// SQLite in WAL mode with `synchronous=FULL`: one connection writes (through the batcher), a few read.
 final class SQLiteBackend: SQLBackend {
     let isPostgres = false
     let batcher: WriteBatcher
     private let writer: SQLiteConnection
     /// Several readers, so reads run in parallel beside the writer (WAL lets them).
-    private let readers: Mutex<[SQLiteConnection]>
-    private let nextReader = Mutex(0)
+    private let readers: ReaderPool
     private let path: String
     private let logger: Logger
 
@@ -63,7 +62,7 @@ final class SQLiteBackend: SQLBackend {
 
     private init(writer: SQLiteConnection, readers: [SQLiteConnection], maximumBatch: Int, path: String, logger: Logger) {
         self.writer = writer
-        self.readers = Mutex(readers)
+        self.readers = ReaderPool(readers)
         self.path = path
         self.logger = logger
         let database = writer.sql()
@@ -79,12 +78,8 @@ final class SQLiteBackend: SQLBackend {
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         guard !closed.isSet else { throw Self.closedError }
-        let reader = readers.withLock { readers in
-            nextReader.withLock { next in
-                defer { next = (next + 1) % readers.count }
-                return readers[next % readers.count]
-            }
-        }
+        guard let reader = await readers.take() else { throw Self.closedError }
+        defer { readers.give(back: reader) }
         return try await body(reader.sql())
     }
 
@@ -93,16 +88,12 @@ final class SQLiteBackend: SQLBackend {
     /// readers load the new schema. (Migrations run at start-up, before any request is served.)
     func schemaChanged() async throws {
         let fresh = try await Self.openReaders(path: path, logger: logger)
-        let old = readers.withLock { readers in
-            defer { readers = fresh }
-            return readers
-        }
-        for reader in old { try? await reader.close() }
+        for reader in readers.replace(with: fresh) { try? await reader.close() }
     }
 
     func shutdown() async {
         guard closed.set() else { return }
-        for reader in readers.withLock({ $0 }) { try? await reader.close() }
+        for reader in readers.close() { try? await reader.close() }
         try? await writer.close()
     }
 
@@ -111,9 +102,93 @@ final class SQLiteBackend: SQLBackend {
     deinit {
         // A store dropped without close() (an error path) must not trap: close in the background.
         if !closed.isSet {
-            for reader in readers.withLock({ $0 }) { _ = reader.close() }
+            for reader in readers.close() { _ = reader.close() }
             _ = writer.close()
         }
+    }
+}
+
+/// SQLite reader connections, each lent to one read at a time. A statement that starts on a connection where
+/// another statement is still running joins that statement's read transaction, and so its older snapshot: it
+/// would miss rows committed in between, such as the successor of a refresh token that was just rotated.
+private final class ReaderPool: Sendable {
+    private struct State {
+        /// The connections reads use now; others were replaced and are closed when given back.
+        var current: [SQLiteConnection]
+        var idle: [SQLiteConnection]
+        var waiting: [CheckedContinuation<SQLiteConnection?, Never>] = []
+        var closed = false
+    }
+    private let state: Mutex<State>
+
+    init(_ readers: [SQLiteConnection]) {
+        state = Mutex(State(current: readers, idle: readers))
+    }
+
+    /// A reader for the caller alone, waiting for one if all are lent out; nil once the pool is closed.
+    func take() async -> SQLiteConnection? {
+        enum Taken { case reader(SQLiteConnection?), busy }
+        let taken: Taken = state.withLock { state in
+            if state.closed { return .reader(nil) }
+            if let reader = state.idle.popLast() { return .reader(reader) }
+            return .busy
+        }
+        if case .reader(let reader) = taken { return reader }
+        return await withCheckedContinuation { continuation in
+            let ready: SQLiteConnection?? = state.withLock { state in
+                if state.closed { return .some(nil) }
+                if let reader = state.idle.popLast() { return .some(reader) }
+                state.waiting.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    func give(back reader: SQLiteConnection) {
+        enum Next { case close, handOver(CheckedContinuation<SQLiteConnection?, Never>), keep }
+        let next: Next = state.withLock { state in
+            guard !state.closed, state.current.contains(where: { $0 === reader }) else { return .close }
+            if !state.waiting.isEmpty { return .handOver(state.waiting.removeFirst()) }
+            state.idle.append(reader)
+            return .keep
+        }
+        switch next {
+        case .close: _ = reader.close()
+        case .handOver(let waiter): waiter.resume(returning: reader)
+        case .keep: break
+        }
+    }
+
+    /// Puts fresh readers in place of the current ones; returns the idle old ones to close (the lent ones are
+    /// closed when given back).
+    func replace(with fresh: [SQLiteConnection]) -> [SQLiteConnection] {
+        let (old, handed) = state.withLock { state in
+            let old = state.idle
+            state.current = fresh
+            state.idle = fresh
+            var handed: [(CheckedContinuation<SQLiteConnection?, Never>, SQLiteConnection)] = []
+            while !state.waiting.isEmpty, let reader = state.idle.popLast() {
+                handed.append((state.waiting.removeFirst(), reader))
+            }
+            return (old, handed)
+        }
+        for (waiter, reader) in handed { waiter.resume(returning: reader) }
+        return old
+    }
+
+    /// Closes the pool: waiting reads get nil, and the idle readers are returned to close.
+    func close() -> [SQLiteConnection] {
+        let (idle, waiting) = state.withLock { state in
+            state.closed = true
+            defer {
+                state.idle = []
+                state.waiting = []
+            }
+            return (state.idle, state.waiting)
+        }
+        for waiter in waiting { waiter.resume(returning: nil) }
+        return idle
     }
 }
 
