@@ -118,6 +118,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(name: "CMallocTuning"),
+        // The client SDK in a process of its own, for tests and `latchkey bench`: URLSession stays out of the server.
+        .executableTarget(
+            name: "latchkey-sdk-probe",
+            dependencies: [
+                "LatchkeyClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "latchkey",
             dependencies: [
@@ -127,7 +137,6 @@ let package = Package(
                 "LatchkeyEmulator",
                 "LatchkeyStore",
                 "LatchkeyServer",
-                "LatchkeyClient",
                 "CMallocTuning",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,16 +1,11 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
-import LatchkeyClient
 import LatchkeyCore
 import LatchkeyEmulator
 import Logging
 import NIOCore
 import NIOHTTP1
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 
 /// What the server and emulator rows share: a silent logger, a temporary directory (the caller removes it), a
 /// development team in it, and an emulator configuration for one app that sends no notifications.
@@ -186,52 +181,50 @@ struct ServerBench {
 
     /// 1,000 concurrent `data(for:)` calls through one `LatchkeyClient` whose access token has just expired: how many
     /// refreshes they cause (must be 1), and their rate against the same requests sent with a fixed bearer header.
+    /// The client runs in `latchkey-sdk-probe`, built beside this binary; without it these rows are left out.
     private func sdkRows(server: ChildServer, signIn: MintedSignIn) async throws -> [BenchRow] {
-        let transport = CountingTransport()
-        let clock = SDKProbe.SkippingClock()
-        let client = LatchkeyClient(baseURL: URL(string: server.url)!, tokenStore: InMemoryTokenStore(), transport: transport, clock: clock)
-        try await client.signInWithApple(
-            identityToken: signIn.body["identityToken"]!, authorizationCode: signIn.body["authorizationCode"], rawNonce: signIn.body["rawNonce"]!)
-        let token = try await client.validAccessToken()
-        let request = URLRequest(url: URL(string: server.url + "/v1/me")!)
-        func burst(_ send: @escaping @Sendable () async throws -> Int) async throws -> Double {
-            let start = ContinuousClock.now
-            let ok = try await withThrowingTaskGroup(of: Int.self) { group in
-                for _ in 0..<1000 { group.addTask { try await send() } }
-                return try await group.reduce(0, +)
-            }
-            guard ok == 1000 else { throw CLIError("only \(ok) of 1000 requests answered 200") }
-            return 1000 / (ContinuousClock.now - start).seconds
+        let probe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("latchkey-sdk-probe")
+        guard FileManager.default.isExecutableFile(atPath: probe.path) else {
+            FileHandle.standardError.write(
+                Data("bench: no latchkey-sdk-probe beside this binary, so no SDK rows (swift build -c release builds it)\n".utf8))
+            return []
         }
-        let fixed = try await burst {
-            var authorized = request
-            authorized.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-            return try await transport.send(authorized).1.statusCode == 200 ? 1 : 0
-        }
-        let refreshesBefore = transport.refreshes
-        clock.skip(3600)
-        let sdk = try await burst { try await (client.data(for: request).1 as? HTTPURLResponse)?.statusCode == 200 ? 1 : 0 }
+        let input = try JSONSerialization.data(withJSONObject: signIn.body.filter { ["identityToken", "authorizationCode", "rawNonce"].contains($0.key) })
+        let (status, output) = try await runProcess(probe, arguments: ["burst", "--base-url", server.url], input: input)
+        guard status == 0, let line = output.split(separator: "\n").last,
+            let result = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Double],
+            let fixed = result["fixedPerSecond"], let sdk = result["sdkPerSecond"], let refreshes = result["refreshCalls"]
+        else { throw CLIError("latchkey-sdk-probe burst failed (exit \(status)): \(output)") }
         return [
             BenchRow(
                 name: "sdk_data_for_1000_concurrent_across_expiry", opsPerSecond: sdk, baselineName: "fixed_bearer_1000_concurrent", baselineOpsPerSecond: fixed
             ),
-            BenchRow(
-                name: "sdk_refresh_calls_for_1000_concurrent", opsPerSecond: Double(transport.refreshes - refreshesBefore), baselineName: "required",
-                baselineOpsPerSecond: 1),
+            BenchRow(name: "sdk_refresh_calls_for_1000_concurrent", opsPerSecond: refreshes, baselineName: "required", baselineOpsPerSecond: 1),
         ]
     }
 
-    /// URLSession, counting `POST /v1/token`.
-    final class CountingTransport: LatchkeyTransport, @unchecked Sendable {
-        // @unchecked: `count` is only used while holding `lock`.
-        private let inner = URLSessionTransport()
-        private let lock = NSLock()
-        private var count = 0
-        var refreshes: Int { lock.withLock { count } }
-
-        func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-            if request.url?.path == "/v1/token" { lock.withLock { count += 1 } }
-            return try await inner.send(request)
+    /// Runs `executable` to its end on a thread of its own, with `input` on its standard input; returns its exit
+    /// status and standard output.
+    private func runProcess(_ executable: URL, arguments: [String], input: Data) async throws -> (Int32, String) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(
+                    with: Result {
+                        let process = Process()
+                        process.executableURL = executable
+                        process.arguments = arguments
+                        let (stdin, stdout) = (Pipe(), Pipe())
+                        process.standardInput = stdin
+                        process.standardOutput = stdout
+                        try process.run()
+                        stdin.fileHandleForWriting.write(input)
+                        try stdin.fileHandleForWriting.close()
+                        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+                        process.waitUntilExit()
+                        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+                    })
+            }
         }
     }
 

@@ -406,16 +406,16 @@ struct ServeEndToEndTests {
         var presented: [String] { output.split(separator: "\n").filter { $0.hasPrefix("presented ") }.map { String($0.dropFirst(10)) } }
     }
 
-    /// `latchkey _sdk-probe`: another process running a client on the same file.
+    /// `latchkey-sdk-probe refresh`: another process running a client on the same file.
     static func probe(_ server: DevServer, file: String, refreshes: Int, dieAfterAnswer: Bool = false) async throws -> ProbeResult {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(
                     with: Result {
                         let process = Process()
-                        process.executableURL = DevServer.executable
+                        process.executableURL = DevServer.executable.deletingLastPathComponent().appendingPathComponent("latchkey-sdk-probe")
                         process.arguments =
-                            ["_sdk-probe", "--base-url", server.baseURL.absoluteString, "--store", file, "--refreshes", String(refreshes)]
+                            ["refresh", "--base-url", server.baseURL.absoluteString, "--store", file, "--refreshes", String(refreshes)]
                             + (dieAfterAnswer ? ["--die-after-answer"] : [])
                         let output = Pipe()
                         process.standardOutput = output
