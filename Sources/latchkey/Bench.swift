@@ -11,7 +11,8 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure Latchkey's hot paths against baselines measured in the same run.",
         discussion: """
-            Build in release mode for meaningful figures:
+            Build in release mode for meaningful figures (the SDK rows also need latchkey-sdk-probe):
+              swift build -c release --product latchkey-sdk-probe
               swift run -c release latchkey bench
               swift run -c release latchkey bench --json > bench.jsonl
               swift run -c release latchkey bench --soak 10       # mixed traffic for 10 minutes, sampled every 10 s
