@@ -77,7 +77,7 @@ final class SQLiteBackend: SQLBackend {
     private static let closedError = AuthStoreError.unavailable("SQLite: the store is closed (the server is shutting down)")
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        guard !closed.isSet else { throw Self.closedError }
+        // The pool is closed with the backend.
         guard let reader = await readers.take() else { throw Self.closedError }
         defer { readers.give(back: reader) }
         return try await body(reader.sql())
@@ -118,6 +118,13 @@ private final class ReaderPool: Sendable {
         var idle: [SQLiteConnection]
         var waiting: [CheckedContinuation<SQLiteConnection?, Never>] = []
         var closed = false
+
+        /// An idle reader, or `.some(nil)` once closed; nil while all are lent out.
+        mutating func lend() -> SQLiteConnection?? {
+            if closed { return .some(nil) }
+            if let reader = idle.popLast() { return .some(reader) }
+            return nil
+        }
     }
     private let state: Mutex<State>
 
@@ -127,19 +134,12 @@ private final class ReaderPool: Sendable {
 
     /// A reader for the caller alone, waiting for one if all are lent out; nil once the pool is closed.
     func take() async -> SQLiteConnection? {
-        enum Taken { case reader(SQLiteConnection?), busy }
-        let taken: Taken = state.withLock { state in
-            if state.closed { return .reader(nil) }
-            if let reader = state.idle.popLast() { return .reader(reader) }
-            return .busy
-        }
-        if case .reader(let reader) = taken { return reader }
+        if let ready = state.withLock({ $0.lend() }) { return ready }
         return await withCheckedContinuation { continuation in
-            let ready: SQLiteConnection?? = state.withLock { state in
-                if state.closed { return .some(nil) }
-                if let reader = state.idle.popLast() { return .some(reader) }
-                state.waiting.append(continuation)
-                return nil
+            let ready = state.withLock { state in
+                let ready = state.lend()
+                if ready == nil { state.waiting.append(continuation) }
+                return ready
             }
             if let ready { continuation.resume(returning: ready) }
         }

@@ -117,8 +117,7 @@ struct Burst: AsyncParsableCommand {
             return try await group.reduce(0, +)
         }
         guard ok == 1000 else { throw ValidationError("only \(ok) of 1000 requests answered 200") }
-        let elapsed = ContinuousClock.now - start
-        return 1000 / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        return 1000 / ((ContinuousClock.now - start) / .seconds(1))
     }
 }
 
