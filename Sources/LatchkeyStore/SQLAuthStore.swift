@@ -23,6 +23,10 @@ public final class SQLAuthStore: AuthStore {
     private let rotations: RequestGroups<RotationRequest, RotationResult>
     /// Concurrent look-ups of refresh tokens (each refresh makes one), a group per query.
     private let tokenLookups: RequestGroups<String, (RefreshTokenRecord, SessionFamily)?>
+    /// Concurrent sign-ins: look-ups of their accounts, claims of their identity tokens and their writes, a group each.
+    private let accountLookups: RequestGroups<AccountKey, StoredAccount?>
+    private let signInClaims: RequestGroups<SignInClaim, Bool>
+    private let signIns: RequestGroups<SignInRecord, Bool>
 
     private init(backend: any SQLBackend, location: StoreLocation, maximumWriteBatch: Int) {
         self.backend = backend
@@ -35,6 +39,15 @@ public final class SQLAuthStore: AuthStore {
         }
         tokenLookups = RequestGroups(limit: 256, maximumJobs: 2, runner: { try await backend.read($0) }) { hashes, database in
             try await Self.tokensWithSessions(hashes: hashes, database)
+        }
+        accountLookups = RequestGroups(limit: 256, maximumJobs: 2, runner: { try await backend.read($0) }) { keys, database in
+            try await Self.accounts(keys, database)
+        }
+        signInClaims = RequestGroups(limit: maximumWriteBatch, maximumJobs: 2, runner: { try await batcher.submit($0) }) { claims, database in
+            try await Self.claim(claims, database)
+        }
+        signIns = RequestGroups(limit: min(maximumWriteBatch, 256), maximumJobs: 2, runner: { try await batcher.submit($0) }) { records, database in
+            try await Self.recordSignIns(records, database)
         }
     }
 
@@ -143,65 +156,33 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
+    public func account(provider: String, subject: String) async throws -> StoredAccount? {
+        try await Self.translatingErrors { try await accountLookups.submit(AccountKey(provider: provider, subject: subject)) }
+    }
+
+    public func recordSignIn(_ record: SignInRecord) async throws {
+        guard try await Self.translatingErrors({ try await signIns.submit(record) }) else { throw AuthStoreError.duplicate }
+    }
+
     public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
         try await write { db in
-            try await Self.insertUser(user, db)
-            try await Self.insertIdentity(identity, db)
+            try await db.raw(Self.insertUsers([user])).run()
+            try await db.raw(Self.insertIdentities([identity])).run()
         }
-    }
-
-    private static func insertUser(_ user: UserAccount, _ db: any SQLDatabase) async throws {
-        try await db.raw(
-            """
-            INSERT INTO users (id, created_at, email, email_verified, given_name, family_name)
-            VALUES (\(bind: user.id), \(bind: user.createdAt.millis), \(bind: user.email), \(bind: user.emailVerified.flag), \(bind: user.givenName), \(bind: user.familyName))
-            """
-        ).run()
-    }
-
-    private static func insertIdentity(_ identity: LinkedIdentity, _ db: any SQLDatabase) async throws {
-        try await db.raw(
-            """
-            INSERT INTO identities (id, user_id, provider, subject, email, email_verified, is_private_email, real_user_status, transfer_subject,
-              given_name, family_name, email_forwarding_enabled, claims, first_seen_at, last_sign_in_at)
-            VALUES (\(bind: identity.id), \(bind: identity.userID), \(bind: identity.provider), \(bind: identity.subject), \(bind: identity.email),
-              \(bind: identity.emailVerified.flag), \(bind: identity.isPrivateEmail.flag), \(bind: identity.realUserStatus), \(bind: identity.transferSubject),
-              \(bind: identity.givenName), \(bind: identity.familyName), \(bind: identity.emailForwardingEnabled.flag), \(bind: Self.claimsDocument(identity.claims)),
-              \(bind: identity.firstSeenAt.millis), \(bind: identity.lastSignInAt.millis))
-            """
-        ).run()
     }
 
     public func updateUser(_ user: UserAccount) async throws {
-        try await write { db in
-            try await db.raw(
-                """
-                UPDATE users SET email = \(bind: user.email), email_verified = \(bind: user.emailVerified.flag), given_name = \(bind: user.givenName),
-                  family_name = \(bind: user.familyName) WHERE id = \(bind: user.id)
-                """
-            ).run()
-        }
+        try await write { db in try await db.raw(Self.updateUser(user)).run() }
     }
 
     public func updateIdentity(_ identity: LinkedIdentity) async throws {
-        try await write { db in
-            try await db.raw(
-                """
-                UPDATE identities SET email = \(bind: identity.email), email_verified = \(bind: identity.emailVerified.flag),
-                  is_private_email = \(bind: identity.isPrivateEmail.flag), real_user_status = \(bind: identity.realUserStatus),
-                  transfer_subject = \(bind: identity.transferSubject), given_name = \(bind: identity.givenName), family_name = \(bind: identity.familyName),
-                  email_forwarding_enabled = \(bind: identity.emailForwardingEnabled.flag), claims = \(bind: Self.claimsDocument(identity.claims)),
-                  last_sign_in_at = \(bind: identity.lastSignInAt.millis)
-                WHERE id = \(bind: identity.id)
-                """
-            ).run()
-        }
+        try await write { db in try await db.raw(Self.updateIdentity(identity)).run() }
     }
 
     public func addIdentity(_ identity: LinkedIdentity) async throws {
         try await write { db in
             guard try await db.raw("SELECT id FROM users WHERE id = \(bind: identity.userID)").first() != nil else { throw AuthStoreError.notFound }
-            try await Self.insertIdentity(identity, db)
+            try await db.raw(Self.insertIdentities([identity])).run()
         }
     }
 
@@ -264,11 +245,7 @@ public final class SQLAuthStore: AuthStore {
                 """
             ).all()
             guard let first = rows.first else { return nil }
-            let user = UserAccount(
-                id: try first.decode(column: "u_id", as: String.self), createdAt: try first.date("u_created_at"),
-                email: try first.decode(column: "u_email", as: String?.self), emailVerified: try first.flag("u_email_verified"),
-                givenName: try first.decode(column: "u_given_name", as: String?.self), familyName: try first.decode(column: "u_family_name", as: String?.self)
-            )
+            let user = try Self.prefixedUser(first)
             let identities = try rows.filter { try $0.decode(column: "id", as: String?.self) != nil }.map(Self.identity)
             return (user, identities)
         }
@@ -305,17 +282,7 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func saveProviderGrant(_ grant: ProviderGrant) async throws {
-        try await write { db in
-            try await db.raw(
-                """
-                INSERT INTO provider_grants (identity_id, provider, client_id, sealed_refresh_token, last_validated_at, created_at)
-                VALUES (\(bind: grant.identityID), \(bind: grant.provider), \(bind: grant.clientID), \(bind: grant.sealedRefreshToken),
-                  \(bind: grant.lastValidatedAt.millis), \(bind: grant.createdAt.millis))
-                ON CONFLICT (identity_id) DO UPDATE SET provider = excluded.provider, client_id = excluded.client_id, sealed_refresh_token = excluded.sealed_refresh_token,
-                  last_validated_at = excluded.last_validated_at, created_at = excluded.created_at, validation_claimed_until = NULL
-                """
-            ).run()
-        }
+        try await write { db in try await db.raw(Self.upsertGrants([grant])).run() }
     }
 
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool {
@@ -372,14 +339,7 @@ public final class SQLAuthStore: AuthStore {
 
     public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws {
         try await write { db in
-            try await db.raw(
-                """
-                INSERT INTO sessions (id, user_id, identity_id, client_id, created_at, last_used_at, absolute_expires_at, revoked_at, revocation_reason, user_agent)
-                VALUES (\(bind: family.id), \(bind: family.userID), \(bind: family.identityID), \(bind: family.clientID), \(bind: family.createdAt.millis),
-                  \(bind: family.lastUsedAt.millis), \(bind: family.absoluteExpiresAt.millis), \(bind: family.revokedAt?.millis), \(bind: family.revocationReason),
-                  \(bind: family.userAgent))
-                """
-            ).run()
+            try await db.raw(Self.insertSessions([family])).run()
             try await db.raw(Self.insertTokens([firstToken])).run()
         }
     }
@@ -499,19 +459,8 @@ public final class SQLAuthStore: AuthStore {
     // MARK: Sign-in replay records
 
     public func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool {
-        do {
-            try await write { db in
-                try await db.raw(
-                    """
-                    INSERT INTO used_sign_in_tokens (provider, subject, token_hash, expires_at)
-                    VALUES (\(bind: provider), \(bind: subject), \(bind: tokenHash), \(bind: expiresAt.millis))
-                    """
-                ).run()
-            }
-            return true
-        } catch AuthStoreError.duplicate {
-            return false
-        }
+        let claim = SignInClaim(provider: provider, subject: subject, tokenHash: tokenHash, expiresAt: expiresAt)
+        return try await Self.translatingErrors { try await signInClaims.submit(claim) }
     }
 
     public func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws {
@@ -657,13 +606,7 @@ public final class SQLAuthStore: AuthStore {
     // MARK: Audit
 
     public func audit(_ event: AuditEvent) async throws {
-        try await write { db in
-            try await db.raw(
-                """
-                INSERT INTO audit_events (id, at, user_id, kind, detail) VALUES (\(bind: event.id), \(bind: event.at.millis), \(bind: event.userID), \(bind: event.kind), \(bind: event.detail))
-                """
-            ).run()
-        }
+        try await write { db in try await db.raw(Self.insertAudits([event])).run() }
     }
 
     public func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent] {
@@ -718,7 +661,7 @@ public final class SQLAuthStore: AuthStore {
 
     // MARK: Row mapping
 
-    private static func user(_ row: any SQLRow) throws -> UserAccount {
+    static func user(_ row: any SQLRow) throws -> UserAccount {
         UserAccount(
             id: try row.decode(column: "id", as: String.self), createdAt: try row.date("created_at"), email: try row.decode(column: "email", as: String?.self),
             emailVerified: try row.flag("email_verified"), givenName: try row.decode(column: "given_name", as: String?.self),
@@ -726,7 +669,7 @@ public final class SQLAuthStore: AuthStore {
         )
     }
 
-    private static func identity(_ row: any SQLRow) throws -> LinkedIdentity {
+    static func identity(_ row: any SQLRow) throws -> LinkedIdentity {
         LinkedIdentity(
             id: try row.decode(column: "id", as: String.self), userID: try row.decode(column: "user_id", as: String.self),
             provider: try row.decode(column: "provider", as: String.self), subject: try row.decode(column: "subject", as: String.self),

@@ -38,7 +38,10 @@ final class SQLiteBackend: SQLBackend {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
         let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000"] {
+        // Statement journals (savepoints, multi-row statements) in memory: as temporary files each transaction opened and wrote one.
+        for pragma in [
+            "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA temp_store=MEMORY",
+        ] {
             _ = try await writer.query(pragma)
         }
         let readers = try await openReaders(path: path, logger: logger)

@@ -378,6 +378,119 @@ struct StoreConformanceTests {
         }
     }
 
+    /// A sign-in's record for a new user, or (with `user`/`identity` given) a returning one, with a session and an audit event.
+    func signInRecord(subject: String, creating: Bool = true, user: UserAccount? = nil, identity: LinkedIdentity? = nil, grant token: String? = nil)
+        -> SignInRecord
+    {
+        let user = user ?? UserAccount(id: newIdentifier(), createdAt: Self.now, email: "s@example.com", emailVerified: true, givenName: "Sam")
+        let identity =
+            identity
+            ?? LinkedIdentity(
+                id: newIdentifier(), userID: user.id, provider: "google", subject: subject, email: "s@example.com", claims: ["hd": "example.com"],
+                firstSeenAt: Self.now, lastSignInAt: Self.now)
+        let family = SessionFamily(
+            id: newIdentifier(), userID: user.id, identityID: identity.id, clientID: "com.example.app", createdAt: Self.now, lastUsedAt: Self.now,
+            absoluteExpiresAt: Self.now.addingTimeInterval(86_400 * 90), userAgent: "tests")
+        let first = RefreshTokenRecord(
+            hash: newIdentifier(), familyID: family.id, parentHash: nil, createdAt: Self.now, idleExpiresAt: Self.now.addingTimeInterval(86_400 * 30))
+        return SignInRecord(
+            account: creating ? .create(user, identity) : .update(user: user, identity: identity),
+            grant: token.map {
+                ProviderGrant(
+                    identityID: identity.id, provider: "google", clientID: "c", sealedRefreshToken: $0, lastValidatedAt: Self.now, createdAt: Self.now)
+            },
+            session: SessionStart(family: family, firstToken: first),
+            audits: [AuditEvent(at: Self.now, userID: user.id, kind: "signed_in", detail: "session=\(family.id)")])
+    }
+
+    @Test("a sign-in writes its account, grant, session and audit at once; creating a linked identity is a duplicate and writes nothing", arguments: kinds)
+    func signInRecords(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let subject = "\(run)-signin"
+            #expect(try await store.account(provider: "google", subject: subject) == nil)
+            let first = signInRecord(subject: subject, grant: "v1.first")
+            try await store.recordSignIn(first)
+            guard case .create(let user, let identity) = first.account, let session = first.session else { throw CancellationError() }
+            #expect(try await store.account(provider: "google", subject: subject) == StoredAccount(identity: identity, user: user, identities: [identity]))
+            #expect(try await store.providerGrant(identityID: identity.id) == first.grant)
+            #expect(try await store.session(id: session.family.id) == session.family)
+            #expect(try await store.refreshToken(hash: session.firstToken.hash)?.0 == session.firstToken)
+            #expect(try await store.auditEvents(userID: user.id, limit: 10).map(\.kind) == ["signed_in"])
+
+            // The same person signing up again (a race another sign-in won): nothing of it is written.
+            let again = signInRecord(subject: subject, grant: "v1.again")
+            await #expect(throws: AuthStoreError.duplicate) { try await store.recordSignIn(again) }
+            guard case .create(let loser, _) = again.account else { throw CancellationError() }
+            #expect(try await store.user(id: loser.id) == nil)
+            #expect(try await store.session(id: again.session!.family.id) == nil)
+            #expect(try await store.auditEvents(userID: loser.id, limit: 10).isEmpty)
+            #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.first")
+
+            // A returning sign-in changes the user and identity, and starts another session.
+            var changedUser = user
+            changedUser.familyName = "Smith"
+            var changedIdentity = identity
+            changedIdentity.lastSignInAt = Self.now.addingTimeInterval(60)
+            changedIdentity.claims["tid"] = "tenant"
+            let returning = signInRecord(subject: subject, creating: false, user: changedUser, identity: changedIdentity, grant: "v1.returning")
+            try await store.recordSignIn(returning)
+            #expect(try await store.user(id: user.id) == changedUser)
+            #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.returning")
+            #expect(try await store.sessions(userID: user.id).count == 2)
+
+            // An account is found by any of its identities, with all of them, oldest first.
+            let apple = LinkedIdentity(
+                id: newIdentifier(), userID: user.id, provider: "apple", subject: "\(run)-signin-apple", firstSeenAt: Self.now.addingTimeInterval(120),
+                lastSignInAt: Self.now.addingTimeInterval(120))
+            try await store.addIdentity(apple)
+            let found = try #require(try await store.account(provider: "apple", subject: apple.subject))
+            #expect(found.identity == apple)
+            #expect(found.user == changedUser)
+            #expect(found.identities == [changedIdentity, apple])
+            #expect(try await store.account(provider: "google", subject: subject)?.identity == changedIdentity)
+        }
+    }
+
+    @Test("concurrent sign-ins: a token claimed many times at once and an identity created many times at once each have one winner", arguments: kinds)
+    func concurrentSignIns(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let shared = "\(run)-contested"
+            let outcomes = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
+                for index in 0..<40 {
+                    let subject = index < 10 ? shared : "\(run)-distinct-\(index)"
+                    let record = signInRecord(subject: subject)
+                    group.addTask {
+                        do {
+                            try await store.recordSignIn(record)
+                            return (subject, true)
+                        } catch AuthStoreError.duplicate {
+                            return (subject, false)
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0.0 == shared && $0.1 }.count == 1)
+            #expect(outcomes.filter { $0.0 != shared && !$0.1 }.isEmpty)
+            for index in 10..<40 {
+                #expect(try await store.account(provider: "google", subject: "\(run)-distinct-\(index)") != nil)
+            }
+            let contested = try #require(try await store.account(provider: "google", subject: shared))
+            #expect(try await store.sessions(userID: contested.user.id).count == 1)
+
+            let expiry = Self.now.addingTimeInterval(600)
+            let claims = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+                for index in 0..<30 {
+                    let hash = index < 10 ? "\(run)-same-token" : "\(run)-token-\(index)"
+                    group.addTask { (index, try await store.recordSignInToken(provider: "google", subject: "s", tokenHash: hash, expiresAt: expiry)) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(claims.filter { $0.0 < 10 && $0.1 }.count == 1)
+            #expect(claims.filter { $0.0 >= 10 && !$0.1 }.isEmpty)
+        }
+    }
+
     @Test("sweep removes expired tokens and long-dead sessions", arguments: kinds)
     func sweep(kind: Kind) async throws {
         try await withStore(kind) { store in

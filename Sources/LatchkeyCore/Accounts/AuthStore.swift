@@ -10,6 +10,12 @@ public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningK
     func migrate() async throws
     /// Throws when the store cannot answer (readiness).
     func ping() async throws
+    /// The identity with this provider and subject, its user and all the user's identities, in one read; nil when
+    /// no such identity is linked.
+    func account(provider: String, subject: String) async throws -> StoredAccount?
+    /// Everything one sign-in writes, atomically: the new or changed account, the provider grant, the first session
+    /// and the audit events. `.duplicate` (and nothing written) when a created identity is linked already.
+    func recordSignIn(_ record: SignInRecord) async throws
     /// Deletes expired refresh tokens and sign-in records, one-time records expired for a day, sessions dead for
     /// 30 days and sealed payloads of finished outbox items; returns how many rows went.
     @discardableResult func sweep(now: Date) async throws -> Int

@@ -31,6 +31,23 @@ public actor MemoryAuthStore: AuthStore {
         identitiesByID[identity.id] = identity
     }
 
+    public func account(provider: String, subject: String) -> StoredAccount? {
+        guard let identity = identity(provider: provider, subject: subject), let user = usersByID[identity.userID] else { return nil }
+        return StoredAccount(identity: identity, user: user, identities: identities(userID: user.id))
+    }
+
+    public func recordSignIn(_ record: SignInRecord) throws {
+        switch record.account {
+        case .create(let user, let identity): try createUser(user, identity: identity)
+        case .update(let user, let identity):
+            if let user { updateUser(user) }
+            updateIdentity(identity)
+        }
+        if let grant = record.grant { saveProviderGrant(grant) }
+        if let session = record.session { createSession(session.family, firstToken: session.firstToken) }
+        events += record.audits
+    }
+
     public func updateUser(_ user: UserAccount) { usersByID[user.id] = user }
     public func updateIdentity(_ identity: LinkedIdentity) { identitiesByID[identity.id] = identity }
 

@@ -51,12 +51,17 @@ public struct ProviderGrants: Sendable {
 
     /// Keeps the token a provider issued for this identity, sealed, replacing an older one.
     func save(_ providerRefreshToken: String?, identity: LinkedIdentity, clientID: String) async throws {
-        guard let providerRefreshToken else { return }
+        guard let grant = try grant(providerRefreshToken, identity: identity, clientID: clientID) else { return }
+        try await store.saveProviderGrant(grant)
+    }
+
+    /// The grant that keeps the token a provider issued for this identity, sealed; nil without a token.
+    func grant(_ providerRefreshToken: String?, identity: LinkedIdentity, clientID: String) throws -> ProviderGrant? {
+        guard let providerRefreshToken else { return nil }
         let now = timeSource.now
-        try await store.saveProviderGrant(
-            ProviderGrant(
-                identityID: identity.id, provider: identity.provider, clientID: clientID, sealedRefreshToken: try box.seal(providerRefreshToken),
-                lastValidatedAt: now, createdAt: now))
+        return ProviderGrant(
+            identityID: identity.id, provider: identity.provider, clientID: clientID, sealedRefreshToken: try box.seal(providerRefreshToken),
+            lastValidatedAt: now, createdAt: now)
     }
 
     /// Revokes the identity's provider grant at its provider, or queues the revocation; true when revoked now.

@@ -240,8 +240,23 @@ public struct AuditEvent: Sendable, Codable, Equatable {
     }
 }
 
-/// A random, URL-safe identifier (128 bits, lowercase UUID form).
-public func newIdentifier() -> String { UUID().uuidString.lowercased() }
+/// A new record identifier: a UUID whose first 48 bits are the time in milliseconds (the layout of RFC 9562's
+/// version 7) and whose other 74 are random. Records made one after another get neighbouring keys, so inserting
+/// them touches the end of each index instead of a random page of it (a sign-in writes about ten index entries).
+/// The identifiers are not secrets and carry no more than the creation time their rows keep anyway.
+public func newIdentifier() -> String {
+    // Random bits from the system generator (`getrandom`): Foundation's `UUID()` opens /dev/urandom on every call.
+    var random = SystemRandomNumberGenerator()
+    let (high, low) = (random.next() as UInt64, random.next() as UInt64)
+    let millis = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
+    func byte(_ value: UInt64, _ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: value >> (56 - 8 * index)) }
+    let uuid: uuid_t = (
+        byte(millis << 16, 0), byte(millis << 16, 1), byte(millis << 16, 2), byte(millis << 16, 3), byte(millis << 16, 4), byte(millis << 16, 5),
+        byte(high, 6) & 0x0F | 0x70, byte(high, 7), byte(low, 0) & 0x3F | 0x80, byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4),
+        byte(low, 5), byte(low, 6), byte(low, 7)
+    )
+    return UUID(uuid: uuid).uuidString.lowercased()
+}
 
 /// An invitation to sign up while `signup.mode` is `invite`. The code itself is never stored, only its hash.
 public struct Invite: Sendable, Equatable {
@@ -291,5 +306,52 @@ public struct OneTimeRecord: Sendable, Equatable {
         self.sealedPayload = sealedPayload
         self.expiresAt = expiresAt
         self.usedAt = usedAt
+    }
+}
+
+/// A linked identity as a sign-in finds it, with its user and all of the user's identities (oldest first).
+public struct StoredAccount: Sendable, Equatable {
+    public var identity: LinkedIdentity
+    public var user: UserAccount
+    public var identities: [LinkedIdentity]
+
+    public init(identity: LinkedIdentity, user: UserAccount, identities: [LinkedIdentity]) {
+        self.identity = identity
+        self.user = user
+        self.identities = identities
+    }
+}
+
+/// A session family with its first refresh token, as a sign-in stores it.
+public struct SessionStart: Sendable, Equatable {
+    public var family: SessionFamily
+    public var firstToken: RefreshTokenRecord
+
+    public init(family: SessionFamily, firstToken: RefreshTokenRecord) {
+        self.family = family
+        self.firstToken = firstToken
+    }
+}
+
+/// What one sign-in writes (see ``AuthStore/recordSignIn(_:)``).
+public struct SignInRecord: Sendable, Equatable {
+    public enum Account: Sendable, Equatable {
+        /// A new user with their first identity.
+        case create(UserAccount, LinkedIdentity)
+        /// A known identity, changed; its user too when `user` is not nil.
+        case update(user: UserAccount?, identity: LinkedIdentity)
+    }
+
+    public var account: Account
+    /// The provider's token for this identity, sealed; replaces an older one.
+    public var grant: ProviderGrant?
+    public var session: SessionStart?
+    public var audits: [AuditEvent]
+
+    public init(account: Account, grant: ProviderGrant? = nil, session: SessionStart? = nil, audits: [AuditEvent] = []) {
+        self.account = account
+        self.grant = grant
+        self.session = session
+        self.audits = audits
     }
 }

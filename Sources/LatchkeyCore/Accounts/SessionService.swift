@@ -45,6 +45,15 @@ public struct SessionIssuer: Sendable {
     public func startSession(userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier()) async throws
         -> IssuedTokens
     {
+        let prepared = prepareSession(userID: userID, identityID: identityID, clientID: clientID, userAgent: userAgent, sessionID: sessionID)
+        try await store.createSession(prepared.start.family, firstToken: prepared.start.firstToken)
+        return try issue(prepared)
+    }
+
+    /// A new session family and its first refresh token, not yet stored (a sign-in stores it with its account).
+    public func prepareSession(userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier())
+        -> PreparedSession
+    {
         let now = timeSource.now
         let refreshToken = refreshTokens.generate()
         let family = SessionFamily(
@@ -54,11 +63,22 @@ public struct SessionIssuer: Sendable {
         let record = RefreshTokenRecord(
             hash: RefreshTokens.hash(refreshToken), familyID: family.id, parentHash: nil, createdAt: now,
             idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime))
-        try await store.createSession(family, firstToken: record)
-        let access = try accessTokens.issue(userID: userID, sessionID: family.id, clientID: clientID)
-        return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken, sessionID: family.id)
+        return PreparedSession(start: SessionStart(family: family, firstToken: record), refreshToken: refreshToken)
     }
 
+    /// The tokens of a stored session: its refresh token and a new access token.
+    public func issue(_ prepared: PreparedSession) throws -> IssuedTokens {
+        let family = prepared.start.family
+        let access = try accessTokens.issue(userID: family.userID, sessionID: family.id, clientID: family.clientID)
+        return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: prepared.refreshToken, sessionID: family.id)
+    }
+}
+
+/// A session made by ``SessionIssuer/prepareSession(userID:identityID:clientID:userAgent:sessionID:)``: what to store,
+/// and the refresh token only the client gets (the store keeps its hash).
+public struct PreparedSession: Sendable {
+    public var start: SessionStart
+    public var refreshToken: String
 }
 
 /// Latchkey sessions, composed of one type per job: ``signIns`` (sign-in, linking, invites), ``grants``

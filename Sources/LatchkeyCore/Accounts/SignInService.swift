@@ -42,18 +42,12 @@ public struct SignInService: Sendable {
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
         providerRefreshToken: String? = nil, userAgent: String? = nil, inviteCode: String? = nil
     ) async throws -> SignInOutcome {
-        let account = try await resolveAccount(
+        let (account, session) = try await resolve(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            inviteCode: inviteCode)
-        // Nothing after the session starts may fail the sign-in: the caller would release the identity token
-        // for a retry while a session made from it exists.
-        let tokens = try await issuer.startSession(userID: account.user.id, identityID: account.identity.id, clientID: verified.audience, userAgent: userAgent)
-        do {
-            try await store.audit(at: timeSource.now, account.user.id, "signed_in", "provider=\(provider) session=\(tokens.sessionID)")
-        } catch {
-            logger?.warning("could not record the sign-in in the audit log", metadata: ["session": "\(tokens.sessionID)", "error": "\(error)"])
-        }
-        return SignInOutcome(tokens: tokens, user: account.user, identities: account.identities, isNewUser: account.isNewUser)
+            inviteCode: inviteCode, startsSession: true, userAgent: userAgent)
+        // `resolve` prepares a session whenever it is asked to start one.
+        guard let session else { throw AuthStoreError.notFound }
+        return SignInOutcome(tokens: try issuer.issue(session), user: account.user, identities: account.identities, isNewUser: account.isNewUser)
     }
 
     /// Finds or creates the user of a verified sign-in exactly as ``signIn(identity:provider:givenName:familyName:providerRefreshToken:userAgent:inviteCode:)``
@@ -62,56 +56,48 @@ public struct SignInService: Sendable {
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
         providerRefreshToken: String? = nil, inviteCode: String? = nil
     ) async throws -> ResolvedAccount {
+        try await resolve(
+            identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
+            inviteCode: inviteCode, startsSession: false, userAgent: nil
+        ).account
+    }
+
+    /// Finds or creates the account and writes it in one store call, with the provider grant, the audit events and,
+    /// when `startsSession` is set, a new session: a sign-in is one transaction.
+    private func resolve(
+        identity verified: VerifiedIdentity, provider: String, givenName: String?, familyName: String?, providerRefreshToken: String?,
+        inviteCode: String?, startsSession: Bool, userAgent: String?
+    ) async throws -> (account: ResolvedAccount, session: PreparedSession?) {
         let now = timeSource.now
         let givenName = givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName
         let familyName = familyName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.familyName
         let email = verified.email.flatMap { $0.isEmpty ? nil : $0 }
-        var isNewUser = false
-        var identity: LinkedIdentity
-        var user: UserAccount
-        if let existing = try await store.identity(provider: provider, subject: verified.subject) {
-            identity = existing
-            guard let found = try await store.user(id: existing.userID) else { throw AuthStoreError.notFound }
-            user = found
-        } else {
-            if policy.requireInvite {
-                guard let inviteCode, !inviteCode.isEmpty, try await store.redeemInvite(codeHash: sha256Hex(inviteCode), at: now) else {
-                    throw LatchkeyError(
-                        .signupClosed,
-                        inviteCode == nil
-                            ? "sign-up needs an invitation on this server: send the inviteCode you were given"
-                            : "the invite code is unknown, used up, expired or revoked")
-                }
+
+        /// The record for `identity` of `user`, with a new session when one is wanted.
+        func record(_ account: SignInRecord.Account, user: UserAccount, identity: LinkedIdentity, audits: [AuditEvent]) throws
+            -> (SignInRecord, PreparedSession?)
+        {
+            let session =
+                startsSession ? issuer.prepareSession(userID: user.id, identityID: identity.id, clientID: verified.audience, userAgent: userAgent) : nil
+            var audits = audits
+            if let session {
+                audits.append(AuditEvent(at: now, userID: user.id, kind: "signed_in", detail: "provider=\(provider) session=\(session.start.family.id)"))
             }
-            user = UserAccount(
-                id: newIdentifier(), createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
-            identity = LinkedIdentity(
-                id: newIdentifier(), userID: user.id, provider: provider, subject: verified.subject, email: email, emailVerified: verified.emailVerified,
-                isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
-                givenName: givenName, familyName: familyName, claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
-            )
-            do {
-                try await store.createUser(user, identity: identity)
-                isNewUser = true
-                try await store.audit(at: timeSource.now, user.id, "user_created", "provider=\(provider)")
-            } catch AuthStoreError.duplicate {
-                // A concurrent first sign-in of the same person won; use its user.
-                guard let winner = try await store.identity(provider: provider, subject: verified.subject), let found = try await store.user(id: winner.userID)
-                else { throw AuthStoreError.notFound }
-                identity = winner
-                user = found
-            }
+            let grant = try grants.grant(providerRefreshToken, identity: identity, clientID: verified.audience)
+            return (SignInRecord(account: account, grant: grant, session: session?.start, audits: audits), session)
         }
-        if !isNewUser {
+
+        /// A known identity: fills gaps in the user's profile, refreshes the identity's and records the sign-in.
+        func signInExisting(_ found: StoredAccount) async throws -> (account: ResolvedAccount, session: PreparedSession?) {
+            var user = found.user
             var changedUser = user
             changedUser.email = user.email ?? email
             changedUser.emailVerified = user.email == nil ? verified.emailVerified : user.emailVerified
             changedUser.givenName = user.givenName ?? givenName
             changedUser.familyName = user.familyName ?? familyName
-            if changedUser != user {
-                try await store.updateUser(changedUser)
-                user = changedUser
-            }
+            let userChanged = changedUser != user
+            user = changedUser
+            var identity = found.identity
             identity.email = identity.email ?? email
             identity.emailVerified = verified.emailVerified ?? identity.emailVerified
             identity.isPrivateEmail = verified.isPrivateEmail ?? identity.isPrivateEmail
@@ -121,10 +107,39 @@ public struct SignInService: Sendable {
             identity.familyName = identity.familyName ?? familyName
             identity.claims.merge(Self.claims(of: verified)) { $1 }
             identity.lastSignInAt = now
-            try await store.updateIdentity(identity)
+            let (written, session) = try record(.update(user: userChanged ? user : nil, identity: identity), user: user, identity: identity, audits: [])
+            try await store.recordSignIn(written)
+            let identities = found.identities.map { $0.id == identity.id ? identity : $0 }
+            return (ResolvedAccount(user: user, identity: identity, identities: identities, isNewUser: false), session)
         }
-        try await grants.save(providerRefreshToken, identity: identity, clientID: verified.audience)
-        return ResolvedAccount(user: user, identity: identity, identities: try await store.identities(userID: user.id), isNewUser: isNewUser)
+
+        if let found = try await store.account(provider: provider, subject: verified.subject) { return try await signInExisting(found) }
+        if policy.requireInvite {
+            guard let inviteCode, !inviteCode.isEmpty, try await store.redeemInvite(codeHash: sha256Hex(inviteCode), at: now) else {
+                throw LatchkeyError(
+                    .signupClosed,
+                    inviteCode == nil
+                        ? "sign-up needs an invitation on this server: send the inviteCode you were given"
+                        : "the invite code is unknown, used up, expired or revoked")
+            }
+        }
+        let user = UserAccount(
+            id: newIdentifier(), createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
+        let identity = LinkedIdentity(
+            id: newIdentifier(), userID: user.id, provider: provider, subject: verified.subject, email: email, emailVerified: verified.emailVerified,
+            isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
+            givenName: givenName, familyName: familyName, claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
+        )
+        let created = AuditEvent(at: now, userID: user.id, kind: "user_created", detail: "provider=\(provider)")
+        let (written, session) = try record(.create(user, identity), user: user, identity: identity, audits: [created])
+        do {
+            try await store.recordSignIn(written)
+        } catch AuthStoreError.duplicate {
+            // A concurrent first sign-in of the same person won; use its user.
+            guard let winner = try await store.account(provider: provider, subject: verified.subject) else { throw AuthStoreError.notFound }
+            return try await signInExisting(winner)
+        }
+        return (ResolvedAccount(user: user, identity: identity, identities: [identity], isNewUser: true), session)
     }
 
     /// The claims worth keeping on an identity beyond the columns every provider fills.

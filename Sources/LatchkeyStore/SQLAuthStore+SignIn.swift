@@ -1,0 +1,211 @@
+import Foundation
+import LatchkeyCore
+import SQLKit
+
+/// A provider account, as sign-ins look it up.
+struct AccountKey: Sendable, Hashable {
+    let provider: String
+    let subject: String
+}
+
+/// One identity token presented for a sign-in, waiting for its group.
+struct SignInClaim: Sendable, Hashable {
+    let provider: String
+    let subject: String
+    let tokenHash: String
+    let expiresAt: Date
+}
+
+/// Sign-ins handled as sets, like rotations: the look-ups of accounts that arrive together share one query, and
+/// the sign-ins' writes share one transaction with one statement of each kind for the whole group.
+extension SQLAuthStore {
+    /// The account of each key (nil for an unknown one), in one query.
+    static func accounts(_ keys: [AccountKey], _ db: any SQLDatabase) async throws -> [StoredAccount?] {
+        let wanted = Array(Set(keys))
+        let rows = try await db.raw(
+            """
+            SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
+              u.given_name AS u_given_name, u.family_name AS u_family_name, i.*
+            FROM identities i JOIN users u ON u.id = i.user_id
+            WHERE i.user_id IN (SELECT user_id FROM identities WHERE (provider, subject) IN (VALUES \(rows: wanted.map { [$0.provider, $0.subject] })))
+            ORDER BY i.first_seen_at
+            """
+        ).all()
+        var users: [String: UserAccount] = [:]
+        var identities: [String: [LinkedIdentity]] = [:]
+        for row in rows {
+            let identity = try identity(row)
+            if users[identity.userID] == nil { users[identity.userID] = try prefixedUser(row) }
+            identities[identity.userID, default: []].append(identity)
+        }
+        var found: [AccountKey: StoredAccount] = [:]
+        for (userID, linked) in identities {
+            guard let user = users[userID] else { continue }
+            for identity in linked {
+                found[AccountKey(provider: identity.provider, subject: identity.subject)] = StoredAccount(identity: identity, user: user, identities: linked)
+            }
+        }
+        return keys.map { found[$0] }
+    }
+
+    /// Records each claim of an identity token that was not made before, with one statement; true for those.
+    /// A token claimed twice in one group counts for its first claim only.
+    static func claim(_ claims: [SignInClaim], _ db: any SQLDatabase) async throws -> [Bool] {
+        var distinct: [SignInClaim] = []
+        var seen: Set<SignInClaim> = []
+        for claim in claims where seen.insert(claim).inserted { distinct.append(claim) }
+        let inserted = try await db.raw(
+            """
+            INSERT INTO used_sign_in_tokens (provider, subject, token_hash, expires_at)
+            VALUES \(rows: distinct.map { [$0.provider, $0.subject, $0.tokenHash, $0.expiresAt.millis] })
+            ON CONFLICT DO NOTHING RETURNING provider, subject, token_hash
+            """
+        ).all()
+        var fresh: Set<[String]> = []
+        for row in inserted {
+            fresh.insert([
+                try row.decode(column: "provider", as: String.self), try row.decode(column: "subject", as: String.self),
+                try row.decode(column: "token_hash", as: String.self),
+            ])
+        }
+        return claims.map { fresh.remove([$0.provider, $0.subject, $0.tokenHash]) != nil }
+    }
+
+    /// Writes a group of sign-ins with one statement of each kind; false for a sign-in that creates an identity
+    /// that is linked already (by an earlier sign-in, or an earlier one in this group), which writes nothing.
+    static func recordSignIns(_ records: [SignInRecord], _ db: any SQLDatabase) async throws -> [Bool] {
+        let created = records.compactMap { record -> AccountKey? in
+            guard case .create(_, let identity) = record.account else { return nil }
+            return AccountKey(provider: identity.provider, subject: identity.subject)
+        }
+        var linked: Set<AccountKey> = []
+        if !created.isEmpty {
+            let rows = try await db.raw(
+                """
+                SELECT provider, subject FROM identities WHERE (provider, subject) IN (VALUES \(rows: Set(created).map { [$0.provider, $0.subject] }))
+                """
+            ).all()
+            for row in rows {
+                linked.insert(
+                    AccountKey(provider: try row.decode(column: "provider", as: String.self), subject: try row.decode(column: "subject", as: String.self)))
+            }
+        }
+        var accepted: [SignInRecord] = []
+        let answers = records.map { record in
+            if case .create(_, let identity) = record.account {
+                guard linked.insert(AccountKey(provider: identity.provider, subject: identity.subject)).inserted else { return false }
+            }
+            accepted.append(record)
+            return true
+        }
+
+        var newUsers: [UserAccount] = []
+        var newIdentities: [LinkedIdentity] = []
+        for record in accepted {
+            switch record.account {
+            case .create(let user, let identity):
+                newUsers.append(user)
+                newIdentities.append(identity)
+            case .update(let user, let identity):
+                if let user { try await db.raw(updateUser(user)).run() }
+                try await db.raw(updateIdentity(identity)).run()
+            }
+        }
+        if !newUsers.isEmpty {
+            try await db.raw(insertUsers(newUsers)).run()
+            try await db.raw(insertIdentities(newIdentities)).run()
+        }
+        // One grant per identity in a statement (an upsert may not touch a row twice); the last sign-in's wins.
+        var grants: [String: ProviderGrant] = [:]
+        for grant in accepted.compactMap(\.grant) { grants[grant.identityID] = grant }
+        if !grants.isEmpty {
+            try await db.raw(upsertGrants(grants.values.sorted { $0.identityID < $1.identityID })).run()
+        }
+        let sessions = accepted.compactMap(\.session)
+        if !sessions.isEmpty {
+            try await db.raw(insertSessions(sessions.map(\.family))).run()
+            try await db.raw(insertTokens(sessions.map(\.firstToken))).run()
+        }
+        let audits = accepted.flatMap(\.audits)
+        if !audits.isEmpty { try await db.raw(insertAudits(audits)).run() }
+        return answers
+    }
+}
+
+// MARK: Statements shared with the single-row writes
+
+extension SQLAuthStore {
+    static func insertUsers(_ users: [UserAccount]) -> SQLQueryString {
+        """
+        INSERT INTO users (id, created_at, email, email_verified, given_name, family_name)
+        VALUES \(rows: users.map { [$0.id, $0.createdAt.millis, $0.email, $0.emailVerified.flag, $0.givenName, $0.familyName] })
+        """
+    }
+
+    static func insertIdentities(_ identities: [LinkedIdentity]) -> SQLQueryString {
+        """
+        INSERT INTO identities (id, user_id, provider, subject, email, email_verified, is_private_email, real_user_status, transfer_subject,
+          given_name, family_name, email_forwarding_enabled, claims, first_seen_at, last_sign_in_at)
+        VALUES \(rows: identities.map { identity -> [any Encodable & Sendable] in
+            [
+                identity.id, identity.userID, identity.provider, identity.subject, identity.email, identity.emailVerified.flag, identity.isPrivateEmail.flag,
+                identity.realUserStatus, identity.transferSubject, identity.givenName, identity.familyName, identity.emailForwardingEnabled.flag,
+                claimsDocument(identity.claims), identity.firstSeenAt.millis, identity.lastSignInAt.millis,
+            ]
+        })
+        """
+    }
+
+    static func updateUser(_ user: UserAccount) -> SQLQueryString {
+        """
+        UPDATE users SET email = \(bind: user.email), email_verified = \(bind: user.emailVerified.flag), given_name = \(bind: user.givenName),
+          family_name = \(bind: user.familyName) WHERE id = \(bind: user.id)
+        """
+    }
+
+    static func updateIdentity(_ identity: LinkedIdentity) -> SQLQueryString {
+        """
+        UPDATE identities SET email = \(bind: identity.email), email_verified = \(bind: identity.emailVerified.flag),
+          is_private_email = \(bind: identity.isPrivateEmail.flag), real_user_status = \(bind: identity.realUserStatus),
+          transfer_subject = \(bind: identity.transferSubject), given_name = \(bind: identity.givenName), family_name = \(bind: identity.familyName),
+          email_forwarding_enabled = \(bind: identity.emailForwardingEnabled.flag), claims = \(bind: claimsDocument(identity.claims)),
+          last_sign_in_at = \(bind: identity.lastSignInAt.millis)
+        WHERE id = \(bind: identity.id)
+        """
+    }
+
+    /// Saves grants (one per identity), replacing older ones; a replaced grant's validation is due afresh.
+    static func upsertGrants(_ grants: [ProviderGrant]) -> SQLQueryString {
+        """
+        INSERT INTO provider_grants (identity_id, provider, client_id, sealed_refresh_token, last_validated_at, created_at)
+        VALUES \(rows: grants.map { [$0.identityID, $0.provider, $0.clientID, $0.sealedRefreshToken, $0.lastValidatedAt.millis, $0.createdAt.millis] })
+        ON CONFLICT (identity_id) DO UPDATE SET provider = excluded.provider, client_id = excluded.client_id, sealed_refresh_token = excluded.sealed_refresh_token,
+          last_validated_at = excluded.last_validated_at, created_at = excluded.created_at, validation_claimed_until = NULL
+        """
+    }
+
+    static func insertSessions(_ families: [SessionFamily]) -> SQLQueryString {
+        """
+        INSERT INTO sessions (id, user_id, identity_id, client_id, created_at, last_used_at, absolute_expires_at, revoked_at, revocation_reason, user_agent)
+        VALUES \(rows: families.map { family -> [any Encodable & Sendable] in
+            [
+                family.id, family.userID, family.identityID, family.clientID, family.createdAt.millis, family.lastUsedAt.millis,
+                family.absoluteExpiresAt.millis, family.revokedAt?.millis, family.revocationReason, family.userAgent,
+            ]
+        })
+        """
+    }
+
+    static func insertAudits(_ events: [AuditEvent]) -> SQLQueryString {
+        "INSERT INTO audit_events (id, at, user_id, kind, detail) VALUES \(rows: events.map { [$0.id, $0.at.millis, $0.userID, $0.kind, $0.detail] })"
+    }
+
+    /// A user's columns read under the `u_` prefix (beside an identity's own).
+    static func prefixedUser(_ row: any SQLRow) throws -> UserAccount {
+        UserAccount(
+            id: try row.decode(column: "u_id", as: String.self), createdAt: try row.date("u_created_at"),
+            email: try row.decode(column: "u_email", as: String?.self), emailVerified: try row.flag("u_email_verified"),
+            givenName: try row.decode(column: "u_given_name", as: String?.self), familyName: try row.decode(column: "u_family_name", as: String?.self)
+        )
+    }
+}
