@@ -43,12 +43,14 @@ struct SQLiteReaderTests {
     func waitingReadFailsOnClose() async throws {
         let backend = try await Self.openBackend()
         let held = Tally()
+        // The readers stay lent until the store has closed, however slowly the machine runs the steps between.
+        let closed = Flag()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<SQLiteBackend.readerCount {
                 group.addTask {
                     try await backend.read { _ in
                         held.enter()
-                        try await Task.sleep(for: .milliseconds(500))
+                        while !closed.isSet { try await Task.sleep(for: .milliseconds(5)) }
                     }
                 }
             }
@@ -56,6 +58,7 @@ struct SQLiteReaderTests {
             let waiting = Task { try await backend.read { _ in 1 } }
             try await Task.sleep(for: .milliseconds(50))
             await backend.shutdown()
+            closed.set()
             let error = await #expect(throws: AuthStoreError.self) { try await waiting.value }
             guard case .unavailable = error else {
                 Issue.record("expected .unavailable, got \(String(describing: error))")
@@ -78,4 +81,10 @@ private final class Tally: Sendable {
         }
     }
     func leave() { state.withLock { $0.now -= 1 } }
+}
+
+private final class Flag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }
