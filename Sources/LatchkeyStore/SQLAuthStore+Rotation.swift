@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import PostgresNIO
 import SQLKit
 
 /// One presentation of a refresh token, waiting for its group.
@@ -22,23 +23,17 @@ extension SQLAuthStore {
         let presented = Set(requests.map(\.presentedHash)).sorted()
         var tokens: [String: RefreshTokenRecord] = [:]
         var families: [String: SessionFamily] = [:]
-        func load(_ rows: [any SQLRow]) throws {
-            for row in rows {
-                let (token, family) = try tokenWithSession(row)
+        func load(_ hashes: [String], locking: Bool) async throws {
+            for (token, family) in try await tokensWithSessions(hashes, locking: locking, db) {
                 tokens[token.hash] = token
                 families[family.id] = family
             }
         }
-        try load(
-            try await db.raw(
-                "\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: presented)) ORDER BY t.hash\(unsafeRaw: onPostgres ? " FOR UPDATE" : "")"
-            ).all())
+        try await load(presented, locking: onPostgres)
         // A retry needs to know whether its successor is still unused: a statement of its own, because on PostgreSQL
         // the locking read above does not see a successor that the transaction it waited for has just inserted.
         let successors = Set(tokens.values.compactMap { $0.rotatedAt == nil ? nil : $0.successorHash }).subtracting(tokens.keys).sorted()
-        if !successors.isEmpty {
-            try load(try await db.raw("\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: successors))").all())
-        }
+        if !successors.isEmpty { try await load(successors, locking: false) }
         let storedTokens = tokens
         let storedFamilies = families
         let results = requests.map {
@@ -110,13 +105,16 @@ extension SQLAuthStore {
 
     /// The token and session of each hash (nil for an unknown one), in one query.
     static func tokensWithSessions(hashes: [String], _ db: any SQLDatabase) async throws -> [(RefreshTokenRecord, SessionFamily)?] {
-        let rows = try await db.raw("\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: Array(Set(hashes))))").all()
         var found: [String: (RefreshTokenRecord, SessionFamily)] = [:]
-        for row in rows {
-            let pair = try tokenWithSession(row)
-            found[pair.0.hash] = pair
-        }
+        for pair in try await tokensWithSessions(Array(Set(hashes)), locking: false, db) { found[pair.0.hash] = pair }
         return hashes.map { found[$0] }
+    }
+
+    /// The tokens of `hashes` that exist, each with its session; with `locking` (PostgreSQL only), their rows stay
+    /// locked, in hash order, until the transaction ends.
+    private static func tokensWithSessions(_ hashes: [String], locking: Bool, _ db: any SQLDatabase) async throws -> [(RefreshTokenRecord, SessionFamily)] {
+        if let postgres = db as? PostgresHandle { return try await postgres.tokensWithSessions(hashes, locking: locking) }
+        return try await db.raw("\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: hashes))").all().map(tokenWithSession)
     }
 
     /// A refresh token and its session in one row: the session's columns as they are, the token's prefixed `t_`.
@@ -142,4 +140,39 @@ extension SQLQueryString {
     mutating func appendInterpolation(rows: [[any Encodable & Sendable]]) {
         appendInterpolation(SQLList(rows.map { SQLGroupExpression($0.map { SQLBind($0) }) }))
     }
+}
+
+extension PostgresHandle {
+    /// The token and session of each hash that exists, in one query whose text does not depend on how many hashes
+    /// there are; with `locking`, the rows of the tokens and their sessions stay locked (in hash order) until the transaction ends.
+    func tokensWithSessions(_ hashes: [String], locking: Bool) async throws -> [(RefreshTokenRecord, SessionFamily)] {
+        let query: PostgresQuery =
+            locking
+            ? "\(unescaped: Self.tokenWithSessionColumns) WHERE t.hash = ANY(\(hashes)) ORDER BY t.hash FOR UPDATE"
+            : "\(unescaped: Self.tokenWithSessionColumns) WHERE t.hash = ANY(\(hashes))"
+        var pairs: [(RefreshTokenRecord, SessionFamily)] = []
+        for try await row in try await connection.query(query, logger: logger) {
+            let (
+                id, userID, identityID, clientID, created, lastUsed, absoluteExpiry, revoked, reason, userAgent, hash, parent, tokenCreated, idleExpiry,
+                rotated, successor
+            ) =
+                try row.decode(
+                    (String, String, String?, String, Int64, Int64, Int64, Int64?, String?, String?, String, String?, Int64, Int64, Int64?, String?).self)
+            let family = SessionFamily(
+                id: id, userID: userID, identityID: identityID, clientID: clientID, createdAt: Date(millis: created), lastUsedAt: Date(millis: lastUsed),
+                absoluteExpiresAt: Date(millis: absoluteExpiry), revokedAt: revoked.map(Date.init(millis:)), revocationReason: reason, userAgent: userAgent)
+            let token = RefreshTokenRecord(
+                hash: hash, familyID: id, parentHash: parent, createdAt: Date(millis: tokenCreated), idleExpiresAt: Date(millis: idleExpiry),
+                rotatedAt: rotated.map(Date.init(millis:)), successorHash: successor)
+            pairs.append((token, family))
+        }
+        return pairs
+    }
+
+    /// The session's columns, then the token's, in the order the decoding above reads them.
+    static let tokenWithSessionColumns = """
+        SELECT s.id, s.user_id, s.identity_id, s.client_id, s.created_at, s.last_used_at, s.absolute_expires_at, s.revoked_at,
+          s.revocation_reason, s.user_agent, t.hash, t.parent_hash, t.created_at, t.idle_expires_at, t.rotated_at, t.successor_hash
+        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+        """
 }

@@ -298,7 +298,7 @@ final class PostgresBackend: SQLBackend {
                     .success(
                         try await client.withConnection { connection in
                             guard lease.start() else { throw CancellationError() }
-                            return try await body(connection.sql())
+                            return try await body(PostgresHandle(connection))
                         }))
             } catch {
                 outcome.resume(.failure(error))
@@ -332,4 +332,33 @@ final class PostgresBackend: SQLBackend {
         runTask.cancel()
         await runTask.value
     }
+}
+
+/// SQLKit's view of one PostgreSQL connection, which also lends the connection itself: the hottest reads decode
+/// their rows by position through PostgresNIO instead of by name through SQLKit (a dictionary per row and a dynamic
+/// cast per column).
+struct PostgresHandle: SQLDatabase {
+    let connection: PostgresConnection
+    private let base: any SQLDatabase
+
+    init(_ connection: PostgresConnection) {
+        self.connection = connection
+        base = connection.sql()
+    }
+
+    var logger: Logger { base.logger }
+    var eventLoop: any EventLoop { base.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { base.version }
+    var dialect: any SQLDialect { base.dialect }
+    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        base.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        try await base.execute(sql: query, onRow)
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R { try await closure(self) }
 }
