@@ -110,7 +110,7 @@ public struct SessionService: Sendable {
         self.logger = logger
         issuer = SessionIssuer(store: store, accessTokens: accessTokens, refreshTokens: refreshTokens, policy: policy, timeSource: timeSource)
         grants = ProviderGrants(store: store, box: box, links: providerLinks, policy: policy, timeSource: timeSource, logger: logger)
-        signIns = SignInService(store: store, grants: grants, issuer: issuer, policy: policy, timeSource: timeSource, logger: logger)
+        signIns = SignInService(store: store, grants: grants, issuer: issuer, policy: policy, timeSource: timeSource)
         deletion = AccountDeletion(store: store, grants: grants, timeSource: timeSource)
         events = ProviderEvents(store: store, policy: policy, timeSource: timeSource)
     }

@@ -1,6 +1,5 @@
 import Crypto
 public import Foundation
-public import Logging
 
 /// Sign-ins: finds or creates the user for a verified provider identity and starts a session; links and
 /// unlinks identities; single-use identity tokens; invite-only sign-up.
@@ -10,15 +9,13 @@ public struct SignInService: Sendable {
     public let issuer: SessionIssuer
     public let policy: SessionPolicy
     public let timeSource: TimeSource
-    private let logger: Logger?
 
-    public init(store: any AuthStore, grants: ProviderGrants, issuer: SessionIssuer, policy: SessionPolicy, timeSource: TimeSource, logger: Logger? = nil) {
+    public init(store: any AuthStore, grants: ProviderGrants, issuer: SessionIssuer, policy: SessionPolicy, timeSource: TimeSource) {
         self.store = store
         self.grants = grants
         self.issuer = issuer
         self.policy = policy
         self.timeSource = timeSource
-        self.logger = logger
     }
 
     public struct SignInOutcome: Sendable {
