@@ -196,11 +196,11 @@ private final class ReaderPool: Sendable {
 }
 
 /// Set once, when a backend closes.
-private final class ClosedFlag: Sendable {
+final class ClosedFlag: Sendable {
     private let value = Atomic(false)
     var isSet: Bool { value.load(ordering: .acquiring) }
     /// Sets the flag; true for the caller that set it first.
-    func set() -> Bool { value.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged }
+    @discardableResult func set() -> Bool { value.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged }
 }
 
 /// A result delivered to whoever waits for it, exactly once, whichever comes first.

@@ -44,7 +44,7 @@ struct SQLiteReaderTests {
         let backend = try await Self.openBackend()
         let held = Tally()
         // The readers stay lent until the store has closed, however slowly the machine runs the steps between.
-        let closed = Flag()
+        let closed = ClosedFlag()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<SQLiteBackend.readerCount {
                 group.addTask {
@@ -81,10 +81,4 @@ private final class Tally: Sendable {
         }
     }
     func leave() { state.withLock { $0.now -= 1 } }
-}
-
-private final class Flag: Sendable {
-    private let value = Mutex(false)
-    var isSet: Bool { value.withLock { $0 } }
-    func set() { value.withLock { $0 = true } }
 }
