@@ -32,7 +32,7 @@ extension ServerConfiguration {
     /// | `http.trustForwardedFor` | deprecated: `true` means `http.trustedProxies` = 1 | false |
     /// | `log.level` | `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical` | `info` |
     /// | `log.format` | `text` or `json` (one object a line) | `text` |
-    /// | `apple.validationInterval`, `apple.unreachableGrace` | seconds | 86400, 259200 |
+    /// | `apple.validationInterval`, `apple.unreachableGrace`, `apple.validationWait` | seconds | 86400, 259200, 3 |
     /// | `rateLimit.perIp`, `rateLimit.perSubject` | requests per minute, per instance | 120, 30 |
     /// | `maintenance.interval` | seconds between key reloads, outbox retries and sweeps | 30 |
     /// | `outbox.lease` | seconds an instance holds the owed provider calls it took | 300 |
@@ -69,6 +69,7 @@ extension ServerConfiguration {
         session.unusedSuccessorRecovery = try Self.double(config, "session.unusedSuccessorRecovery") ?? session.unusedSuccessorRecovery
         session.providerValidationInterval = try Self.double(config, "apple.validationInterval") ?? session.providerValidationInterval
         session.providerUnreachableGrace = try Self.double(config, "apple.unreachableGrace") ?? session.providerUnreachableGrace
+        session.providerValidationWait = try Self.double(config, "apple.validationWait") ?? session.providerValidationWait
         rateLimit.perClientIP = try Self.int(config, "rateLimit.perIp") ?? rateLimit.perClientIP
         rateLimit.perSubject = try Self.int(config, "rateLimit.perSubject") ?? rateLimit.perSubject
         maintenanceInterval = try Self.double(config, "maintenance.interval") ?? maintenanceInterval

@@ -54,6 +54,45 @@ struct AppleLifecycleTests {
         }
     }
 
+    @Test(
+        "a slow Apple holds a refresh only for apple.validationWait while within the grace period; its late refusal still ends the sessions, and past the grace period the refresh waits for it"
+    )
+    func slowValidation() async throws {
+        try await ServerHarness.with(configure: { $0.session.providerValidationWait = 0.3 }) { harness in
+            let (sub, tokens) = try await harness.signedIn()
+            // A second user, signed in now (the emulator's tokens carry real time), refreshes past the grace period below.
+            let (lateSub, lateTokens) = try await harness.signedIn(email: "late@example.com")
+            await harness.emulator.emulator.setNotificationURL(nil, for: Fixtures.bundleID)
+            for user in [sub, lateSub] {
+                #expect(try await harness.emulator.send("POST", "/emulator/users/\(user)/consent-revocation").status == 204)
+            }
+            let slow: [String: any Sendable] = ["endpoint": "/auth/token", "kind": "latency", "latencyMilliseconds": 1500, "count": 1]
+            #expect(try await harness.emulator.send("POST", "/emulator/faults", json: slow).status == 201)
+            harness.clock.advance(86_401)
+            let started = ContinuousClock.now
+            let answer = try await harness.refresh(tokens.refreshToken)
+            let waited = ContinuousClock.now - started
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(waited < .milliseconds(1400), "the refresh waited for Apple's answer: \(waited)")
+            let successor = try answer.decode(TokenPairResponse.self)
+            // Apple's refusal, when it comes, ends the session the refresh went on with.
+            #expect(try await harness.eventually { try await harness.send("GET", "/v1/me", bearer: successor.accessToken).status == 401 })
+            let refused = try await harness.refresh(successor.refreshToken)
+            #expect(refused.error == "invalid_grant")
+            #expect((refused.json["error_description"] as? String)?.contains("Apple authorization was revoked") == true, "\(refused.text)")
+            #expect(try await validations(harness) == 1)
+
+            // Past apple.unreachableGrace the refresh waits for the answer and gets it.
+            #expect(try await harness.emulator.send("POST", "/emulator/faults", json: slow).status == 201)
+            harness.clock.advance(3 * 86_400)
+            let lateStart = ContinuousClock.now
+            let late = try await harness.refresh(lateTokens.refreshToken)
+            #expect(ContinuousClock.now - lateStart >= .milliseconds(1500))
+            #expect(late.error == "invalid_grant")
+            #expect((late.json["error_description"] as? String)?.contains("Apple authorization was revoked") == true, "\(late.text)")
+        }
+    }
+
     @Test("while Apple is unreachable sessions keep refreshing for 72 h, then refuse with 503")
     func appleUnreachable() async throws {
         try await ServerHarness.with { harness in

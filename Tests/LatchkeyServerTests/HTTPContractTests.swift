@@ -241,6 +241,7 @@ struct ConfigurationTests {
             (["mode": "staging"], "mode"),
             (["mode": "production"], "apple"),
             (["accessToken.lifetime": "5"], "accessToken.lifetime"),
+            (["apple.validationWait": "120"], "apple.validationWait"),
             (["encryptionKey": "c2hvcnQ="], "encryption key"),
             (["database.url": "mysql://x"], "database.url"),
             (["apple.teamId": "TEAMID1234"], "apple.keyId"),
@@ -268,9 +269,11 @@ struct ConfigurationTests {
             "mode": "production", "publicUrl": "https://auth.example.com", "encryptionKey": SecretBox.generateKey(),
             "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID, "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"),
             "apple.clientIds": "com.example.app, com.example.web", "database.url": "postgres://u:p@db/latchkey", "session.reuseGrace": "5",
+            "apple.validationWait": "1.5",
         ])
         #expect(configuration.apple?.clientIDs == ["com.example.app", "com.example.web"])
         #expect(configuration.issuer == "https://auth.example.com")
         #expect(configuration.session.reuseGraceWindow == 5)
+        #expect(configuration.session.providerValidationWait == 1.5)
     }
 }

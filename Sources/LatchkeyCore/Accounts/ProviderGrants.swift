@@ -103,11 +103,13 @@ public struct ProviderGrants: Sendable {
             return
         }
         let started = now
+        // Within the grace period a slow provider must not hold the refresh: the flight goes on without it.
+        let withinGrace = now.timeIntervalSince(grant.lastValidatedAt) <= policy.providerUnreachableGrace
         let result: ProviderValidation
         if let failure = validations.recentFailure(identityID, now: now) {
             result = .unreachable(failure)
         } else {
-            result = await validations.run(identityID) {
+            let answer = await validations.run(identityID, waitingAtMost: withinGrace ? .seconds(policy.providerValidationWait) : nil) {
                 // Another refresh, here or on another instance, may be asking or may have asked already.
                 let dueBefore = now.addingTimeInterval(-policy.providerValidationInterval)
                 guard
@@ -117,8 +119,7 @@ public struct ProviderGrants: Sendable {
                 else {
                     // Another request or instance is asking. Within the grace period this refresh goes on; past it, the
                     // answer is awaited (for about the provider timeout) rather than refusing.
-                    let beyondGrace = now.timeIntervalSince(grant.lastValidatedAt) > policy.providerUnreachableGrace
-                    let deadline = ContinuousClock.now + (beyondGrace ? Self.answerWait : .zero)
+                    let deadline = ContinuousClock.now + (withinGrace ? .zero : Self.answerWait)
                     while true {
                         guard let fresh = try? await store.providerGrant(identityID: identityID) else { break }
                         if fresh.lastValidatedAt > dueBefore { return .valid }
@@ -133,6 +134,7 @@ public struct ProviderGrants: Sendable {
                 case .valid:
                     // Only the token that was validated is marked; a grant replaced meanwhile keeps its own state.
                     _ = try? await store.markProviderGrantValidated(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now)
+                    return .valid
                 case .unreachable(let reason):
                     // Once per identity per backoff, fleet-wide: the operator may have to fix credentials or reach the provider.
                     logger?.warning(
@@ -141,22 +143,20 @@ public struct ProviderGrants: Sendable {
                     validations.recordFailure(identityID, reason: reason, at: timeSource.now)
                     try? await store.postponeProviderValidation(
                         identityID: identityID, until: timeSource.now.addingTimeInterval(ValidationFlights.failureBackoff))
+                    return result
                 case .revoked:
-                    break
+                    // Applied here, once, whether or not a refresh still waits for the answer.
+                    return await endSessions(of: grant, identityID: identityID, userID: userID, startedBefore: started)
                 }
-                return result
             }
+            // No answer in time: the flight carries on and applies what the provider says.
+            guard let answer else { return }
+            result = answer
         }
         switch result {
         case .valid:
             return
         case .revoked:
-            // A sign-in that brought a new authorization while the provider was asked keeps its grant and session.
-            guard try await store.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return }
-            let revoked = try await store.revokeSessions(
-                identityID: identityID, createdBefore: started, reason: "\(grant.provider)_authorization_revoked", at: timeSource.now)
-            try await store.audit(
-                at: timeSource.now, userID, "\(grant.provider)_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
             throw LatchkeyError(
                 .invalidGrant,
                 "the \(name) authorization was revoked (\(name) refused the stored refresh token); all sessions of this \(name) account were ended — sign in again"
@@ -169,6 +169,25 @@ public struct ProviderGrants: Sendable {
                     "\(name) has not confirmed this authorization for more than \(Int(policy.providerUnreachableGrace / 3600)) h and cannot be reached now; try again later"
                 )
             }
+        }
+    }
+
+    /// After the provider refused the grant's token: deletes the grant and ends the identity's sessions begun before
+    /// the validation started. `.valid` when a sign-in brought a new authorization meanwhile (it keeps its grant and
+    /// session); `.unreachable` when the store could not record it (the grant stays, to be asked about again).
+    private func endSessions(of grant: ProviderGrant, identityID: String, userID: String, startedBefore started: Date) async -> ProviderValidation {
+        do {
+            guard try await store.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return .valid }
+            let revoked = try await store.revokeSessions(
+                identityID: identityID, createdBefore: started, reason: "\(grant.provider)_authorization_revoked", at: timeSource.now)
+            try await store.audit(
+                at: timeSource.now, userID, "\(grant.provider)_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
+            return .revoked
+        } catch {
+            logger?.error(
+                "\(displayName(of: grant.provider)) refused a stored authorization, but ending its sessions failed; the grant is asked about again later",
+                metadata: ["provider": "\(grant.provider)", "error": "\(String(describing: error))"])
+            return .unreachable("the store could not end the sessions")
         }
     }
 
@@ -262,16 +281,32 @@ final class ValidationFlights: Sendable {
     /// At most this many grants are remembered as not due (about 100 bytes each).
     static let remembered = 20_000
 
-    func run(_ key: String, _ work: @escaping @Sendable () async -> ProviderValidation) async -> ProviderValidation {
-        let task = flights.withLock { flights in
-            if let existing = flights[key] { return existing }
+    /// The answer of the flight for `key`, started with `work` unless one is under way; nil when `waitingAtMost` passed
+    /// first (the flight goes on, and is shared by whoever asks next).
+    func run(_ key: String, waitingAtMost wait: Duration? = nil, _ work: @escaping @Sendable () async -> ProviderValidation) async -> ProviderValidation? {
+        let (task, isNew) = flights.withLock { flights in
+            if let existing = flights[key] { return (existing, false) }
             let task = Task { await work() }
             flights[key] = task
-            return task
+            return (task, true)
         }
-        let result = await task.value
-        flights.withLock { if $0[key] == task { $0[key] = nil } }
-        return result
+        if isNew {
+            // The flight leaves the table when it ends, whether or not anyone still waits for it.
+            Task {
+                _ = await task.value
+                self.flights.withLock { if $0[key] == task { $0[key] = nil } }
+            }
+        }
+        guard let wait else { return await task.value }
+        // Not a task group: it would wait for its child, and a child awaiting the flight cannot be cancelled.
+        return await withCheckedContinuation { continuation in
+            let first = FirstAnswer(continuation)
+            Task { first.resume(await task.value) }
+            Task {
+                try? await Task.sleep(for: wait)
+                first.resume(nil)
+            }
+        }
     }
 
     func recentFailure(_ key: String, now: Date) -> String? {
@@ -288,5 +323,18 @@ final class ValidationFlights: Sendable {
             if failures.count > 10_000 { failures = failures.filter { at.timeIntervalSince($0.value.at) < Self.failureBackoff } }
             failures[key] = (at, reason)
         }
+    }
+}
+
+/// Resumes a continuation with the first of several answers.
+private final class FirstAnswer: Sendable {
+    private let continuation: CheckedContinuation<ProviderValidation?, Never>
+    private let answered = Atomic(false)
+
+    init(_ continuation: CheckedContinuation<ProviderValidation?, Never>) { self.continuation = continuation }
+
+    func resume(_ answer: ProviderValidation?) {
+        guard answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        continuation.resume(returning: answer)
     }
 }

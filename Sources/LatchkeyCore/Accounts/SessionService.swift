@@ -17,6 +17,9 @@ public struct SessionPolicy: Sendable {
     public var providerValidationInterval: TimeInterval = 86_400
     /// While the provider cannot be reached, sessions keep refreshing this long after the last good validation.
     public var providerUnreachableGrace: TimeInterval = 72 * 3600
+    /// Within ``providerUnreachableGrace``, a refresh waits this long for a due validation's answer; past it the refresh
+    /// goes on, and the answer is applied when it comes (a revoked authorization still ends the sessions).
+    public var providerValidationWait: TimeInterval = 3
     /// When a provider deletes or disconnects the last identity a user has, delete the user too.
     public var deleteUserWithLastIdentity = true
     /// New users need a valid invite code (`signup.mode` = `invite`); existing users always sign in.
