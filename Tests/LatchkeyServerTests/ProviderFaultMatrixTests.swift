@@ -238,9 +238,10 @@ struct ProviderFaultMatrixTests {
         }
     }
 
-    /// Every fault becomes `keys_unavailable` inside the cache, so one stands for all. The answer is a definite-looking 401
-    /// although the key could not be looked up (see the note under the table in docs/apple-errors.md).
-    @Test("Apple's keys: a token signed with a key Apple has just rotated in, while its keys cannot be fetched, is refused with 401 unknown_key_id")
+    /// Every fault becomes `keys_unavailable` inside the cache, so one stands for all.
+    @Test(
+        "Apple's keys: a token signed with a key Apple has just rotated in, while its keys cannot be fetched, gets 503 temporarily_unavailable (whether the key exists is unknown), also once the fetch budget is spent"
+    )
     func rotatedKeyWhileKeysFail() async throws {
         try await FaultRig.with { rig in
             let harness = rig.harness
@@ -250,10 +251,17 @@ struct ProviderFaultMatrixTests {
             _ = try await harness.emulator.send("POST", "/emulator/keys/rotate")
             let body = try await rig.appleSignIn(sub: sub, withCode: false)
             try await rig.arm(.serverError, at: "/auth/keys")
-            let refused = try await rig.harness.post("/v1/auth/apple", json: body)
-            #expect(refused.status == 401, "\(refused.text)")
-            #expect(refused.error == "unknown_key_id")
+            let fetchesBefore = rig.line.calls(to: "/auth/keys")
+            for _ in 0..<5 {
+                let refused = try await rig.harness.post("/v1/auth/apple", json: body)
+                #expect(refused.status == 503, "\(refused.text)")
+                #expect(refused.error == "temporarily_unavailable")
+                #expect(refused.headers["retry-after"] != nil)
+            }
+            // Within the refetch budget (3 back to back, then one per 2 s; the first sign-in's fetch spent one).
+            #expect((1...3).contains(rig.line.calls(to: "/auth/keys") - fetchesBefore))
             try await rig.heal()
+            harness.clock.advance(2)
             let again = try await rig.harness.post("/v1/auth/apple", json: body)
             #expect(again.status == 200, "\(again.text)")
         }

@@ -133,7 +133,7 @@ public final class JWKSCache: VerificationKeyResolver {
     }
 
     /// Fetches for a `kid` the cache does not hold, unless it was just found missing or the refetch budget
-    /// is spent (nil then). Joins a fetch already under way without spending budget.
+    /// is spent (nil then, or the last fetch's error). Joins a fetch already under way without spending budget.
     private func refetch(forUnknownKeyID keyID: String, now: Date) async throws(LatchkeyError) -> VerificationKeySet? {
         let allowed: Bool = state.withLock { state in
             if state.inflight != nil { return true }
@@ -150,16 +150,13 @@ public final class JWKSCache: VerificationKeyResolver {
             state.refetchTokens -= 1
             return true
         }
+        // When the provider's keys could not be fetched, whether the key exists is unknown: keys_unavailable (a 503 the
+        // app retries), not a definite unknown_key_id.
         guard allowed else {
-            let (keys, error) = state.withLock { ($0.keys, $0.lastError) }
-            if keys.isEmpty, let error { throw error }
+            if let error = state.withLock({ $0.lastError }) { throw error }
             return nil
         }
-        do {
-            return try await refresh()
-        } catch  where error.code == .keysUnavailable && !cachedKeys.isEmpty {
-            return nil
-        }
+        return try await refresh()
     }
 
     /// Fetches the key set now (joining a fetch already under way), unless `respectingCooldown`
