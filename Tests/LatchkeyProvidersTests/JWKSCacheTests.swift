@@ -68,6 +68,24 @@ struct JWKSCacheTests {
         #expect(transport.count == 2)
     }
 
+    @Test("concurrent first look-ups on a cold cache all find the key with one fetch, even with a refetch budget of one")
+    func coldSingleFlight() async throws {
+        var configuration = JWKSCache.Configuration()
+        configuration.unknownKeyRefetchBurst = 1
+        // Each round a new cache. Under server load, a caller that had spent the budget and not yet started its fetch
+        // once let the callers beside it find neither a fetch under way nor budget: 401 unknown_key_id.
+        for _ in 0..<20 {
+            let transport = KeyServer().transport(delay: .milliseconds(2))
+            let cache = JWKSCache(url: Self.url, transport: transport, configuration: configuration, timeSource: .fixed(Fixtures.now))
+            let found = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<200 { group.addTask { (try? await cache.key(forKeyID: "W6WcOKB")) != nil } }
+                return await group.reduce(into: 0) { count, ok in count += ok ? 1 : 0 }
+            }
+            #expect(found == 200)
+            #expect(transport.count == 1)
+        }
+    }
+
     @Test("a key rotated in right after a fetch is picked up by the first token that names it")
     func rotationRightAfterFetch() async throws {
         let server = KeyServer()

@@ -135,9 +135,11 @@ public final class JWKSCache: VerificationKeyResolver {
     /// Fetches for a `kid` the cache does not hold, unless it was just found missing or the refetch budget
     /// is spent (nil then, or the last fetch's error). Joins a fetch already under way without spending budget.
     private func refetch(forUnknownKeyID keyID: String, now: Date) async throws(LatchkeyError) -> VerificationKeySet? {
-        let allowed: Bool = state.withLock { state in
-            if state.inflight != nil { return true }
-            if let until = state.knownUnknown[keyID], now < until { return false }
+        guard let url, let transport else { return nil }
+        // Decided and started under one lock: callers arriving together either join the fetch or find it under way.
+        let fetch: Task<VerificationKeySet, any Error>? = state.withLock { state in
+            if let inflight = state.inflight { return inflight }
+            if let until = state.knownUnknown[keyID], now < until { return nil }
             let interval = configuration.unknownKeyRefetchInterval.seconds
             let burst = Double(configuration.unknownKeyRefetchBurst)
             if state.refilledAt == .distantPast || interval <= 0 {
@@ -146,17 +148,17 @@ public final class JWKSCache: VerificationKeyResolver {
                 state.refetchTokens = min(burst, state.refetchTokens + max(0, now.timeIntervalSince(state.refilledAt)) / interval)
             }
             state.refilledAt = now
-            guard state.refetchTokens >= 1 else { return false }
+            guard state.refetchTokens >= 1 else { return nil }
             state.refetchTokens -= 1
-            return true
+            return startFetch(&state, url: url, transport: transport, now: now)
         }
         // When the provider's keys could not be fetched, whether the key exists is unknown: keys_unavailable (a 503 the
         // app retries), not a definite unknown_key_id.
-        guard allowed else {
+        guard let fetch else {
             if let error = state.withLock({ $0.lastError }) { throw error }
             return nil
         }
-        return try await refresh()
+        return try await result(of: fetch)
     }
 
     /// Fetches the key set now (joining a fetch already under way), unless `respectingCooldown`
@@ -171,24 +173,33 @@ public final class JWKSCache: VerificationKeyResolver {
             if respectingCooldown, let last = state.lastAttempt, now < last.addingTimeInterval(configuration.refetchCooldown.seconds) {
                 return .cached(state.keys, state.keys.isEmpty ? state.lastError : nil)
             }
-            state.lastAttempt = now
-            state.fetches += 1
-            let task = Task { try await self.fetch(url: url, transport: transport) }
-            state.inflight = task
-            return .join(task)
+            return .join(startFetch(&state, url: url, transport: transport, now: now))
         }
         switch plan {
         case .cached(let keys, let error):
             if let error { throw error }
             return keys
         case .join(let task):
-            do {
-                return try await task.value
-            } catch let error as LatchkeyError {
-                throw error
-            } catch {
-                throw LatchkeyError(.keysUnavailable, "fetching keys was interrupted")
-            }
+            return try await result(of: task)
+        }
+    }
+
+    /// Starts a fetch that callers arriving meanwhile join; call with the state locked.
+    private func startFetch(_ state: inout State, url: String, transport: any HTTPTransport, now: Date) -> Task<VerificationKeySet, any Error> {
+        state.lastAttempt = now
+        state.fetches += 1
+        let task = Task { try await self.fetch(url: url, transport: transport) }
+        state.inflight = task
+        return task
+    }
+
+    private func result(of fetch: Task<VerificationKeySet, any Error>) async throws(LatchkeyError) -> VerificationKeySet {
+        do {
+            return try await fetch.value
+        } catch let error as LatchkeyError {
+            throw error
+        } catch {
+            throw LatchkeyError(.keysUnavailable, "fetching keys was interrupted")
         }
     }
 
