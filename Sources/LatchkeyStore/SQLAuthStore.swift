@@ -28,7 +28,7 @@ public final class SQLAuthStore: AuthStore {
     private let signInClaims: RequestGroups<SignInClaim, Bool>
     private let signIns: RequestGroups<SignInRecord, Bool>
 
-    private init(backend: any SQLBackend, location: StoreLocation, maximumWriteBatch: Int) {
+    init(backend: any SQLBackend, location: StoreLocation, maximumWriteBatch: Int) {
         self.backend = backend
         self.location = location
         let onPostgres = backend.isPostgres
@@ -74,6 +74,11 @@ public final class SQLAuthStore: AuthStore {
 
     private func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await Self.translatingErrors { try await backend.batcher.submit(body) }
+    }
+
+    /// A write that may take long (migrations, sweeps): no answer timeout cuts it short.
+    private func longWrite<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await Self.translatingErrors { try await backend.longTransaction(body) }
     }
 
     /// Runs `body`, turning a driver's error into the store's (see ``translate(_:)``).
@@ -125,7 +130,7 @@ public final class SQLAuthStore: AuthStore {
 
     public func migrate() async throws {
         let postgres = backend.isPostgres
-        try await write { db in
+        try await longWrite { db in
             if postgres { try await db.raw("SELECT pg_advisory_xact_lock(7421001)").run() }
             try await db.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
             let applied = Set(try await db.raw("SELECT version FROM schema_migrations").all().map { try $0.decode(column: "version", as: Int.self) })
@@ -629,7 +634,7 @@ public final class SQLAuthStore: AuthStore {
     public func sweep(now: Date) async throws -> Int {
         let dayAgo = now.addingTimeInterval(-86_400).millis
         let monthAgo = now.addingTimeInterval(-30 * 86_400).millis
-        return try await write { db in
+        return try await longWrite { db in
             let expired =
                 try await db.raw(
                     """

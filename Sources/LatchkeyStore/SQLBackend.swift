@@ -15,6 +15,9 @@ protocol SQLBackend: Sendable {
     var isPostgres: Bool { get }
     var batcher: WriteBatcher { get }
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
+    /// Runs `body` in a write transaction that no answer timeout cuts short: schema migrations and sweeps, which can
+    /// take long on a large database (cut short, they would roll back and start over for ever).
+    func longTransaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
     /// Makes every connection see a schema another connection has just changed.
     func schemaChanged() async throws
     func shutdown() async
@@ -22,6 +25,10 @@ protocol SQLBackend: Sendable {
 
 extension SQLBackend {
     func schemaChanged() async throws {}
+    /// A job of the batcher, where nothing cuts a write short.
+    func longTransaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await batcher.submit(body)
+    }
 }
 
 /// SQLite in WAL mode with `synchronous=FULL`: one connection writes (through the batcher), a few read.
@@ -255,8 +262,10 @@ final class PostgresBackend: SQLBackend {
     let batcher: WriteBatcher
     let client: PostgresClient
     private let runTask: Task<Void, Never>
+    /// How long a request waits for the database in all, connection included.
+    private let answerTimeout: Duration
 
-    init(url: String, maximumBatch: Int, logger: Logger) throws(LatchkeyError) {
+    init(url: String, maximumBatch: Int, answerTimeout: Duration = PostgresBackend.answerTimeout, logger: Logger) throws(LatchkeyError) {
         guard let components = URLComponents(string: url), let host = components.host, let user = components.user else {
             throw LatchkeyError(.invalidConfiguration, "database URL must look like postgres://user:password@host:5432/database")
         }
@@ -270,26 +279,43 @@ final class PostgresBackend: SQLBackend {
         configuration.options.connectTimeout = Self.leaseTimeout
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
+        self.answerTimeout = answerTimeout
         runTask = Task { await client.run() }
         batcher = WriteBatcher(beginStatement: "BEGIN", maximumBatch: maximumBatch, parallelBatches: maximumBatch == 1 ? 1 : 4) { body in
-            try await Self.withConnection(client, body)
+            try await Self.withConnection(client, answerTimeout: answerTimeout, body)
         }
     }
 
     /// How long a request waits for a connection before the database counts as unavailable.
     static let leaseTimeout: Duration = .seconds(5)
-    /// How long a request waits for the database in all, connection included.
+    /// How long a request waits for the database in all, connection included (unless the backend is made with another).
     static let answerTimeout: Duration = .seconds(30)
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
-        try await Self.withConnection(client, body)
+        try await Self.withConnection(client, answerTimeout: answerTimeout, body)
+    }
+
+    func longTransaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+        try await Self.withConnection(client, answerTimeout: nil) { db in
+            try await db.raw("BEGIN").run()
+            do {
+                let value = try await body(db)
+                try await db.raw("COMMIT").run()
+                return value
+            } catch {
+                try? await db.raw("ROLLBACK").run()
+                throw error
+            }
+        }
     }
 
     /// Runs `body` on a pooled connection. The pool queues requests for as long as the server is unreachable,
     /// so waiting for the connection is bounded by ``leaseTimeout``, and once the wait was given up `body` never
-    /// starts. The caller waits ``answerTimeout`` in all: a `body` still running then is cancelled.
-    private static func withConnection<T: Sendable>(_ client: PostgresClient, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T
-    {
+    /// starts. The caller waits `answerTimeout` in all (nil: as long as `body` runs): a `body` still running then is
+    /// cancelled.
+    private static func withConnection<T: Sendable>(
+        _ client: PostgresClient, answerTimeout: Duration?, _ body: @escaping @Sendable (any SQLDatabase) async throws -> T
+    ) async throws -> T {
         let lease = LeaseState()
         let outcome = ResumeOnce<T>()
         let work = Task {
@@ -309,6 +335,7 @@ final class PostgresBackend: SQLBackend {
             guard lease.abandon() else {
                 // Started: a connection that died without failing its query (seen after a server restart) must not
                 // hold the caller, or a write batch and every write queued behind it, for ever.
+                guard let answerTimeout else { return }
                 try await Task.sleep(for: answerTimeout - leaseTimeout)
                 work.cancel()
                 outcome.resume(.failure(AuthStoreError.unavailable("PostgreSQL: no answer within \(answerTimeout)")))

@@ -1,7 +1,10 @@
 import Foundation
 import LatchkeyCore
-import LatchkeyStore
+import Logging
+import SQLKit
 import Testing
+
+@testable import LatchkeyStore
 
 @Suite("Store: outages become temporarily unavailable")
 struct StoreOutageTests {
@@ -28,5 +31,27 @@ struct StoreOutageTests {
             return
         }
         #expect(reason.hasPrefix("PostgreSQL"))
+    }
+
+    @Test(
+        "on PostgreSQL a request is cut short after the answer timeout (503), but migrations and sweeps run as long as they need",
+        .enabled(if: ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] != nil, "needs PostgreSQL (LATCHKEY_TEST_DATABASE_URL)"))
+    func longTransactions() async throws {
+        let url = try #require(ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"])
+        // The shortest cap there is: the connection wait (5 s) bounds every request first.
+        let backend = try PostgresBackend(url: url, maximumBatch: 8, answerTimeout: PostgresBackend.leaseTimeout, logger: Logger(label: "test"))
+        let store = SQLAuthStore(backend: backend, location: .postgres(url: url), maximumWriteBatch: 8)
+        defer { Task { await store.close() } }
+        try await store.migrate()
+        let longer = 6.0  // past the 5 s cap
+        let request = Task { try await backend.read { db in try await db.raw("SELECT pg_sleep(\(bind: longer))").run() } }
+        let longWork = Task {
+            try await backend.longTransaction { db in
+                try await db.raw("SELECT pg_sleep(\(bind: longer))").run()
+                return 1
+            }
+        }
+        await #expect(throws: AuthStoreError.self) { try await request.value }
+        #expect(try await longWork.value == 1)
     }
 }
