@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyTestSupport
 import Logging
 import SQLKit
 import Testing
@@ -32,7 +33,12 @@ struct StoreOutageTests {
         }
         #expect(reason.hasPrefix("PostgreSQL"))
     }
+}
 
+/// Timing on a real PostgreSQL: a load suite, run on its own (alongside the other suites the 5 s connection wait
+/// can pass before a starved test gets its connection).
+@Suite("Store: PostgreSQL time limits", .enabled(if: loadTestsEnabled, "a load suite: LATCHKEY_LOAD_TESTS=1"))
+struct PostgresTimeLimitTests {
     @Test(
         "on PostgreSQL a request is cut short after the answer timeout (503), but migrations and sweeps run as long as they need",
         .enabled(if: ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] != nil, "needs PostgreSQL (LATCHKEY_TEST_DATABASE_URL)"))
