@@ -35,7 +35,7 @@ extension SQLAuthStore {
         var identities: [String: [LinkedIdentity]] = [:]
         for row in rows {
             let identity = try identity(row)
-            if users[identity.userID] == nil { users[identity.userID] = try prefixedUser(row) }
+            if users[identity.userID] == nil { users[identity.userID] = try user(row, prefix: "u_") }
             identities[identity.userID, default: []].append(identity)
         }
         var found: [AccountKey: StoredAccount] = [:]
@@ -198,14 +198,5 @@ extension SQLAuthStore {
 
     static func insertAudits(_ events: [AuditEvent]) -> SQLQueryString {
         "INSERT INTO audit_events (id, at, user_id, kind, detail) VALUES \(rows: events.map { [$0.id, $0.at.millis, $0.userID, $0.kind, $0.detail] })"
-    }
-
-    /// A user's columns read under the `u_` prefix (beside an identity's own).
-    static func prefixedUser(_ row: any SQLRow) throws -> UserAccount {
-        UserAccount(
-            id: try row.decode(column: "u_id", as: String.self), createdAt: try row.date("u_created_at"),
-            email: try row.decode(column: "u_email", as: String?.self), emailVerified: try row.flag("u_email_verified"),
-            givenName: try row.decode(column: "u_given_name", as: String?.self), familyName: try row.decode(column: "u_family_name", as: String?.self)
-        )
     }
 }

@@ -205,7 +205,7 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func user(id: String) async throws -> UserAccount? {
-        try await read { db in try await db.raw("SELECT * FROM users WHERE id = \(bind: id)").first().map(Self.user) }
+        try await read { db in try await db.raw("SELECT * FROM users WHERE id = \(bind: id)").first().map { try Self.user($0) } }
     }
 
     public func identities(userID: String) async throws -> [LinkedIdentity] {
@@ -250,14 +250,14 @@ public final class SQLAuthStore: AuthStore {
                 """
             ).all()
             guard let first = rows.first else { return nil }
-            let user = try Self.prefixedUser(first)
+            let user = try Self.user(first, prefix: "u_")
             let identities = try rows.filter { try $0.decode(column: "id", as: String?.self) != nil }.map(Self.identity)
             return (user, identities)
         }
     }
 
     public func users(limit: Int) async throws -> [UserAccount] {
-        try await read { db in try await db.raw("SELECT * FROM users ORDER BY created_at LIMIT \(bind: limit)").all().map(Self.user) }
+        try await read { db in try await db.raw("SELECT * FROM users ORDER BY created_at LIMIT \(bind: limit)").all().map { try Self.user($0) } }
     }
 
     public func deleteUser(id: String) async throws {
@@ -666,11 +666,13 @@ public final class SQLAuthStore: AuthStore {
 
     // MARK: Row mapping
 
-    static func user(_ row: any SQLRow) throws -> UserAccount {
+    /// A user's columns, named with `prefix` where they are read beside another record's (an identity's).
+    static func user(_ row: any SQLRow, prefix: String = "") throws -> UserAccount {
         UserAccount(
-            id: try row.decode(column: "id", as: String.self), createdAt: try row.date("created_at"), email: try row.decode(column: "email", as: String?.self),
-            emailVerified: try row.flag("email_verified"), givenName: try row.decode(column: "given_name", as: String?.self),
-            familyName: try row.decode(column: "family_name", as: String?.self)
+            id: try row.decode(column: prefix + "id", as: String.self), createdAt: try row.date(prefix + "created_at"),
+            email: try row.decode(column: prefix + "email", as: String?.self), emailVerified: try row.flag(prefix + "email_verified"),
+            givenName: try row.decode(column: prefix + "given_name", as: String?.self),
+            familyName: try row.decode(column: prefix + "family_name", as: String?.self)
         )
     }
 
