@@ -54,6 +54,7 @@ let package = Package(
             name: "LatchkeyCore",
             dependencies: [
                 "LatchkeyModels",
+                "CSystemRandom",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
@@ -118,6 +119,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(name: "CMallocTuning"),
+        .target(name: "CSystemRandom"),
         // The client SDK in a process of its own, for tests and `latchkey bench`: URLSession stays out of the server.
         .executableTarget(
             name: "latchkey-sdk-probe",

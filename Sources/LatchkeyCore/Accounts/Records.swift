@@ -245,17 +245,20 @@ public struct AuditEvent: Sendable, Codable, Equatable {
 /// them touches the end of each index instead of a random page of it (a sign-in writes about ten index entries).
 /// The identifiers are not secrets and carry no more than the creation time their rows keep anyway.
 public func newIdentifier() -> String {
-    // Random bits from the system generator (`getrandom`): Foundation's `UUID()` opens /dev/urandom on every call.
-    var random = SystemRandomNumberGenerator()
-    let (high, low) = (random.next() as UInt64, random.next() as UInt64)
+    var bytes = systemRandomBytes(16)
     let millis = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
-    func byte(_ value: UInt64, _ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: value >> (56 - 8 * index)) }
-    let uuid: uuid_t = (
-        byte(millis << 16, 0), byte(millis << 16, 1), byte(millis << 16, 2), byte(millis << 16, 3), byte(millis << 16, 4), byte(millis << 16, 5),
-        byte(high, 6) & 0x0F | 0x70, byte(high, 7), byte(low, 0) & 0x3F | 0x80, byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4),
-        byte(low, 5), byte(low, 6), byte(low, 7)
-    )
-    return UUID(uuid: uuid).uuidString.lowercased()
+    for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: millis >> (40 - 8 * index)) }
+    bytes[6] = bytes[6] & 0x0F | 0x70
+    bytes[8] = bytes[8] & 0x3F | 0x80
+    let hex = Array(lowercaseHex(bytes).utf8)
+    // 8-4-4-4-12, as `UUID.uuidString` lays it out.
+    var text: [UInt8] = []
+    text.reserveCapacity(36)
+    for (index, digit) in hex.enumerated() {
+        if [8, 12, 16, 20].contains(index) { text.append(UInt8(ascii: "-")) }
+        text.append(digit)
+    }
+    return String(decoding: text, as: UTF8.self)
 }
 
 /// An invitation to sign up while `signup.mode` is `invite`. The code itself is never stored, only its hash.

@@ -15,7 +15,7 @@ public struct RefreshTokens: Sendable {
 
     /// A new random token.
     public func generate() -> String {
-        Self.prefix + SymmetricKey(size: .bits256).withUnsafeBytes { Self.encode(Array($0)) }
+        Self.prefix + Self.encode(systemRandomBytes(32))
     }
 
     /// The successor `token` rotates to.

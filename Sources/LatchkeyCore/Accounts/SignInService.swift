@@ -153,7 +153,7 @@ public struct SignInService: Sendable {
     /// Makes an invite code that lets `maxUses` new users sign up until `expiresAt`. The code is shown once;
     /// only its hash is stored.
     public func createInvite(maxUses: Int = 1, expiresAt: Date? = nil, note: String? = nil) async throws -> (invite: Invite, code: String) {
-        let code = "inv_" + lowercaseHex(SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) })
+        let code = "inv_" + lowercaseHex(systemRandomBytes(16))
         let invite = Invite(
             id: newIdentifier(), codeHash: sha256Hex(code), createdAt: timeSource.now, expiresAt: expiresAt, maxUses: max(1, maxUses), note: note)
         try await store.createInvite(invite)

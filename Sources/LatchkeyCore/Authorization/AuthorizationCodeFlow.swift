@@ -134,7 +134,7 @@ public struct AuthorizationCodeFlow: Sendable {
     }
 
     /// 32 random bytes, base64url: states and codes.
-    static func randomToken() -> String { SymmetricKey(size: .bits256).withUnsafeBytes { base64URL(Array($0)) } }
+    static func randomToken() -> String { base64URL(systemRandomBytes(32)) }
 
     private func seal(_ value: some Encodable) throws -> String {
         try box.seal(String(decoding: try JSONEncoder().encode(value), as: UTF8.self))
