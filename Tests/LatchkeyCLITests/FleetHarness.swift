@@ -18,6 +18,8 @@ final class Fleet: Sendable {
     let ports: [Int]
     let environment: [String: String]
     private let processes: Mutex<[Int: Process]>
+    /// The database this fleet made, and the server it is on: ``stop()`` drops it.
+    private let madeDatabase: (server: String, name: String)?
 
     var urls: [String] { ports.map { "http://127.0.0.1:\($0)" } }
 
@@ -27,6 +29,7 @@ final class Fleet: Sendable {
         directory = CLI.directory()
         if sqlite {
             database = directory + "/latchkey.sqlite"
+            madeDatabase = nil
         } else {
             guard let base = server ?? Self.databaseURL else { throw HarnessError("LATCHKEY_TEST_DATABASE_URL is not set") }
             let name = "fleet_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
@@ -34,6 +37,7 @@ final class Fleet: Sendable {
             var components = URLComponents(string: base)!
             components.path = "/" + name
             database = components.string!
+            madeDatabase = (base, name)
         }
         ports = (0..<count).map { _ in Self.freePort() }
         let emulatorPort = Self.freePort()
@@ -92,6 +96,19 @@ final class Fleet: Sendable {
             process.waitUntilExit()
         }
         try? FileManager.default.removeItem(atPath: directory)
+        if let madeDatabase { Self.drop(madeDatabase.name, on: madeDatabase.server) }
+    }
+
+    /// Drops a database, best effort (its server may be gone). Blocking, because `stop()` runs in `defer`.
+    private static func drop(_ name: String, on server: String) {
+        let components = URLComponents(string: server)!
+        let configuration = PostgresConnection.Configuration(
+            host: components.host!, port: components.port ?? 5432, username: components.user!, password: components.password,
+            database: String(components.path.dropFirst()), tls: .disable)
+        let connecting = PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration, id: 2, logger: logger)
+        guard let connection = try? connecting.wait() else { return }
+        _ = try? connection.simpleQuery("DROP DATABASE IF EXISTS \(name) WITH (FORCE)").wait()
+        try? connection.close().wait()
     }
 
     // MARK: HTTP
