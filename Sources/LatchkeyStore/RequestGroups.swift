@@ -43,6 +43,9 @@ final class RequestGroups<Request: Sendable, Answer: Sendable>: Sendable {
 
     private let state = Mutex(State())
     private let largest = Atomic(0)
+    private let handled = Atomic(0)
+    /// How many requests jobs have handled so far (for tests).
+    var handledRequests: Int { handled.load(ordering: .relaxed) }
     /// The most requests one job has handled so far (for tests and figures).
     var largestGroup: Int { largest.load(ordering: .relaxed) }
     private let runner: Runner
@@ -122,6 +125,7 @@ final class RequestGroups<Request: Sendable, Answer: Sendable>: Sendable {
             }
             if another { Task { await self.runGroup() } }
             largest.max(group.count, ordering: .relaxed)
+            handled.add(group.count, ordering: .relaxed)
             taken = group
             return group
         }

@@ -9,6 +9,7 @@ struct RotationRequest: Sendable {
     let successor: RefreshTokenRecord
     let now: Date
     let graceWindow: TimeInterval
+    let accepting: (@Sendable (SessionFamily) -> Bool)?
 }
 
 extension SQLAuthStore {
@@ -38,7 +39,8 @@ extension SQLAuthStore {
         let storedFamilies = families
         let results = requests.map {
             RotationRule.apply(
-                presentedHash: $0.presentedHash, successor: $0.successor, now: $0.now, graceWindow: $0.graceWindow, tokens: &tokens, families: &families)
+                presentedHash: $0.presentedHash, successor: $0.successor, now: $0.now, graceWindow: $0.graceWindow, tokens: &tokens, families: &families,
+                accepting: $0.accepting)
         }
         // A successor must be new: one that names a stored token fails, as its INSERT would have alone.
         for (request, result) in zip(requests, results) where storedTokens[request.successor.hash] != nil {

@@ -353,8 +353,10 @@ public final class SQLAuthStore: AuthStore {
         try await Self.translatingErrors { try await tokenLookups.submit(hash) }
     }
 
-    public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
-        let request = RotationRequest(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow)
+    public func rotate(
+        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
+    ) async throws -> RotationResult {
+        let request = RotationRequest(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting)
         return try await Self.translatingErrors { try await rotations.submit(request) }
     }
 
@@ -362,6 +364,8 @@ public final class SQLAuthStore: AuthStore {
     var largestRotationGroup: Int { rotations.largestGroup }
     /// The most token look-ups one query has answered so far.
     var largestLookupGroup: Int { tokenLookups.largestGroup }
+    /// How many token look-ups have been answered so far.
+    var tokenLookupCount: Int { tokenLookups.handledRequests }
 
     /// How stale `sessions.last_used_at` may be.
     static let lastUseResolution: TimeInterval = 60

@@ -46,8 +46,11 @@ public protocol SessionStore: Sendable {
     func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws
     /// The token with this hash and its family, without changing anything.
     func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)?
-    /// Rotates the presented token to `successor` atomically (see ``RotationResult``).
-    func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult
+    /// Rotates the presented token to `successor` atomically (see ``RotationResult``). With `accepting`, the token's
+    /// session is read in the same step, and one it refuses is left as it is (``RotationResult/declined(_:)``).
+    func rotate(
+        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
+    ) async throws -> RotationResult
     func session(id: String) async throws -> SessionFamily?
     func sessions(userID: String) async throws -> [SessionFamily]
     @discardableResult func revokeSession(id: String, reason: String, at: Date) async throws -> Bool
@@ -150,5 +153,12 @@ public enum AuthStoreError: Error, Sendable, Equatable, CustomStringConvertible 
         case .notFound: "the record no longer exists"
         case .unavailable(let reason): "the database is unavailable: \(reason)"
         }
+    }
+}
+
+extension SessionStore {
+    /// Rotates the presented token to `successor` atomically, whatever its session (see ``RotationResult``).
+    public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
+        try await rotate(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: nil)
     }
 }

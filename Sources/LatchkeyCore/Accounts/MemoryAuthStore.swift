@@ -123,8 +123,12 @@ public actor MemoryAuthStore: AuthStore {
         return (record, family)
     }
 
-    public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) -> RotationResult {
-        RotationRule.apply(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, tokens: &tokens, families: &families)
+    public func rotate(
+        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
+    ) -> RotationResult {
+        RotationRule.apply(
+            presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, tokens: &tokens, families: &families,
+            accepting: accepting)
     }
 
     public func session(id: String) -> SessionFamily? { families[id] }

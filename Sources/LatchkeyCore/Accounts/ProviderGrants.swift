@@ -85,6 +85,10 @@ public struct ProviderGrants: Sendable {
         }
     }
 
+    /// Whether this instance knows the identity's grant (or its absence) needs no validation now: a refresh may then
+    /// skip ``checkAuthorization(identityID:userID:)``.
+    func isKnownValidated(identityID: String) -> Bool { validations.isNotDue(identityID, now: timeSource.now) }
+
     /// Validates the stored provider refresh token when the last validation is older than the interval.
     /// One instance of a fleet asks (it claims the grant in the store); the others go on meanwhile, within the grace
     /// period. After the provider could not be reached, no instance asks about that grant for ``ValidationFlights/failureBackoff``.

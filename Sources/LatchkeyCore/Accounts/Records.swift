@@ -154,6 +154,9 @@ public enum RotationResult: Sendable, Equatable {
     case revoked(SessionFamily)
     case expired
     case unknown
+    /// The caller's condition refused the token's session (see ``SessionStore/rotate(presentedHash:successor:now:graceWindow:accepting:)``):
+    /// nothing changed.
+    case declined(SessionFamily)
 }
 
 /// A signing key for Latchkey's access tokens. The private half is stored sealed.

@@ -7,12 +7,14 @@ public import Foundation
 /// the other).
 public enum RotationRule {
     /// Applies one presentation to `tokens` and `families` and says what happened. Needs the presented token,
-    /// its family and, for a retry, the successor's record in the dictionaries.
+    /// its family and, for a retry, the successor's record in the dictionaries. The successor joins the presented
+    /// token's family whatever its `familyID` says. A session `accepting` refuses is left as it is (`.declined`).
     public static func apply(
         presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval,
-        tokens: inout [String: RefreshTokenRecord], families: inout [String: SessionFamily]
+        tokens: inout [String: RefreshTokenRecord], families: inout [String: SessionFamily], accepting: ((SessionFamily) -> Bool)? = nil
     ) -> RotationResult {
         guard var record = tokens[presentedHash], var family = families[record.familyID] else { return .unknown }
+        if let accepting, !accepting(family) { return .declined(family) }
         if family.isRevoked { return .revoked(family) }
         if let rotatedAt = record.rotatedAt {
             // A retry gets the same successor, but only while that successor is itself unused.
@@ -29,6 +31,8 @@ public enum RotationRule {
         record.rotatedAt = now
         record.successorHash = successor.hash
         tokens[presentedHash] = record
+        var successor = successor
+        successor.familyID = family.id
         tokens[successor.hash] = successor
         family.lastUsedAt = now
         families[family.id] = family

@@ -128,22 +128,33 @@ public struct SessionService: Sendable {
             throw LatchkeyError(.invalidGrant, "the refresh token is malformed")
         }
         let hash = RefreshTokens.hash(refreshToken)
-        guard let (_, family) = try await store.refreshToken(hash: hash) else {
-            throw LatchkeyError(.invalidGrant, "the refresh token is unknown or expired; sign in again")
-        }
-        if let clientID, family.clientID != clientID { throw LatchkeyError(.invalidGrant, "the refresh token was issued to another client") }
-        if family.isRevoked { throw revokedError(family) }
-        if let identityID = family.identityID { try await grants.checkAuthorization(identityID: identityID, userID: family.userID) }
-
-        let now = timeSource.now
         let successor = refreshTokens.successor(of: refreshToken)
-        let successorRecord = RefreshTokenRecord(
-            hash: RefreshTokens.hash(successor), familyID: family.id, parentHash: hash, createdAt: now,
-            idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime)
-        )
-        // The store hands out the same successor within the window only while that successor is unused.
-        let window = max(policy.reuseGraceWindow, policy.unusedSuccessorRecovery)
-        switch try await store.rotate(presentedHash: hash, successor: successorRecord, now: now, graceWindow: window) {
+        /// The rotation at this moment; the store puts the successor in the presented token's session.
+        func rotation(accepting: (@Sendable (SessionFamily) -> Bool)?) async throws -> RotationResult {
+            let now = timeSource.now
+            let successorRecord = RefreshTokenRecord(
+                hash: RefreshTokens.hash(successor), familyID: "", parentHash: hash, createdAt: now,
+                idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime))
+            // The store hands out the same successor within the window only while that successor is unused.
+            let window = max(policy.reuseGraceWindow, policy.unusedSuccessorRecovery)
+            return try await store.rotate(presentedHash: hash, successor: successorRecord, now: now, graceWindow: window, accepting: accepting)
+        }
+        // Most refreshes in one step: the session is read as it is rotated, when it is this client's and its provider
+        // authorization is known to need no validation now. The others read it first, and may ask the provider.
+        let grants = grants
+        var result = try await rotation { family in
+            (clientID == nil || family.clientID == clientID) && (family.identityID.map { grants.isKnownValidated(identityID: $0) } ?? true)
+        }
+        if case .declined = result {
+            guard let (_, family) = try await store.refreshToken(hash: hash) else {
+                throw LatchkeyError(.invalidGrant, "the refresh token is unknown or expired; sign in again")
+            }
+            if let clientID, family.clientID != clientID { throw LatchkeyError(.invalidGrant, "the refresh token was issued to another client") }
+            if family.isRevoked { throw revokedError(family) }
+            if let identityID = family.identityID { try await grants.checkAuthorization(identityID: identityID, userID: family.userID) }
+            result = try await rotation(accepting: nil)
+        }
+        switch result {
         case .rotated(let family), .retried(let family):
             let access = try accessTokens.issue(userID: family.userID, sessionID: family.id, clientID: family.clientID)
             return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, sessionID: family.id)
@@ -155,7 +166,7 @@ public struct SessionService: Sendable {
             throw revokedError(family)
         case .expired:
             throw LatchkeyError(.invalidGrant, "the session expired; sign in again")
-        case .unknown:
+        case .unknown, .declined:
             throw LatchkeyError(.invalidGrant, "the refresh token is unknown or expired; sign in again")
         }
     }
