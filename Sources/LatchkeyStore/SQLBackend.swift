@@ -281,8 +281,11 @@ final class PostgresBackend: SQLBackend {
         self.client = client
         self.answerTimeout = answerTimeout
         runTask = Task { await client.run() }
+        // A write batch holds every write queued behind it: one on a connection that died without saying so is given
+        // up sooner than a read.
+        let writeTimeout = min(answerTimeout, Self.writeAnswerTimeout)
         batcher = WriteBatcher(beginStatement: "BEGIN", maximumBatch: maximumBatch, parallelBatches: maximumBatch == 1 ? 1 : 4) { body in
-            try await Self.withConnection(client, answerTimeout: answerTimeout, body)
+            try await Self.withConnection(client, answerTimeout: writeTimeout, body)
         }
     }
 
@@ -290,6 +293,8 @@ final class PostgresBackend: SQLBackend {
     static let leaseTimeout: Duration = .seconds(5)
     /// How long a request waits for the database in all, connection included (unless the backend is made with another).
     static let answerTimeout: Duration = .seconds(30)
+    /// The same for a write batch (a few milliseconds when all is well).
+    static let writeAnswerTimeout: Duration = .seconds(10)
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await Self.withConnection(client, answerTimeout: answerTimeout, body)

@@ -60,4 +60,22 @@ struct PostgresTimeLimitTests {
         await #expect(throws: AuthStoreError.self) { try await request.value }
         #expect(try await longWork.value == 1)
     }
+
+    @Test(
+        "on PostgreSQL a write batch is given up after 10 s, a read after 30 s: the writes queued behind a batch wait for it too",
+        .enabled(if: ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] != nil, "needs PostgreSQL (LATCHKEY_TEST_DATABASE_URL)"))
+    func writesGiveUpSooner() async throws {
+        let url = try #require(ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"])
+        let backend = try PostgresBackend(url: url, maximumBatch: 8, logger: Logger(label: "test"))
+        defer { Task { await backend.shutdown() } }
+        let longer = 11.0  // past the write cap, within the read cap
+        let clock = ContinuousClock()
+        let start = clock.now
+        let write = Task { try await backend.batcher.submit { db in try await db.raw("SELECT pg_sleep(\(bind: longer))").run() } }
+        let read = Task { try await backend.read { db in try await db.raw("SELECT pg_sleep(\(bind: longer))").run() } }
+        await #expect(throws: AuthStoreError.self) { try await write.value }
+        let writeGaveUp = clock.now - start
+        #expect(writeGaveUp >= .seconds(10) && writeGaveUp < .seconds(11), "\(writeGaveUp)")
+        try await read.value
+    }
 }
