@@ -303,14 +303,7 @@ final class PostgresBackend: SQLBackend {
     func longTransaction<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await Self.withConnection(client, answerTimeout: nil) { db in
             try await db.raw("BEGIN").run()
-            do {
-                let value = try await body(db)
-                try await db.raw("COMMIT").run()
-                return value
-            } catch {
-                try? await db.raw("ROLLBACK").run()
-                throw error
-            }
+            return try await WriteBatcher.committing(db) { try await body(db) }
         }
     }
 

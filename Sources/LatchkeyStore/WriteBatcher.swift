@@ -88,16 +88,14 @@ final class WriteBatcher: Sendable {
                 if batch.count == 1 {
                     // Alone in its transaction, a job needs no savepoint: its failure rolls back the transaction.
                     do {
-                        let value = try await batch[0].work(database)
-                        try await database.raw("COMMIT").run()
+                        let value = try await Self.committing(database) { try await batch[0].work(database) }
                         outcomes.withLock { $0.append(.success(value)) }
                     } catch let jobError {
-                        try? await database.raw("ROLLBACK").run()
                         outcomes.withLock { $0.append(.failure(jobError)) }
                     }
                     return
                 }
-                do {
+                try await Self.committing(database) {
                     for (index, job) in batch.enumerated() {
                         try await database.raw("SAVEPOINT job\(unsafeRaw: String(index))").run()
                         do {
@@ -116,10 +114,6 @@ final class WriteBatcher: Sendable {
                             outcomes.withLock { $0.append(.failure(jobError)) }
                         }
                     }
-                    try await database.raw("COMMIT").run()
-                } catch {
-                    try? await database.raw("ROLLBACK").run()
-                    throw error
                 }
             }
         } catch {
@@ -134,6 +128,18 @@ final class WriteBatcher: Sendable {
         let results = outcomes.withLock { $0 }
         for (job, outcome) in zip(batch, results) { job.continuation.resume(with: outcome) }
         return true
+    }
+
+    /// Runs `body` in the transaction begun on `database`, then commits; rolls back when `body` or the commit fails.
+    static func committing<T>(_ database: any SQLDatabase, _ body: () async throws -> T) async throws -> T {
+        do {
+            let value = try await body()
+            try await database.raw("COMMIT").run()
+            return value
+        } catch {
+            try? await database.raw("ROLLBACK").run()
+            throw error
+        }
     }
 
     /// The database could not be reached or used at all: retrying job by job would only wait longer.
