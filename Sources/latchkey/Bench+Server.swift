@@ -101,31 +101,15 @@ struct ServerBench {
 
             rows += try await sdkRows(server: server, signIn: try await mintSignIns(emulator: emulator, http: http, count: 1)[0])
 
-            var (tokens, unbatchedTokens) = (sessions.map(\.refreshToken), unbatchedSessions.map(\.refreshToken))
-            var (rotationCount, rotationCPU, rotationWall, benchCPU, unbatchedCount, unbatchedSeconds) = (0, 0.0, 0.0, 0.0, 0, 0.0)
-            var threadCPU: [String: Double] = [:]
-            for _ in 0..<Self.rounds {
-                let (threadsBefore, benchBefore) = (server.threadCPUSeconds, ChildServer.cpuSeconds(statFile: "/proc/self/stat"))
-                let (run, cpu, wall) = try await server.metered {
-                    try await rotations(server: server, http: http, tokens: tokens, seconds: seconds / Double(Self.rounds))
-                }
-                benchCPU += ChildServer.cpuSeconds(statFile: "/proc/self/stat") - benchBefore
-                for (thread, seconds) in server.threadCPUSeconds { threadCPU[thread, default: 0] += seconds - (threadsBefore[thread] ?? 0) }
-                (tokens, rotationCount, rotationCPU, rotationWall) = (run.tokens, rotationCount + run.count, rotationCPU + cpu, rotationWall + wall)
-                let (unbatchedRun, _, unbatchedWall) = try await unbatchedServer.metered {
-                    try await rotations(server: unbatchedServer, http: http, tokens: unbatchedTokens, seconds: seconds / Double(Self.rounds))
-                }
-                (unbatchedTokens, unbatchedCount, unbatchedSeconds) = (
-                    unbatchedRun.tokens, unbatchedCount + unbatchedRun.count, unbatchedSeconds + unbatchedWall
-                )
-            }
+            let (batched, unbatched) = try await rotationTurns(
+                server, sessions.map(\.refreshToken), unbatchedServer, unbatchedSessions.map(\.refreshToken), http: http)
             unbatchedServer.stop()
-            let batched = Double(rotationCount) / rotationWall
+            let (rotationCount, rotationCPU, rotationWall, benchCPU) = (batched.count, batched.cpu, batched.seconds, batched.benchCPU)
             rows.insert(
                 BenchRow(
-                    name: "refresh_rotation_sqlite_durable", opsPerSecond: batched, baselineName: "refresh_rotation_sqlite_one_commit_each",
-                    baselineOpsPerSecond: Double(unbatchedCount) / unbatchedSeconds), at: 1)
-            let busiestThread = threadCPU.values.max() ?? 0
+                    name: "refresh_rotation_sqlite_durable", opsPerSecond: batched.rate, baselineName: "refresh_rotation_sqlite_one_commit_each",
+                    baselineOpsPerSecond: unbatched.rate), at: 1)
+            let busiestThread = batched.threadCPU.values.max() ?? 0
             rows.append(
                 BenchRow(
                     name: "server_cpu_us_per_durable_rotation", opsPerSecond: rotationCPU / Double(rotationCount) * 1e6,
@@ -179,25 +163,14 @@ struct ServerBench {
         defer { first.stop() }
         let sqlite = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/alongside.sqlite"]) { $1 })
         defer { sqlite.stop() }
-        let (_, sessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 192), server: first, http: http)
+        let (_, sessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 128), server: first, http: http)
         let (_, sqliteSessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 64), server: sqlite, http: http)
         // Unmeasured first: the connection pool opens its connections (a PostgreSQL process each) on demand.
-        var postgresTokens = try await rotations(server: first, http: http, tokens: Array(sessions.prefix(64)).map(\.refreshToken), seconds: 1).tokens
-        var sqliteTokens = try await rotations(server: sqlite, http: http, tokens: sqliteSessions.map(\.refreshToken), seconds: 1).tokens
-        var (postgresCount, postgresSeconds, postgresCPU, sqliteCount, sqliteSeconds) = (0, 0.0, 0.0, 0, 0.0)
-        for _ in 0..<Self.rounds {
-            let (sqliteRun, _, sqliteWall) = try await sqlite.metered {
-                try await rotations(server: sqlite, http: http, tokens: sqliteTokens, seconds: seconds / Double(Self.rounds))
-            }
-            (sqliteTokens, sqliteCount, sqliteSeconds) = (sqliteRun.tokens, sqliteCount + sqliteRun.count, sqliteSeconds + sqliteWall)
-            let (postgresRun, cpu, wall) = try await first.metered {
-                try await rotations(server: first, http: http, tokens: postgresTokens, seconds: seconds / Double(Self.rounds))
-            }
-            (postgresTokens, postgresCount, postgresSeconds, postgresCPU) =
-                (postgresRun.tokens, postgresCount + postgresRun.count, postgresSeconds + wall, postgresCPU + cpu)
-        }
+        let postgresTokens = try await rotations(server: first, http: http, tokens: Array(sessions.prefix(64)).map(\.refreshToken), seconds: 1).tokens
+        let sqliteTokens = try await rotations(server: sqlite, http: http, tokens: sqliteSessions.map(\.refreshToken), seconds: 1).tokens
+        let (sqliteTurns, postgres) = try await rotationTurns(sqlite, sqliteTokens, first, postgresTokens, http: http)
         sqlite.stop()
-        let one = Double(postgresCount) / postgresSeconds
+        let one = postgres.rate
         let second = try ChildServer(environment: postgresEnvironment)
         defer { second.stop() }
         // Each instance rotates its own 32 sessions, at the same time: half the clients each, as behind a balancer.
@@ -207,12 +180,12 @@ struct ServerBench {
         return [
             BenchRow(
                 name: "refresh_rotation_postgres_durable", opsPerSecond: one, baselineName: "refresh_rotation_sqlite_alongside",
-                baselineOpsPerSecond: Double(sqliteCount) / sqliteSeconds),
+                baselineOpsPerSecond: sqliteTurns.rate),
             BenchRow(
                 name: "refresh_rotation_postgres_two_instances", opsPerSecond: two, baselineName: "refresh_rotation_postgres_one_instance",
                 baselineOpsPerSecond: one),
             BenchRow(
-                name: "server_cpu_us_per_postgres_rotation", opsPerSecond: postgresCPU / Double(postgresCount) * 1e6, baselineName: "required_at_most",
+                name: "server_cpu_us_per_postgres_rotation", opsPerSecond: postgres.cpu / Double(postgres.count) * 1e6, baselineName: "required_at_most",
                 baselineOpsPerSecond: 300),
         ]
     }
@@ -380,6 +353,41 @@ struct ServerBench {
             }
         }
         return RotationRun(rate: Double(total) / (ContinuousClock.now - start).seconds, count: total, tokens: last)
+    }
+
+    /// One server's share of ``rotationTurns(_:_:_:_:http:)``: totals over its turns, and its workers' last tokens.
+    struct RotationTurns {
+        var tokens: [String]
+        var count = 0
+        var seconds = 0.0
+        /// CPU seconds of the server, of each of its threads (by id), and of this process (the load generator).
+        var cpu = 0.0
+        var threadCPU: [String: Double] = [:]
+        var benchCPU = 0.0
+        var rate: Double { Double(count) / seconds }
+    }
+
+    /// Rotations on `first` and `second` taking turns, ``rounds`` turns of `seconds / rounds` each, so that both see the
+    /// machine in the same minutes.
+    private func rotationTurns(_ first: ChildServer, _ firstTokens: [String], _ second: ChildServer, _ secondTokens: [String], http: HTTPClient)
+        async throws -> (RotationTurns, RotationTurns)
+    {
+        var turns = [RotationTurns(tokens: firstTokens), RotationTurns(tokens: secondTokens)]
+        for _ in 0..<Self.rounds {
+            for (index, server) in [first, second].enumerated() {
+                let (threadsBefore, benchBefore) = (server.threadCPUSeconds, ChildServer.cpuSeconds(statFile: "/proc/self/stat"))
+                let (run, cpu, wall) = try await server.metered {
+                    try await rotations(server: server, http: http, tokens: turns[index].tokens, seconds: seconds / Double(Self.rounds))
+                }
+                turns[index].benchCPU += ChildServer.cpuSeconds(statFile: "/proc/self/stat") - benchBefore
+                for (thread, used) in server.threadCPUSeconds { turns[index].threadCPU[thread, default: 0] += used - (threadsBefore[thread] ?? 0) }
+                turns[index].tokens = run.tokens
+                turns[index].count += run.count
+                turns[index].seconds += wall
+                turns[index].cpu += cpu
+            }
+        }
+        return (turns[0], turns[1])
     }
 
     /// `concurrency` workers sending the same kind of request until the time is up; returns requests per second.
