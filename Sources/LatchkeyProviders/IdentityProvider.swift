@@ -91,6 +91,9 @@ public protocol IdentityProvider: ProviderAuthorizationLink {
     func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn
     /// Finishes the sign-in after its token was claimed; returns the sign-in with any grant obtained.
     func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn
+    /// Whether ``complete(_:_:)`` calls the provider for this credential. Only then is the token claimed before it runs;
+    /// otherwise the claim is made with the sign-in's writes, in one store step.
+    func completes(_ credential: ProviderCredential) -> Bool
     /// Signing-key caches to keep fresh in the background.
     var keyCaches: [JWKSCache] { get }
     /// The provider's name for people (the chooser page's buttons).
@@ -105,6 +108,7 @@ public protocol IdentityProvider: ProviderAuthorizationLink {
 
 extension IdentityProvider {
     public func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn { signIn }
+    public func completes(_ credential: ProviderCredential) -> Bool { false }
     public var keyCaches: [JWKSCache] { [] }
     public var signsInWithBrowser: Bool { false }
     public func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? { nil }

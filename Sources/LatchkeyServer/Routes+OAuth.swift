@@ -192,10 +192,10 @@ extension LatchkeyServer {
         }
         let name = Self.appleUser(answer["user"])
         do {
-            let account = try await withVerifiedCredential(provider, credential) { signIn in
+            let account = try await withVerifiedCredential(provider, credential, claimingInBody: true) { signIn, token in
                 try await sessions.signIns.resolveAccount(
                     identity: signIn.identity, provider: provider.name, givenName: name?.givenName, familyName: name?.familyName,
-                    providerRefreshToken: signIn.grant, inviteCode: pending.inviteCode)
+                    providerRefreshToken: signIn.grant, inviteCode: pending.inviteCode, claiming: token)
             }
             let code = try await flows.issueCode(for: pending, userID: account.user.id, identityID: account.identity.id, userAgent: request.headers[.userAgent])
             metrics.signIn(provider: provider.name, outcome: account.isNewUser ? "new_user" : "ok")

@@ -8,19 +8,12 @@ struct AccountKey: Sendable, Hashable {
     let subject: String
 }
 
-/// One identity token presented for a sign-in, waiting for its group.
-struct SignInClaim: Sendable, Hashable {
-    let provider: String
-    let subject: String
-    let tokenHash: String
-    let expiresAt: Date
-}
-
 /// Sign-ins handled as sets, like rotations: the look-ups of accounts that arrive together share one query, and
 /// the sign-ins' writes share one transaction with one statement of each kind for the whole group.
 extension SQLAuthStore {
     /// The account of each key (nil for an unknown one), in one query.
     static func accounts(_ keys: [AccountKey], _ db: any SQLDatabase) async throws -> [StoredAccount?] {
+        guard !keys.isEmpty else { return [] }
         let wanted = Array(Set(keys))
         let rows = try await db.raw(
             """
@@ -50,9 +43,10 @@ extension SQLAuthStore {
 
     /// Records each claim of an identity token that was not made before, with one statement; true for those.
     /// A token claimed twice in one group counts for its first claim only.
-    static func claim(_ claims: [SignInClaim], _ db: any SQLDatabase) async throws -> [Bool] {
-        var distinct: [SignInClaim] = []
-        var seen: Set<SignInClaim> = []
+    static func claim(_ claims: [SignInTokenClaim], _ db: any SQLDatabase) async throws -> [Bool] {
+        guard !claims.isEmpty else { return [] }
+        var distinct: [SignInTokenClaim] = []
+        var seen: Set<SignInTokenClaim> = []
         for claim in claims where seen.insert(claim).inserted { distinct.append(claim) }
         let inserted = try await db.raw(
             """
@@ -71,15 +65,50 @@ extension SQLAuthStore {
         return claims.map { fresh.remove([$0.provider, $0.subject, $0.tokenHash]) != nil }
     }
 
+    /// A group of sign-in plans in one transaction: the claims of their tokens in one statement, the look-ups of the
+    /// accounts of those claimed in one query, then their records written together.
+    static func signIns(_ plans: [SignInPlan], _ db: any SQLDatabase) async throws -> [SignInStepResult] {
+        let claimed = try await claim(plans.compactMap(\.claim), db)
+        var results = [SignInStepResult?](repeating: nil, count: plans.count)
+        var going: [Int] = []
+        var nextClaim = 0
+        for (index, plan) in plans.enumerated() {
+            if plan.claim != nil {
+                defer { nextClaim += 1 }
+                guard claimed[nextClaim] else {
+                    results[index] = .tokenUsed
+                    continue
+                }
+            }
+            going.append(index)
+        }
+        let found = try await accounts(going.map { AccountKey(provider: plans[$0].provider, subject: plans[$0].subject) }, db)
+        var records: [SignInRecord] = []
+        var recorded: [(index: Int, found: StoredAccount?)] = []
+        for (index, account) in zip(going, found) {
+            guard let record = plans[index].record(for: account) else {
+                results[index] = .declined
+                continue
+            }
+            records.append(record)
+            recorded.append((index, account))
+        }
+        // Plans create only identities that the look-up above, in this transaction, did not find.
+        let written = try await recordSignIns(records, db, linked: [])
+        for ((index, account), wrote) in zip(recorded, written) { results[index] = wrote ? .recorded(account) : .duplicate }
+        return results.map { $0 ?? .declined }
+    }
+
     /// Writes a group of sign-ins with one statement of each kind; false for a sign-in that creates an identity
     /// that is linked already (by an earlier sign-in, or an earlier one in this group), which writes nothing.
-    static func recordSignIns(_ records: [SignInRecord], _ db: any SQLDatabase) async throws -> [Bool] {
+    /// - Parameter linked: the identities among those created that are known to be linked already; nil to look them up.
+    static func recordSignIns(_ records: [SignInRecord], _ db: any SQLDatabase, linked known: Set<AccountKey>? = nil) async throws -> [Bool] {
         let created = records.compactMap { record -> AccountKey? in
             guard case .create(_, let identity) = record.account else { return nil }
             return AccountKey(provider: identity.provider, subject: identity.subject)
         }
-        var linked: Set<AccountKey> = []
-        if !created.isEmpty {
+        var linked = known ?? []
+        if known == nil, !created.isEmpty {
             let rows = try await db.raw(
                 """
                 SELECT provider, subject FROM identities WHERE (provider, subject) IN (VALUES \(rows: Set(created).map { [$0.provider, $0.subject] }))

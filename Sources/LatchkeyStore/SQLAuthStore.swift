@@ -23,10 +23,13 @@ public final class SQLAuthStore: AuthStore {
     private let rotations: RequestGroups<RotationRequest, RotationResult>
     /// Concurrent look-ups of refresh tokens (each refresh makes one), a group per query.
     private let tokenLookups: RequestGroups<String, (RefreshTokenRecord, SessionFamily)?>
-    /// Concurrent sign-ins: look-ups of their accounts, claims of their identity tokens and their writes, a group each.
-    private let accountLookups: RequestGroups<AccountKey, StoredAccount?>
-    private let signInClaims: RequestGroups<SignInClaim, Bool>
-    private let signIns: RequestGroups<SignInRecord, Bool>
+    /// Concurrent sign-ins (each claims its token, finds its account and writes, a group per transaction), and claims
+    /// of identity tokens made on their own (before an Apple code is redeemed).
+    private let signIns: RequestGroups<SignInPlan, SignInStepResult>
+    private let signInClaims: RequestGroups<SignInTokenClaim, Bool>
+    /// How many sign-in steps and separate claims groups have handled so far (for tests).
+    var signInSteps: Int { signIns.handledRequests }
+    var separateClaims: Int { signInClaims.handledRequests }
 
     init(backend: any SQLBackend, location: StoreLocation, maximumWriteBatch: Int) {
         self.backend = backend
@@ -40,14 +43,11 @@ public final class SQLAuthStore: AuthStore {
         tokenLookups = RequestGroups(limit: 256, maximumJobs: 2, runner: { try await backend.read($0) }) { hashes, database in
             try await Self.tokensWithSessions(hashes: hashes, database)
         }
-        accountLookups = RequestGroups(limit: 256, maximumJobs: 2, runner: { try await backend.read($0) }) { keys, database in
-            try await Self.accounts(keys, database)
-        }
         signInClaims = RequestGroups(limit: maximumWriteBatch, maximumJobs: 2, runner: { try await batcher.submit($0) }) { claims, database in
             try await Self.claim(claims, database)
         }
-        signIns = RequestGroups(limit: min(maximumWriteBatch, 256), maximumJobs: 2, runner: { try await batcher.submit($0) }) { records, database in
-            try await Self.recordSignIns(records, database)
+        signIns = RequestGroups(limit: min(maximumWriteBatch, 256), maximumJobs: 2, runner: { try await batcher.submit($0) }) { plans, database in
+            try await Self.signIns(plans, database)
         }
     }
 
@@ -162,11 +162,15 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func account(provider: String, subject: String) async throws -> StoredAccount? {
-        try await Self.translatingErrors { try await accountLookups.submit(AccountKey(provider: provider, subject: subject)) }
+        try await read { db in try await Self.accounts([AccountKey(provider: provider, subject: subject)], db)[0] }
     }
 
     public func recordSignIn(_ record: SignInRecord) async throws {
-        guard try await Self.translatingErrors({ try await signIns.submit(record) }) else { throw AuthStoreError.duplicate }
+        guard try await write({ db in try await Self.recordSignIns([record], db)[0] }) else { throw AuthStoreError.duplicate }
+    }
+
+    public func signIn(_ plan: SignInPlan) async throws -> SignInStepResult {
+        try await Self.translatingErrors { try await signIns.submit(plan) }
     }
 
     public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
@@ -468,7 +472,7 @@ public final class SQLAuthStore: AuthStore {
     // MARK: Sign-in replay records
 
     public func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool {
-        let claim = SignInClaim(provider: provider, subject: subject, tokenHash: tokenHash, expiresAt: expiresAt)
+        let claim = SignInTokenClaim(provider: provider, subject: subject, tokenHash: tokenHash, expiresAt: expiresAt)
         return try await Self.translatingErrors { try await signInClaims.submit(claim) }
     }
 

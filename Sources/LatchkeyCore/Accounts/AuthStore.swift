@@ -16,6 +16,9 @@ public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningK
     /// Everything one sign-in writes, atomically: the new or changed account, the provider grant, the first session
     /// and the audit events. `.duplicate` (and nothing written) when a created identity is linked already.
     func recordSignIn(_ record: SignInRecord) async throws
+    /// A sign-in in one transaction: claims the plan's identity token (when it has one), looks up the account of its
+    /// provider and subject, and writes the plan's record for it (see ``SignInPlan``).
+    func signIn(_ plan: SignInPlan) async throws -> SignInStepResult
     /// Deletes expired refresh tokens and sign-in records, one-time records expired for a day, sessions dead for
     /// 30 days and sealed payloads of finished outbox items; returns how many rows went.
     @discardableResult func sweep(now: Date) async throws -> Int

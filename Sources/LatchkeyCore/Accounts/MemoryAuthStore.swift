@@ -48,6 +48,19 @@ public actor MemoryAuthStore: AuthStore {
         events += record.audits
     }
 
+    public func signIn(_ plan: SignInPlan) throws -> SignInStepResult {
+        if let claim = plan.claim,
+            !recordSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash, expiresAt: claim.expiresAt)
+        {
+            return .tokenUsed
+        }
+        // The actor runs this whole method at once: nothing can link the identity between the look-up and the write.
+        let found = account(provider: plan.provider, subject: plan.subject)
+        guard let record = plan.record(for: found) else { return .declined }
+        try recordSignIn(record)
+        return .recorded(found)
+    }
+
     public func updateUser(_ user: UserAccount) { usersByID[user.id] = user }
     public func updateIdentity(_ identity: LinkedIdentity) { identitiesByID[identity.id] = identity }
 

@@ -57,7 +57,12 @@ public struct SessionIssuer: Sendable {
     public func prepareSession(userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier())
         -> PreparedSession
     {
-        let now = timeSource.now
+        prepareSession(userID: userID, identityID: identityID, clientID: clientID, userAgent: userAgent, sessionID: sessionID, at: timeSource.now)
+    }
+
+    func prepareSession(userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier(), at now: Date)
+        -> PreparedSession
+    {
         let refreshToken = refreshTokens.generate()
         let family = SessionFamily(
             id: sessionID, userID: userID, identityID: identityID, clientID: clientID, createdAt: now, lastUsedAt: now,

@@ -35,108 +35,88 @@ public struct SignInService: Sendable {
 
     /// Records a verified sign-in and starts a session. Users are found by provider and subject only.
     /// E-mail and name from the first sign-in are kept; later sign-ins fill gaps but never blank them.
+    /// With `claiming`, the identity token is claimed in the same store step (see ``claimSignIn(_:provider:identity:)``):
+    /// a token that started a session before throws `token_already_used`, and a failure releases the claim.
     public func signIn(
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
-        providerRefreshToken: String? = nil, userAgent: String? = nil, inviteCode: String? = nil
+        providerRefreshToken: String? = nil, userAgent: String? = nil, inviteCode: String? = nil, claiming token: String? = nil
     ) async throws -> SignInOutcome {
-        let (account, session) = try await resolve(
+        let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            inviteCode: inviteCode, startsSession: true, userAgent: userAgent)
-        // `resolve` prepares a session whenever it is asked to start one.
-        guard let session else { throw AuthStoreError.notFound }
-        return SignInOutcome(tokens: try issuer.issue(session), user: account.user, identities: account.identities, isNewUser: account.isNewUser)
+            startsSession: true, userAgent: userAgent, claiming: token)
+        let resolved = try await resolve(plan, inviteCode: inviteCode)
+        // A plan that starts a session resolves to one.
+        guard let session = resolved.session else { throw AuthStoreError.notFound }
+        return SignInOutcome(
+            tokens: try issuer.issue(session), user: resolved.account.user, identities: resolved.account.identities, isNewUser: resolved.account.isNewUser)
     }
 
-    /// Finds or creates the user of a verified sign-in exactly as ``signIn(identity:provider:givenName:familyName:providerRefreshToken:userAgent:inviteCode:)``
-    /// does (sign-up policy included), without starting a session: the browser flow starts it when the app redeems its code.
+    /// Finds or creates the user of a verified sign-in exactly as ``signIn(identity:provider:givenName:familyName:providerRefreshToken:userAgent:inviteCode:claiming:)``
+    /// does (sign-up policy and claim included), without starting a session: the browser flow starts it when the app redeems its code.
     public func resolveAccount(
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
-        providerRefreshToken: String? = nil, inviteCode: String? = nil
+        providerRefreshToken: String? = nil, inviteCode: String? = nil, claiming token: String? = nil
     ) async throws -> ResolvedAccount {
-        try await resolve(
+        let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            inviteCode: inviteCode, startsSession: false, userAgent: nil
-        ).account
+            startsSession: false, userAgent: nil, claiming: token)
+        return try await resolve(plan, inviteCode: inviteCode).account
     }
 
-    /// Finds or creates the account and writes it in one store call, with the provider grant, the audit events and,
-    /// when `startsSession` is set, a new session: a sign-in is one transaction.
-    private func resolve(
+    /// Draws everything random a sign-in needs, so the store can write it in the step that finds the account.
+    private func makePlan(
         identity verified: VerifiedIdentity, provider: String, givenName: String?, familyName: String?, providerRefreshToken: String?,
-        inviteCode: String?, startsSession: Bool, userAgent: String?
-    ) async throws -> (account: ResolvedAccount, session: PreparedSession?) {
+        startsSession: Bool, userAgent: String?, claiming token: String?
+    ) throws -> SignInPlan {
         let now = timeSource.now
-        let givenName = givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName
-        let familyName = familyName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.familyName
-        let email = verified.email.flatMap { $0.isEmpty ? nil : $0 }
+        return SignInPlan(
+            provider: provider, subject: verified.subject, claim: token.map { signInClaim($0, provider: provider, identity: verified) },
+            mayCreateUser: !policy.requireInvite, verified: verified, now: now, email: verified.email.flatMap { $0.isEmpty ? nil : $0 },
+            givenName: givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName,
+            familyName: familyName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.familyName, newUserID: newIdentifier(), newIdentityID: newIdentifier(),
+            // Its user and identity are filled in by the plan once the account is known.
+            session: startsSession
+                ? issuer.prepareSession(userID: "", identityID: nil, clientID: verified.audience, userAgent: userAgent, at: now) : nil,
+            sealedGrant: try providerRefreshToken.map { try grants.box.seal($0) }, auditIDs: (newIdentifier(), newIdentifier()))
+    }
 
-        /// The record for `identity` of `user`, with a new session when one is wanted.
-        func record(_ account: SignInRecord.Account, user: UserAccount, identity: LinkedIdentity, audits: [AuditEvent]) throws
-            -> (SignInRecord, PreparedSession?)
-        {
-            let session =
-                startsSession ? issuer.prepareSession(userID: user.id, identityID: identity.id, clientID: verified.audience, userAgent: userAgent) : nil
-            var audits = audits
-            if let session {
-                audits.append(AuditEvent(at: now, userID: user.id, kind: "signed_in", detail: "provider=\(provider) session=\(session.start.family.id)"))
-            }
-            let grant = try grants.grant(providerRefreshToken, identity: identity, clientID: verified.audience)
-            return (SignInRecord(account: account, grant: grant, session: session?.start, audits: audits), session)
-        }
-
-        /// A known identity: fills gaps in the user's profile, refreshes the identity's and records the sign-in.
-        func signInExisting(_ found: StoredAccount) async throws -> (account: ResolvedAccount, session: PreparedSession?) {
-            var user = found.user
-            var changedUser = user
-            changedUser.email = user.email ?? email
-            changedUser.emailVerified = user.email == nil ? verified.emailVerified : user.emailVerified
-            changedUser.givenName = user.givenName ?? givenName
-            changedUser.familyName = user.familyName ?? familyName
-            let userChanged = changedUser != user
-            user = changedUser
-            var identity = found.identity
-            identity.email = identity.email ?? email
-            identity.emailVerified = verified.emailVerified ?? identity.emailVerified
-            identity.isPrivateEmail = verified.isPrivateEmail ?? identity.isPrivateEmail
-            identity.realUserStatus = verified.realUserStatus?.rawValue ?? identity.realUserStatus
-            identity.transferSubject = verified.transferSubject ?? identity.transferSubject
-            identity.givenName = identity.givenName ?? givenName
-            identity.familyName = identity.familyName ?? familyName
-            identity.claims.merge(Self.claims(of: verified)) { $1 }
-            identity.lastSignInAt = now
-            let (written, session) = try record(.update(user: userChanged ? user : nil, identity: identity), user: user, identity: identity, audits: [])
-            try await store.recordSignIn(written)
-            let identities = found.identities.map { $0.id == identity.id ? identity : $0 }
-            return (ResolvedAccount(user: user, identity: identity, identities: identities, isNewUser: false), session)
-        }
-
-        if let found = try await store.account(provider: provider, subject: verified.subject) { return try await signInExisting(found) }
-        if policy.requireInvite {
-            guard let inviteCode, !inviteCode.isEmpty, try await store.redeemInvite(codeHash: sha256Hex(inviteCode), at: now) else {
-                throw LatchkeyError(
-                    .signupClosed,
-                    inviteCode == nil
-                        ? "sign-up needs an invitation on this server: send the inviteCode you were given"
-                        : "the invite code is unknown, used up, expired or revoked")
-            }
-        }
-        let user = UserAccount(
-            id: newIdentifier(), createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
-        let identity = LinkedIdentity(
-            id: newIdentifier(), userID: user.id, provider: provider, subject: verified.subject, email: email, emailVerified: verified.emailVerified,
-            isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
-            givenName: givenName, familyName: familyName, claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
-        )
-        let created = AuditEvent(at: now, userID: user.id, kind: "user_created", detail: "provider=\(provider)")
-        let (written, session) = try record(.create(user, identity), user: user, identity: identity, audits: [created])
+    /// Runs a plan: in one store step when it can (the common case); otherwise redeems the invite a new user needs, or
+    /// follows a concurrent first sign-in that linked the identity first. A failure after the claim releases it.
+    private func resolve(_ plan: SignInPlan, inviteCode: String?) async throws -> SignInPlan.Resolution {
+        var result = try await store.signIn(plan)
+        if result == .tokenUsed { throw Self.tokenAlreadyUsed }
+        var plan = plan
+        let claim = plan.claim
+        plan.claim = nil
         do {
-            try await store.recordSignIn(written)
-        } catch AuthStoreError.duplicate {
-            // A concurrent first sign-in of the same person won; use its user.
-            guard let winner = try await store.account(provider: provider, subject: verified.subject) else { throw AuthStoreError.notFound }
-            return try await signInExisting(winner)
+            // Each further step finds something new: the redeemed invite lets it create the user, or the identity
+            // that a concurrent first sign-in linked.
+            for _ in 0..<3 {
+                switch result {
+                case .recorded(let found): if let resolved = plan.resolution(for: found) { return resolved }
+                case .declined:
+                    try await redeemInvite(inviteCode)
+                    plan.mayCreateUser = true
+                case .duplicate, .tokenUsed: break
+                }
+                result = try await store.signIn(plan)
+            }
+            if case .recorded(let found) = result, let resolved = plan.resolution(for: found) { return resolved }
+            throw AuthStoreError.unavailable("the sign-in kept meeting concurrent changes to its account; try again")
+        } catch {
+            if let claim { try? await store.deleteSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash) }
+            throw error
         }
-        return (ResolvedAccount(user: user, identity: identity, identities: [identity], isNewUser: true), session)
+    }
+
+    private func redeemInvite(_ inviteCode: String?) async throws {
+        guard let inviteCode, !inviteCode.isEmpty, try await store.redeemInvite(codeHash: sha256Hex(inviteCode), at: timeSource.now) else {
+            throw LatchkeyError(
+                .signupClosed,
+                inviteCode == nil
+                    ? "sign-up needs an invitation on this server: send the inviteCode you were given"
+                    : "the invite code is unknown, used up, expired or revoked")
+        }
     }
 
     /// The claims worth keeping on an identity beyond the columns every provider fills.
@@ -217,14 +197,20 @@ public struct SignInService: Sendable {
     /// or any other instance sharing the store) throws `token_already_used` until the token has expired.
     /// Call ``releaseSignIn(_:provider:identity:)`` when the sign-in then fails before its session starts.
     public func claimSignIn(_ token: String, provider: String, identity: VerifiedIdentity) async throws {
-        // Kept past `exp` by more than any verifier's leeway, so the token cannot be accepted again after its record is swept.
-        let keepUntil = identity.expiresAt.addingTimeInterval(Self.signInRecordMargin)
-        guard try await store.recordSignInToken(provider: provider, subject: identity.subject, tokenHash: Self.signInKey(token), expiresAt: keepUntil) else {
-            throw LatchkeyError(
-                .tokenAlreadyUsed,
-                "this identity token already started a session; sign-ins are single use — sign in again to get a fresh token"
-            )
-        }
+        let claim = signInClaim(token, provider: provider, identity: identity)
+        guard try await store.recordSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash, expiresAt: claim.expiresAt)
+        else { throw Self.tokenAlreadyUsed }
+    }
+
+    static let tokenAlreadyUsed = LatchkeyError(
+        .tokenAlreadyUsed, "this identity token already started a session; sign-ins are single use — sign in again to get a fresh token")
+
+    /// The record of `token`'s use, kept past its `exp` by more than any verifier's leeway, so the token cannot be
+    /// accepted again after its record is swept.
+    private func signInClaim(_ token: String, provider: String, identity: VerifiedIdentity) -> SignInTokenClaim {
+        SignInTokenClaim(
+            provider: provider, subject: identity.subject, tokenHash: Self.signInKey(token),
+            expiresAt: identity.expiresAt.addingTimeInterval(Self.signInRecordMargin))
     }
 
     /// Undoes ``claimSignIn(_:provider:identity:)`` after a failure, so the app may retry with the same token.

@@ -56,6 +56,9 @@ public struct AppleIdentityProvider: IdentityProvider {
         return ProviderSignIn(identity: identity, singleUseToken: token)
     }
 
+    /// Apple's authorization code is redeemed once, after the identity token is claimed.
+    public func completes(_ credential: ProviderCredential) -> Bool { credential.authorizationCode?.isEmpty == false }
+
     public func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn {
         guard let code = credential.authorizationCode, !code.isEmpty else { return signIn }
         if let redirectURI = credential.redirectURI, !redirectURIs.contains(redirectURI) {

@@ -1,0 +1,127 @@
+public import Foundation
+
+/// An identity token claimed for one sign-in, remembered until `expiresAt` (see ``ReplayStore``).
+public struct SignInTokenClaim: Sendable, Hashable {
+    public var provider: String
+    public var subject: String
+    /// SHA-256 (hex) of the token's signed part.
+    public var tokenHash: String
+    public var expiresAt: Date
+
+    public init(provider: String, subject: String, tokenHash: String, expiresAt: Date) {
+        self.provider = provider
+        self.subject = subject
+        self.tokenHash = tokenHash
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A sign-in decided up to its account, which the store finds in the same transaction (``AuthStore/signIn(_:)``):
+/// the store makes ``claim``, looks up the identity of ``provider`` and ``subject``, and writes ``record(for:)`` of
+/// what it found. Everything random (identifiers, the refresh token) is drawn when the plan is made, so one account
+/// always gives the same record, and the caller learns what was written from the account alone.
+public struct SignInPlan: Sendable {
+    public let provider: String
+    public let subject: String
+    /// The identity token to claim in the same transaction; nil when it was claimed before, or there is none.
+    public internal(set) var claim: SignInTokenClaim?
+    /// A new user may be created (sign-up is open, or their invite was redeemed).
+    var mayCreateUser: Bool
+
+    let verified: VerifiedIdentity
+    let now: Date
+    let email: String?
+    let givenName: String?
+    let familyName: String?
+    let newUserID: String
+    let newIdentityID: String
+    /// The session to start, its user and identity filled in once known.
+    let session: PreparedSession?
+    let sealedGrant: String?
+    let auditIDs: (created: String, signedIn: String)
+
+    /// What the plan writes for an account, and what the caller answers with.
+    struct Resolution {
+        let record: SignInRecord
+        let account: SignInService.ResolvedAccount
+        let session: PreparedSession?
+    }
+
+    /// What this sign-in writes when `found` is its account (nil: the identity is not linked yet); nil when it writes
+    /// nothing there: a new user while sign-up needs an invite.
+    public func record(for found: StoredAccount?) -> SignInRecord? { resolution(for: found)?.record }
+
+    func resolution(for found: StoredAccount?) -> Resolution? {
+        if let found { return existing(found) }
+        guard mayCreateUser else { return nil }
+        let user = UserAccount(
+            id: newUserID, createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
+        let identity = LinkedIdentity(
+            id: newIdentityID, userID: user.id, provider: provider, subject: subject, email: email, emailVerified: verified.emailVerified,
+            isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
+            givenName: givenName, familyName: familyName, claims: SignInService.claims(of: verified), firstSeenAt: now, lastSignInAt: now
+        )
+        let created = AuditEvent(id: auditIDs.created, at: now, userID: user.id, kind: "user_created", detail: "provider=\(provider)")
+        return resolution(.create(user, identity), user: user, identity: identity, identities: [identity], isNewUser: true, audits: [created])
+    }
+
+    /// A known identity: fills gaps in the user's profile, refreshes the identity's and records the sign-in.
+    /// E-mail and name from the first sign-in are kept; later sign-ins fill gaps but never blank them.
+    private func existing(_ found: StoredAccount) -> Resolution {
+        let known = found.user
+        var user = known
+        user.email = known.email ?? email
+        user.emailVerified = known.email == nil ? verified.emailVerified : known.emailVerified
+        user.givenName = known.givenName ?? givenName
+        user.familyName = known.familyName ?? familyName
+        var identity = found.identity
+        identity.email = identity.email ?? email
+        identity.emailVerified = verified.emailVerified ?? identity.emailVerified
+        identity.isPrivateEmail = verified.isPrivateEmail ?? identity.isPrivateEmail
+        identity.realUserStatus = verified.realUserStatus?.rawValue ?? identity.realUserStatus
+        identity.transferSubject = verified.transferSubject ?? identity.transferSubject
+        identity.givenName = identity.givenName ?? givenName
+        identity.familyName = identity.familyName ?? familyName
+        identity.claims.merge(SignInService.claims(of: verified)) { $1 }
+        identity.lastSignInAt = now
+        let identities = found.identities.map { $0.id == identity.id ? identity : $0 }
+        return resolution(
+            .update(user: user != known ? user : nil, identity: identity), user: user, identity: identity, identities: identities, isNewUser: false,
+            audits: [])
+    }
+
+    private func resolution(
+        _ account: SignInRecord.Account, user: UserAccount, identity: LinkedIdentity, identities: [LinkedIdentity], isNewUser: Bool,
+        audits: [AuditEvent]
+    ) -> Resolution {
+        var audits = audits
+        var session = session
+        if var started = session {
+            started.start.family.userID = user.id
+            started.start.family.identityID = identity.id
+            session = started
+            audits.append(
+                AuditEvent(
+                    id: auditIDs.signedIn, at: now, userID: user.id, kind: "signed_in", detail: "provider=\(provider) session=\(started.start.family.id)"))
+        }
+        let grant = sealedGrant.map {
+            ProviderGrant(
+                identityID: identity.id, provider: provider, clientID: verified.audience, sealedRefreshToken: $0, lastValidatedAt: now, createdAt: now)
+        }
+        return Resolution(
+            record: SignInRecord(account: account, grant: grant, session: session?.start, audits: audits),
+            account: SignInService.ResolvedAccount(user: user, identity: identity, identities: identities, isNewUser: isNewUser), session: session)
+    }
+}
+
+/// What ``AuthStore/signIn(_:)`` did with a plan.
+public enum SignInStepResult: Sendable, Equatable {
+    /// The plan's identity token was claimed before: nothing was written.
+    case tokenUsed
+    /// The plan's record for this account (nil: none was linked) was written, with the claim.
+    case recorded(StoredAccount?)
+    /// The plan makes no record for this account (a new user who needs an invite): only the claim was written.
+    case declined
+    /// The plan created an identity that another sign-in linked first: only the claim was written.
+    case duplicate
+}

@@ -1,0 +1,106 @@
+import Foundation
+import LatchkeyCore
+import Testing
+
+@testable import LatchkeyStore
+
+/// A sign-in claims its identity token, finds its account and writes, in one step of the store; only a new user who
+/// needs an invite, or a first sign-in another one beat, takes more.
+extension StoreConformanceTests {
+    func sessionService(_ store: any AuthStore, requireInvite: Bool) async throws -> SessionService {
+        let plain = try await sessionService(store)
+        var policy = SessionPolicy()
+        policy.requireInvite = requireInvite
+        return SessionService(store: store, accessTokens: plain.accessTokens, box: plain.grants.box, policy: policy)
+    }
+
+    func googleIdentity(_ subject: String, email: String? = nil) -> VerifiedIdentity {
+        var identity = VerifiedIdentity(issuer: "https://accounts.google.com", subject: subject, audience: "app", checkedAt: Date().addingTimeInterval(300))
+        identity.email = email
+        return identity
+    }
+
+    @Test("a sign-in takes one store step with its token's claim; a used token writes nothing; a returning user is found", arguments: sqlKinds)
+    func oneStepSignIn(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let sql = try #require(store as? SQLAuthStore)
+            let signIns = try await sessionService(store).signIns
+            let subject = "\(run)-step"
+            let first = try await signIns.signIn(identity: googleIdentity(subject, email: "a@example.com"), provider: "google", claiming: "h.p1.s")
+            #expect(first.isNewUser)
+            #expect(first.user.email == "a@example.com")
+            #expect((sql.signInSteps, sql.separateClaims) == (1, 0))
+
+            // The same token again (its signed part, whatever the signature): refused, and no second session.
+            let replay = await #expect(throws: LatchkeyError.self) {
+                try await signIns.signIn(identity: googleIdentity(subject), provider: "google", claiming: "h.p1.other")
+            }
+            #expect(replay?.code == .tokenAlreadyUsed)
+            #expect(try await store.sessions(userID: first.user.id).count == 1)
+
+            // A returning sign-in with a fresh token keeps the e-mail it had and starts a second session, in one step.
+            let again = try await signIns.signIn(identity: googleIdentity(subject), provider: "google", userAgent: "UA", claiming: "h.p2.s")
+            #expect(!again.isNewUser)
+            #expect((again.user.id, again.user.email) == (first.user.id, "a@example.com"))
+            #expect(again.identities.map(\.id) == first.identities.map(\.id))
+            #expect(try await store.sessions(userID: first.user.id).map(\.userAgent).sorted { ($0 ?? "") < ($1 ?? "") } == [nil, "UA"])
+            #expect((sql.signInSteps, sql.separateClaims) == (3, 0))
+            #expect(try await store.auditEvents(userID: first.user.id, limit: 10).map(\.kind).sorted() == ["signed_in", "signed_in", "user_created"])
+        }
+    }
+
+    @Test("sign-up by invite: without one nothing is written and the token may be used again; with one the user is created", arguments: kinds)
+    func inviteSignUp(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let signIns = try await sessionService(store, requireInvite: true).signIns
+            let identity = googleIdentity("\(run)-invited")
+            for code in [nil, "inv_unknown"] {
+                let refused = await #expect(throws: LatchkeyError.self) {
+                    try await signIns.signIn(identity: identity, provider: "google", inviteCode: code, claiming: "h.invited.s")
+                }
+                #expect(refused?.code == .signupClosed)
+            }
+            #expect(try await store.account(provider: "google", subject: identity.subject) == nil)
+            let (_, code) = try await signIns.createInvite()
+            let created = try await signIns.signIn(identity: identity, provider: "google", inviteCode: code, claiming: "h.invited.s")
+            #expect(created.isNewUser)
+            // Known now: no invite needed, and the used invite is not asked for.
+            let returning = try await signIns.signIn(identity: identity, provider: "google", claiming: "h.invited-again.s")
+            #expect(!returning.isNewUser)
+            #expect(returning.user.id == created.user.id)
+        }
+    }
+
+    @Test("concurrent sign-ins: one user per new identity, one session per token, whatever the groups", arguments: kinds)
+    func concurrentStepSignIns(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let signIns = try await sessionService(store).signIns
+            let contested = "\(run)-first-time"
+            // 0..<10: the same new person with ten tokens; 10..<20: one token sent ten times; the rest: one each.
+            let outcomes = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                for index in 0..<40 {
+                    let subject = index < 10 ? contested : index < 20 ? "\(run)-replayed" : "\(run)-other-\(index)"
+                    let token = index >= 10 && index < 20 ? "h.replayed.s" : "h.\(index).s"
+                    group.addTask {
+                        do {
+                            return (index, try await signIns.signIn(identity: googleIdentity(subject), provider: "google", claiming: token).user.id)
+                        } catch let error as LatchkeyError where error.code == .tokenAlreadyUsed {
+                            return (index, nil)
+                        }
+                    }
+                }
+                return try await group.reduce(into: [Int: String?]()) { $0[$1.0] = $1.1 }
+            }
+            let contestedUsers = Set((0..<10).compactMap { outcomes[$0] ?? nil })
+            #expect(contestedUsers.count == 1)
+            #expect((0..<10).allSatisfy { outcomes[$0] != nil && outcomes[$0]! != nil })
+            #expect((10..<20).filter { outcomes[$0]! != nil }.count == 1)
+            #expect((20..<40).allSatisfy { outcomes[$0]! != nil })
+            let user = try #require(contestedUsers.first)
+            #expect(try await store.sessions(userID: user).count == 10)
+            #expect(try await store.identities(userID: user).count == 1)
+            let replayed = try #require(try await store.account(provider: "google", subject: "\(run)-replayed"))
+            #expect(try await store.sessions(userID: replayed.user.id).count == 1)
+        }
+    }
+}
