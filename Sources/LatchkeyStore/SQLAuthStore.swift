@@ -204,8 +204,8 @@ public final class SQLAuthStore: AuthStore {
 
     /// The claims document column: a JSON object of strings, NULL when empty.
     static func claimsDocument(_ claims: [String: String]) -> String? {
-        guard !claims.isEmpty, let data = try? JSONEncoder.sorted.encode(claims) else { return nil }
-        return String(decoding: data, as: UTF8.self)
+        guard !claims.isEmpty, let bytes = try? LeanJSONEncoder().encode(claims) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     public func user(id: String) async throws -> UserAccount? {

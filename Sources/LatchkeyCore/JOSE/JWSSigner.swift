@@ -25,7 +25,7 @@ public enum JWSSigner {
 
     private static func encodeSegment(_ value: some Encodable) throws(LatchkeyError) -> String {
         do {
-            return base64URL(Array(try sharedJSONEncoder.encode(value)))
+            return base64URL(try LeanJSONEncoder().encode(value))
         } catch {
             throw LatchkeyError(.invalidClaim, "the claims could not be encoded as JSON")
         }
@@ -36,9 +36,3 @@ public enum JWSSigner {
 public func base64URL(_ bytes: [UInt8]) -> String {
     Base64.encodeToString(bytes: bytes, options: [.base64UrlAlphabet, .omitPaddingCharacter])
 }
-
-private let sharedJSONEncoder: JSONEncoder = {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    return encoder
-}()
