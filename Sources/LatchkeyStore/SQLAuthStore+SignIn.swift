@@ -94,21 +94,21 @@ extension SQLAuthStore {
             recorded.append((index, account))
         }
         // Plans create only identities that the look-up above, in this transaction, did not find.
-        let written = try await recordSignIns(records, db, linked: [])
+        let written = try await recordSignIns(records, db, lookingUpLinked: false)
         for ((index, account), wrote) in zip(recorded, written) { results[index] = wrote ? .recorded(account) : .duplicate }
         return results.map { $0 ?? .declined }
     }
 
     /// Writes a group of sign-ins with one statement of each kind; false for a sign-in that creates an identity
     /// that is linked already (by an earlier sign-in, or an earlier one in this group), which writes nothing.
-    /// - Parameter linked: the identities among those created that are known to be linked already; nil to look them up.
-    static func recordSignIns(_ records: [SignInRecord], _ db: any SQLDatabase, linked known: Set<AccountKey>? = nil) async throws -> [Bool] {
+    /// - Parameter lookingUpLinked: false when the caller looked the created identities up in this transaction already.
+    static func recordSignIns(_ records: [SignInRecord], _ db: any SQLDatabase, lookingUpLinked: Bool = true) async throws -> [Bool] {
         let created = records.compactMap { record -> AccountKey? in
             guard case .create(_, let identity) = record.account else { return nil }
             return AccountKey(provider: identity.provider, subject: identity.subject)
         }
-        var linked = known ?? []
-        if known == nil, !created.isEmpty {
+        var linked: Set<AccountKey> = []
+        if lookingUpLinked, !created.isEmpty {
             let rows = try await db.raw(
                 """
                 SELECT provider, subject FROM identities WHERE (provider, subject) IN (VALUES \(rows: Set(created).map { [$0.provider, $0.subject] }))

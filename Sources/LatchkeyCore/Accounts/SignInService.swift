@@ -104,7 +104,7 @@ public struct SignInService: Sendable {
             if case .recorded(let found) = result, let resolved = plan.resolution(for: found) { return resolved }
             throw AuthStoreError.unavailable("the sign-in kept meeting concurrent changes to its account; try again")
         } catch {
-            if let claim { try? await store.deleteSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash) }
+            if let claim { await release(claim) }
             throw error
         }
     }
@@ -215,7 +215,11 @@ public struct SignInService: Sendable {
 
     /// Undoes ``claimSignIn(_:provider:identity:)`` after a failure, so the app may retry with the same token.
     public func releaseSignIn(_ token: String, provider: String, identity: VerifiedIdentity) async {
-        try? await store.deleteSignInToken(provider: provider, subject: identity.subject, tokenHash: Self.signInKey(token))
+        await release(signInClaim(token, provider: provider, identity: identity))
+    }
+
+    private func release(_ claim: SignInTokenClaim) async {
+        try? await store.deleteSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash)
     }
 
     /// A sign-in is keyed by what the signature covers (`header.payload`), not by the whole string: some
