@@ -178,7 +178,7 @@ extension EmulatorState {
             claims["picture"] = .string("https://platform-lookaside.fbsbx.com/platform/profilepic/?asid=\(subjects.facebook)")
         default: break
         }
-        do { return try await keyRings[provider]!.sign(claims) } catch {
+        do { return try await keys(provider).sign(claims) } catch {
             throw ProviderOAuthError(status: 500, code: "server_error", description: "signing failed")
         }
     }

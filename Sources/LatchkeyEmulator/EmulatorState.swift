@@ -5,8 +5,9 @@ import Foundation
 /// rules are in EmulatorState+Providers.swift).
 actor EmulatorState {
     private(set) var configuration: EmulatorConfiguration
-    /// Each provider's RS256 signing keys (Dropbox issues no ID tokens, so it has none).
-    private(set) var keyRings: [CodeRecord.Provider: SigningKeyRing]
+    /// Each provider's RS256 signing keys, made when the provider first needs them: an RSA key takes a while to
+    /// make, and most runs use one or two providers.
+    private var keyRings: [CodeRecord.Provider: SigningKeyRing] = [:]
     private var clockOffset: TimeInterval = 0
 
     var users: [UUID: UserRecord] = [:]
@@ -35,11 +36,6 @@ actor EmulatorState {
 
     init(configuration: EmulatorConfiguration) throws {
         self.configuration = configuration
-        keyRings = [
-            .apple: try SigningKeyRing(makeKeyID: Identifiers.appleKeyID), .google: try SigningKeyRing(makeKeyID: Identifiers.googleKeyID),
-            .microsoft: try SigningKeyRing(makeKeyID: Identifiers.microsoftKeyID), .facebook: try SigningKeyRing(makeKeyID: Identifiers.googleKeyID),
-            .oidc: try SigningKeyRing(makeKeyID: Identifiers.googleKeyID),
-        ]
         (pendingNotifications, outbox) = AsyncStream.makeStream()
     }
 
@@ -55,13 +51,42 @@ actor EmulatorState {
         return true
     }
 
-    var appleKeys: SigningKeyRing { keyRings[.apple]! }
-    var googleKeys: SigningKeyRing { keyRings[.google]! }
+    /// How each provider that signs ID tokens names its keys (Dropbox issues none, so it has no keys).
+    private static let keyIDs: [CodeRecord.Provider: @Sendable () -> String] = [
+        .apple: Identifiers.appleKeyID, .google: Identifiers.googleKeyID, .microsoft: Identifiers.microsoftKeyID,
+        .facebook: Identifiers.googleKeyID, .oidc: Identifiers.googleKeyID,
+    ]
+
+    /// `provider`'s signing keys, made on first use.
+    func keys(_ provider: CodeRecord.Provider) throws(ProviderOAuthError) -> SigningKeyRing {
+        if let ring = keyRings[provider] { return ring }
+        guard let makeKeyID = Self.keyIDs[provider] else {
+            throw ProviderOAuthError(status: 500, code: "server_error", description: "\(provider.rawValue) has no signing keys")
+        }
+        do {
+            let ring = try SigningKeyRing(makeKeyID: makeKeyID)
+            keyRings[provider] = ring
+            return ring
+        } catch {
+            throw ProviderOAuthError(status: 500, code: "server_error", description: "could not make a signing key")
+        }
+    }
+
+    /// `provider`'s JWKS document, with `alg` on each key unless `algorithm` is nil (Microsoft's keys have none).
+    func jwks(_ provider: CodeRecord.Provider, algorithm: String? = "RS256", extra: [String: String] = [:]) throws(ProviderOAuthError)
+        -> [String: [[String: String]]]
+    {
+        try keys(provider).jwks(algorithm: algorithm, extra: extra)
+    }
 
     /// Rotates `providers`' keys; false when one of them has no keys (Dropbox).
     func rotateKeys(_ providers: [CodeRecord.Provider] = [.apple, .google]) throws -> Bool {
-        guard providers.allSatisfy({ keyRings[$0] != nil }) else { return false }
-        for provider in providers { try keyRings[provider]!.rotate() }
+        guard providers.allSatisfy({ Self.keyIDs[$0] != nil }) else { return false }
+        for provider in providers {
+            var ring = try keys(provider)
+            try ring.rotate()
+            keyRings[provider] = ring
+        }
         return true
     }
 
@@ -178,7 +203,7 @@ actor EmulatorState {
         )
         let claims = appleIDTokenClaims(user: user, app: app, nonce: nonce, native: native, code: code, accessToken: nil)
         do {
-            return SignIn(code: code, identityToken: try await appleKeys.sign(claims), user: sharedUser)
+            return SignIn(code: code, identityToken: try await keys(.apple).sign(claims), user: sharedUser)
         } catch {
             throw AppleOAuthError(code: "server_error", detail: "signing failed")
         }
@@ -335,7 +360,7 @@ actor EmulatorState {
     }
 
     private func sign(_ claims: ClaimSet) async throws(AppleOAuthError) -> String {
-        do { return try await appleKeys.sign(claims) } catch { throw AppleOAuthError(code: "server_error", detail: "signing failed") }
+        do { return try await keys(.apple).sign(claims) } catch { throw AppleOAuthError(code: "server_error", detail: "signing failed") }
     }
 
     // MARK: - /auth/revoke
@@ -448,7 +473,7 @@ actor EmulatorState {
         }
     }
 
-    func signNotification(_ claims: ClaimSet) async throws -> String { try await appleKeys.sign(claims) }
+    func signNotification(_ claims: ClaimSet) async throws -> String { try await keys(.apple).sign(claims) }
 
     func recordDelivery(id: String, status: Int?, delivered: Bool) {
         deliveries[id]?.attempts += 1
@@ -499,7 +524,7 @@ actor EmulatorState {
         guard parts.count == 3, let headerBytes = base64URLDecode(parts[0]), let payloadBytes = base64URLDecode(parts[1]),
             let signature = base64URLDecode(parts[2]),
             let header = try? JSONSerialization.jsonObject(with: Data(headerBytes)) as? [String: Any], let kid = header["kid"] as? String,
-            let key = googleKeys.keys.first(where: { $0.keyID == kid }),
+            let key = keyRings[.google]?.keys.first(where: { $0.keyID == kid }),
             let claims = try? JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any]
         else { return nil }
         guard key.verifies(signature: signature, input: Array("\(parts[0]).\(parts[1])".utf8)) else { return nil }

@@ -27,7 +27,7 @@ extension Emulator {
 
         router.get("/auth/keys") { request, _ in
             await state.record(RequestRecord(time: await state.now, method: "GET", endpoint: "/auth/keys", status: 200))
-            var response = HTTPAnswer.json(await state.appleKeys.jwks)
+            var response = HTTPAnswer.json(try await state.jwks(.apple))
             response.headers[.cacheControl] = "public, max-age=3600"
             return response
         }

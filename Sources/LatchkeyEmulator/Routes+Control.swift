@@ -100,14 +100,14 @@ extension Emulator {
             let data = try await request.body.collect(upTo: maximumBodySize)
             guard data.readableBytes > 0 else {
                 _ = try await state.rotateKeys()
-                return HTTPAnswer.json(await state.appleKeys.jwks)
+                return HTTPAnswer.json(try await state.jwks(.apple))
             }
             guard let body = try? JSONDecoder().decode(Body.self, from: Data(Array(buffer: data))), let provider = CodeRecord.Provider(rawValue: body.provider)
             else {
                 return controlError("the body is {\"provider\": …} naming a provider")
             }
             guard try await state.rotateKeys([provider]) else { return controlError("\(provider.rawValue) has no signing keys") }
-            return HTTPAnswer.json(await state.keyRings[provider]!.jwks(algorithm: provider == .microsoft ? nil : "RS256"))
+            return HTTPAnswer.json(try await state.jwks(provider, algorithm: provider == .microsoft ? nil : "RS256"))
         }
 
         control.post("/clock") { request, context in

@@ -25,7 +25,7 @@ extension Emulator {
         }
 
         router.get("/google/oauth2/v3/certs") { _, _ in
-            var response = HTTPAnswer.json(await state.googleKeys.jwks)
+            var response = HTTPAnswer.json(try await state.jwks(.google))
             response.headers[.cacheControl] = "public, max-age=21600, must-revalidate, no-transform"
             return response
         }

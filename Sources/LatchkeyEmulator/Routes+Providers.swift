@@ -32,8 +32,8 @@ extension Emulator {
 
         // Keys carry no `alg` and a per-key `issuer`, as Microsoft's do.
         router.get("/microsoft/:tenant/discovery/v2.0/keys") { request, _ in
-            await providerDocument(request) {
-                HTTPAnswer.json(await state.keyRings[.microsoft]!.jwks(algorithm: nil, extra: ["issuer": microsoftIssuerTemplate]))
+            await providerDocument(request) { () throws(ProviderOAuthError) in
+                HTTPAnswer.json(try await state.jwks(.microsoft, algorithm: nil, extra: ["issuer": microsoftIssuerTemplate]))
             }
         }
 
@@ -63,7 +63,7 @@ extension Emulator {
         }
 
         router.get("/facebook/.well-known/oauth/openid/jwks/") { request, _ in
-            await providerDocument(request) { HTTPAnswer.json(await state.keyRings[.facebook]!.jwks) }
+            await providerDocument(request) { () throws(ProviderOAuthError) in HTTPAnswer.json(try await state.jwks(.facebook)) }
         }
 
         router.get("/facebook/debug_token") { request, _ in
@@ -143,7 +143,7 @@ extension Emulator {
         }
 
         router.get("/oidc/jwks") { request, _ in
-            await providerDocument(request) { HTTPAnswer.json(await state.keyRings[.oidc]!.jwks) }
+            await providerDocument(request) { () throws(ProviderOAuthError) in HTTPAnswer.json(try await state.jwks(.oidc)) }
         }
 
         addAuthorizeRoutes("/oidc/authorize", provider: .oidc, to: router)

@@ -142,9 +142,9 @@ extension Emulator {
         }
     }
 
-    /// A GET endpoint that cannot fail (discovery, keys), logged like the others.
-    func providerDocument(_ request: Request, _ document: () async -> Response) async -> Response {
-        await providerEndpoint(request) { () throws(ProviderOAuthError) in await document() }
+    /// A GET endpoint (discovery, keys), logged like the others.
+    func providerDocument(_ request: Request, _ document: () async throws(ProviderOAuthError) -> Response) async -> Response {
+        await providerEndpoint(request) { () throws(ProviderOAuthError) in try await document() }
     }
 }
 

@@ -92,10 +92,7 @@ struct SigningKeyRing: Sendable {
         return Key(keyID: keyID, rsa: rsa, privateKey: try JWTKit.Insecure.RSA.PrivateKey(backing: rsa))
     }
 
-    /// The JWKS document: every published key.
-    var jwks: [String: [[String: String]]] { jwks(algorithm: "RS256") }
-
-    /// The JWKS document with `alg` only when `algorithm` is given (Microsoft's keys have none) and `extra`
+    /// The JWKS document, every published key, with `alg` only when `algorithm` is given (Microsoft's keys have none) and `extra`
     /// members on every key (Microsoft's per-key `issuer`).
     func jwks(algorithm: String?, extra: [String: String] = [:]) -> [String: [[String: String]]] {
         [

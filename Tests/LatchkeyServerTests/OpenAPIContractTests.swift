@@ -633,22 +633,23 @@ enum Value: Codable, Equatable, Sendable, CustomStringConvertible {
     case array([Value])
     case object([String: Value])
 
+    // The commonest kinds first: each failed try throws, and Swift Testing records a backtrace for every throw.
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([String: Value].self) {
+            self = .object(value)
+        } else if let value = try? container.decode([Value].self) {
+            self = .array(value)
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
         } else if let value = try? container.decode(Int.self) {
             self = .int(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .double(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([Value].self) {
-            self = .array(value)
         } else {
-            self = .object(try container.decode([String: Value].self))
+            self = .double(try container.decode(Double.self))
         }
     }
 
