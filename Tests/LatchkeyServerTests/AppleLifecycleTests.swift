@@ -67,14 +67,15 @@ struct AppleLifecycleTests {
             for user in [sub, lateSub] {
                 #expect(try await harness.emulator.send("POST", "/emulator/users/\(user)/consent-revocation").status == 204)
             }
-            let slow: [String: any Sendable] = ["endpoint": "/auth/token", "kind": "latency", "latencyMilliseconds": 1500, "count": 1]
+            let slow: [String: any Sendable] = ["endpoint": "/auth/token", "kind": "latency", "latencyMilliseconds": 3000, "count": 1]
             #expect(try await harness.emulator.send("POST", "/emulator/faults", json: slow).status == 201)
             harness.clock.advance(86_401)
             let started = ContinuousClock.now
             let answer = try await harness.refresh(tokens.refreshToken)
             let waited = ContinuousClock.now - started
             #expect(answer.status == 200, "\(answer.text)")
-            #expect(waited < .milliseconds(1400), "the refresh waited for Apple's answer: \(waited)")
+            // Far below Apple's 3 s, so that a loaded machine's slow answers do not count.
+            #expect(waited < .milliseconds(2700), "the refresh waited for Apple's answer: \(waited)")
             let successor = try answer.decode(TokenPairResponse.self)
             // Apple's refusal, when it comes, ends the session the refresh went on with.
             #expect(try await harness.eventually { try await harness.send("GET", "/v1/me", bearer: successor.accessToken).status == 401 })
@@ -88,7 +89,7 @@ struct AppleLifecycleTests {
             harness.clock.advance(3 * 86_400)
             let lateStart = ContinuousClock.now
             let late = try await harness.refresh(lateTokens.refreshToken)
-            #expect(ContinuousClock.now - lateStart >= .milliseconds(1500))
+            #expect(ContinuousClock.now - lateStart >= .milliseconds(3000))
             #expect(late.error == "invalid_grant")
             #expect((late.json["error_description"] as? String)?.contains("Apple authorization was revoked") == true, "\(late.text)")
         }

@@ -101,14 +101,17 @@ struct SignInHardeningTests {
             let sub = try await harness.emulator.createUser()
             #expect(try await harness.signIn(sub: sub).status == 200)  // the server has just fetched Apple's keys
             _ = try await harness.emulator.send("POST", "/emulator/keys/rotate")
+            // Judged by when the accepted attempt was sent, so a slow machine's slow answers do not count.
             let started = ContinuousClock.now
             var status = 0
-            while status != 200, ContinuousClock.now - started < .seconds(5) {
+            var acceptedAttemptSent = started
+            while status != 200, ContinuousClock.now - started < .seconds(15) {
+                acceptedAttemptSent = ContinuousClock.now
                 status = try await harness.signIn(sub: sub, withCode: false).status
                 if status != 200 { try await Task.sleep(for: .milliseconds(200)) }
             }
             #expect(status == 200)
-            #expect(ContinuousClock.now - started < .seconds(5))
+            #expect(acceptedAttemptSent - started < .seconds(5))
         }
     }
 
