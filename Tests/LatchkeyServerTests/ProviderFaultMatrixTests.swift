@@ -58,7 +58,7 @@ struct ProviderFaultMatrixTests {
 
     /// How long a request may take when it waits for `attempts` timed-out calls: never a hang. Generous, because the
     /// whole test suite shares two cores.
-    static func bound(attempts: Int) -> Duration { timeout * attempts + .seconds(15) }
+    static func bound(attempts: Int) -> Duration { timeout * attempts + .seconds(30) }
 
     // MARK: Sign-in: the code exchange
 

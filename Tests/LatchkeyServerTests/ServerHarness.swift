@@ -148,7 +148,7 @@ struct ServerHarness: Sendable {
             request.headers.add(name: "Content-Type", value: contentType)
             request.body = .bytes(ByteBuffer(bytes: bytes))
         }
-        let response = try await http.execute(request, timeout: .seconds(15))
+        let response = try await http.execute(request, timeout: .seconds(60))
         let bytes = try await response.body.collect(upTo: 1 << 20)
         var answerHeaders: [String: String] = [:]
         for (name, value) in response.headers { answerHeaders[name.lowercased()] = value }

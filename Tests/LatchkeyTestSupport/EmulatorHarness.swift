@@ -101,7 +101,7 @@ public struct EmulatorHarness: Sendable {
             }
             request.body = .bytes(ByteBuffer(string: formURLEncoded(form)))
         }
-        let response = try await http.execute(request, timeout: .seconds(10))
+        let response = try await http.execute(request, timeout: .seconds(60))
         let body = try await response.body.collect(upTo: 1 << 20)
         var answerHeaders: [String: String] = [:]
         for (name, value) in response.headers { answerHeaders[name.lowercased()] = value }
