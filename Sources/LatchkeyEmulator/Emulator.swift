@@ -22,7 +22,7 @@ public struct Emulator: Sendable {
 
     public init(configuration: EmulatorConfiguration, logger: Logger = Logger(label: "latchkey.emulator")) throws {
         self.configuration = configuration
-        self.state = try EmulatorState(configuration: configuration)
+        self.state = EmulatorState(configuration: configuration)
         self.logger = logger
     }
 

@@ -34,7 +34,7 @@ actor EmulatorState {
     private let outbox: AsyncStream<PendingNotification>.Continuation
     let pendingNotifications: AsyncStream<PendingNotification>
 
-    init(configuration: EmulatorConfiguration) throws {
+    init(configuration: EmulatorConfiguration) {
         self.configuration = configuration
         (pendingNotifications, outbox) = AsyncStream.makeStream()
     }

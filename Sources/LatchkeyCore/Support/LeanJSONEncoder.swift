@@ -91,7 +91,6 @@ private enum EncodedNode {
     private static let trueBytes = Array("true".utf8)
     private static let falseBytes = Array("false".utf8)
     private static let nullBytes = Array("null".utf8)
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// A JSON string: quotes, backslashes and control characters escaped (the short forms where JSON has them).
     private static func write(_ string: String, to output: inout [UInt8]) {
@@ -109,8 +108,7 @@ private enum EncodedNode {
                 case 0x0A: output.append(UInt8(ascii: "n"))
                 case 0x0D: output.append(UInt8(ascii: "r"))
                 case 0x09: output.append(UInt8(ascii: "t"))
-                case 0..<0x20:
-                    output.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]])
+                case 0..<0x20: output.append(contentsOf: "u00\(lowercaseHex(CollectionOfOne(byte)))".utf8)
                 default: output.append(byte)
                 }
             }
