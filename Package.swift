@@ -154,7 +154,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "LatchkeyModelsTests", dependencies: ["LatchkeyModels"], swiftSettings: swiftSettings),
-        .testTarget(name: "LatchkeyClientTests", dependencies: ["LatchkeyClient"], swiftSettings: testSwiftSettings),
+        .testTarget(name: "LatchkeyClientTests", dependencies: ["LatchkeyClient", "LatchkeyTestSupport"], swiftSettings: testSwiftSettings),
         .target(
             name: "LatchkeyTestSupport",
             dependencies: [

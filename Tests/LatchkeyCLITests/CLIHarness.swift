@@ -51,11 +51,7 @@ enum CLI {
     }
 
     /// A fresh temporary directory.
-    static func directory() -> String {
-        let path = NSTemporaryDirectory() + "latchkey-cli-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
+    static func directory() -> String { ScratchDirectory.make("latchkey-cli") }
 
     static func write(_ object: [String: Any], to path: String) throws {
         try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))

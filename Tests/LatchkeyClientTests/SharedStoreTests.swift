@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyModels
+import LatchkeyTestSupport
 import Testing
 
 @testable import LatchkeyClient
@@ -158,9 +159,5 @@ struct SharedStoreTests {
         return (fixture, first, fixture.client(store: FileTokenStore(url: url)))
     }
 
-    private func temporaryDirectory() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("latchkey-client-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
-    }
+    private func temporaryDirectory() throws -> URL { URL(fileURLWithPath: ScratchDirectory.make("latchkey-client")) }
 }

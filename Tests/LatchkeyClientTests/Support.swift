@@ -58,9 +58,11 @@ final class EventLog: @unchecked Sendable {
 
     var all: [SessionEvent] { lock.withLock { events } }
 
-    /// Waits (briefly, in real time) until `predicate` holds for the events so far.
+    /// Waits in real time (up to 30 s, as ``eventually``) until `predicate` holds for the events so far. Every caller
+    /// waits for something that must happen: on a loaded machine a refresh through `serve` took more than the 2 s
+    /// this once allowed.
     func wait(until predicate: ([SessionEvent]) -> Bool) async -> [SessionEvent] {
-        for _ in 0..<200 {
+        for _ in 0..<3000 {
             let events = all
             if predicate(events) { return events }
             try? await Task.sleep(nanoseconds: 10_000_000)
@@ -69,7 +71,7 @@ final class EventLog: @unchecked Sendable {
     }
 }
 
-/// Waits in real time (up to 5 s) for something another task does.
+/// Waits in real time (up to 30 s) for something another task does.
 func eventually(_ condition: () async -> Bool) async -> Bool {
     // Up to 30 s of real time: the whole suite runs on two cores beside the server tests.
     for _ in 0..<3000 {

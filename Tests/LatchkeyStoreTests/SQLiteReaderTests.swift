@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyTestSupport
 import Logging
 import SQLKit
 import Synchronization
@@ -10,7 +11,7 @@ import Testing
 @Suite("SQLite readers")
 struct SQLiteReaderTests {
     private static func openBackend() async throws -> SQLiteBackend {
-        let path = NSTemporaryDirectory() + "latchkey-readers-\(UUID().uuidString).sqlite"
+        let path = ScratchDirectory.make("latchkey-readers") + "/store.sqlite"
         return try await SQLiteBackend.open(path: path, maximumBatch: 8, logger: Logger(label: "test"))
     }
 
