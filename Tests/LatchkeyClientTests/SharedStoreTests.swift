@@ -40,7 +40,7 @@ struct SharedStoreTests {
     @Test(arguments: StoppingTransport.Step.allCases)
     func nextLaunchAfterAKillKeepsTheSession(_ step: StoppingTransport.Step) async throws {
         let fixture = Fixture()
-        let directory = try temporaryDirectory()
+        let directory = temporaryDirectory()
         let file = FileTokenStore(url: directory.appendingPathComponent("session.json"))
         _ = try await fixture.expiredSession(store: file)
         let spent = try #require(try file.load()?.refreshToken)
@@ -123,7 +123,7 @@ struct SharedStoreTests {
 
     // FileTokenStore itself.
     @Test func fileStoreIsPrivateAtomicAndComparesBeforeSwapping() throws {
-        let url = try temporaryDirectory().appendingPathComponent("session.json")
+        let url = temporaryDirectory().appendingPathComponent("session.json")
         let store = FileTokenStore(url: url)
         #expect(try store.load() == nil)
         let session = StoredSession(
@@ -145,7 +145,7 @@ struct SharedStoreTests {
     }
 
     @Test func damagedFileIsAnErrorNotASignOut() throws {
-        let url = try temporaryDirectory().appendingPathComponent("session.json")
+        let url = temporaryDirectory().appendingPathComponent("session.json")
         try Data("{not json".utf8).write(to: url)
         #expect(throws: (any Error).self) { try FileTokenStore(url: url).load() }
         #expect(FileManager.default.fileExists(atPath: url.path))
@@ -154,10 +154,10 @@ struct SharedStoreTests {
     /// Two clients, each with its own `FileTokenStore` on one file (two processes' worth), signed in and expired.
     private func clientsSharingAFile() async throws -> (Fixture, LatchkeyClient, LatchkeyClient) {
         let fixture = Fixture()
-        let url = try temporaryDirectory().appendingPathComponent("session.json")
+        let url = temporaryDirectory().appendingPathComponent("session.json")
         let first = try await fixture.expiredSession(store: FileTokenStore(url: url))
         return (fixture, first, fixture.client(store: FileTokenStore(url: url)))
     }
 
-    private func temporaryDirectory() throws -> URL { URL(fileURLWithPath: ScratchDirectory.make("latchkey-client")) }
+    private func temporaryDirectory() -> URL { URL(fileURLWithPath: ScratchDirectory.make("latchkey-client")) }
 }
