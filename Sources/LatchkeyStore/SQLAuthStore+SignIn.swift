@@ -130,20 +130,26 @@ extension SQLAuthStore {
 
         var newUsers: [UserAccount] = []
         var newIdentities: [LinkedIdentity] = []
+        // A returning user who signs in twice in one group is updated once, as the later sign-in left them.
+        var changedUsers: [String: UserAccount] = [:]
+        var changedIdentities: [String: LinkedIdentity] = [:]
         for record in accepted {
             switch record.account {
             case .create(let user, let identity):
                 newUsers.append(user)
                 newIdentities.append(identity)
             case .update(let user, let identity):
-                if let user { try await db.raw(updateUser(user)).run() }
-                try await db.raw(updateIdentity(identity)).run()
+                if let user { changedUsers[user.id] = user }
+                changedIdentities[identity.id] = identity
             }
         }
         if !newUsers.isEmpty {
             try await db.raw(insertUsers(newUsers)).run()
             try await db.raw(insertIdentities(newIdentities)).run()
         }
+        // In id order, so that instances sharing PostgreSQL lock the rows in the same order.
+        if !changedUsers.isEmpty { try await db.raw(updateUsers(changedUsers.values.sorted { $0.id < $1.id })).run() }
+        if !changedIdentities.isEmpty { try await db.raw(updateIdentities(changedIdentities.values.sorted { $0.id < $1.id })).run() }
         // One grant per identity in a statement (an upsert may not touch a row twice); the last sign-in's wins.
         var grants: [String: ProviderGrant] = [:]
         for grant in accepted.compactMap(\.grant) { grants[grant.identityID] = grant }
@@ -185,21 +191,27 @@ extension SQLAuthStore {
         """
     }
 
-    static func updateUser(_ user: UserAccount) -> SQLQueryString {
+    /// Updates users (each at most once) with one statement. The casts give PostgreSQL the column types that a
+    /// `VALUES` list of only NULLs would lack.
+    static func updateUsers(_ users: [UserAccount]) -> SQLQueryString {
         """
-        UPDATE users SET email = \(bind: user.email), email_verified = \(bind: user.emailVerified.flag), given_name = \(bind: user.givenName),
-          family_name = \(bind: user.familyName) WHERE id = \(bind: user.id)
+        UPDATE users SET email = v.column2, email_verified = CAST(v.column3 AS INTEGER), given_name = v.column4, family_name = v.column5
+        FROM (VALUES \(rows: users.map { [$0.id, $0.email, $0.emailVerified.flag, $0.givenName, $0.familyName] })) AS v WHERE users.id = v.column1
         """
     }
 
-    static func updateIdentity(_ identity: LinkedIdentity) -> SQLQueryString {
+    /// Updates identities (each at most once) with one statement; see ``updateUsers(_:)``.
+    static func updateIdentities(_ identities: [LinkedIdentity]) -> SQLQueryString {
         """
-        UPDATE identities SET email = \(bind: identity.email), email_verified = \(bind: identity.emailVerified.flag),
-          is_private_email = \(bind: identity.isPrivateEmail.flag), real_user_status = \(bind: identity.realUserStatus),
-          transfer_subject = \(bind: identity.transferSubject), given_name = \(bind: identity.givenName), family_name = \(bind: identity.familyName),
-          email_forwarding_enabled = \(bind: identity.emailForwardingEnabled.flag), claims = \(bind: claimsDocument(identity.claims)),
-          last_sign_in_at = \(bind: identity.lastSignInAt.millis)
-        WHERE id = \(bind: identity.id)
+        UPDATE identities SET email = v.column2, email_verified = CAST(v.column3 AS INTEGER), is_private_email = CAST(v.column4 AS INTEGER),
+          real_user_status = CAST(v.column5 AS INTEGER), transfer_subject = v.column6, given_name = v.column7, family_name = v.column8,
+          email_forwarding_enabled = CAST(v.column9 AS INTEGER), claims = v.column10, last_sign_in_at = CAST(v.column11 AS BIGINT)
+        FROM (VALUES \(rows: identities.map { identity -> [any Encodable & Sendable] in
+            [
+                identity.id, identity.email, identity.emailVerified.flag, identity.isPrivateEmail.flag, identity.realUserStatus, identity.transferSubject,
+                identity.givenName, identity.familyName, identity.emailForwardingEnabled.flag, claimsDocument(identity.claims), identity.lastSignInAt.millis,
+            ]
+        })) AS v WHERE identities.id = v.column1
         """
     }
 

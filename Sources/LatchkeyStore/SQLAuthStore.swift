@@ -29,6 +29,8 @@ public final class SQLAuthStore: AuthStore {
     private let signInClaims: RequestGroups<SignInTokenClaim, Bool>
     /// How many sign-in steps and separate claims groups have handled so far (for tests).
     var signInSteps: Int { signIns.handledRequests }
+    /// The most sign-ins one step has handled so far (for tests).
+    var largestSignInGroup: Int { signIns.largestGroup }
     var separateClaims: Int { signInClaims.handledRequests }
 
     init(backend: any SQLBackend, location: StoreLocation, maximumWriteBatch: Int) {
@@ -181,11 +183,11 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func updateUser(_ user: UserAccount) async throws {
-        try await write { db in try await db.raw(Self.updateUser(user)).run() }
+        try await write { db in try await db.raw(Self.updateUsers([user])).run() }
     }
 
     public func updateIdentity(_ identity: LinkedIdentity) async throws {
-        try await write { db in try await db.raw(Self.updateIdentity(identity)).run() }
+        try await write { db in try await db.raw(Self.updateIdentities([identity])).run() }
     }
 
     public func addIdentity(_ identity: LinkedIdentity) async throws {

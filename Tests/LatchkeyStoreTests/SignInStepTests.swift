@@ -103,4 +103,53 @@ extension StoreConformanceTests {
             #expect(try await store.sessions(userID: replayed.user.id).count == 1)
         }
     }
+
+    @Test(
+        "returning sign-ins in one group: each user and identity gets its own changes, a user signing in twice at once keeps both sessions", arguments: sqlKinds
+    )
+    func groupedReturningSignIns(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let sql = try #require(store as? SQLAuthStore)
+            let signIns = try await sessionService(store).signIns
+            let count = 16
+            var firsts: [SignInService.SignInOutcome] = []
+            for index in 0..<count {
+                firsts.append(try await signIns.signIn(identity: googleIdentity("\(run)-back-\(index)"), provider: "google", claiming: "h.first\(index).s"))
+            }
+            #expect(firsts.allSatisfy { $0.user.email == nil && $0.user.givenName == nil })
+            #expect(sql.largestSignInGroup == 1)
+            // Each returns with details of its own; the first returns twice at once.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0...count {
+                    let person = index == count ? 0 : index
+                    var identity = googleIdentity("\(run)-back-\(person)", email: "back\(person)@example.com")
+                    identity.emailVerified = person % 2 == 0
+                    identity.isPrivateEmail = person % 3 == 0
+                    identity.realUserStatus = person % 2 == 0 ? .likelyReal : nil
+                    identity.transferSubject = person == 5 ? "transfer-5" : nil
+                    group.addTask {
+                        _ = try await signIns.signIn(identity: identity, provider: "google", givenName: "Given\(person)", claiming: "h.back\(index).s")
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(sql.largestSignInGroup > 1, "no two returning sign-ins shared a step")
+            for (index, first) in firsts.enumerated() {
+                let account = try #require(try await store.account(provider: "google", subject: "\(run)-back-\(index)"))
+                #expect(account.user.id == first.user.id)
+                #expect(account.user.email == "back\(index)@example.com")
+                #expect(account.user.emailVerified == (index % 2 == 0))
+                #expect(account.user.givenName == "Given\(index)")
+                let identity = account.identity
+                #expect(identity.id == first.identities.first?.id)
+                #expect(identity.email == "back\(index)@example.com")
+                #expect(identity.emailVerified == (index % 2 == 0))
+                #expect(identity.isPrivateEmail == (index % 3 == 0))
+                #expect(identity.realUserStatus == (index % 2 == 0 ? RealUserStatus.likelyReal.rawValue : nil))
+                #expect(identity.transferSubject == (index == 5 ? "transfer-5" : nil))
+                #expect(identity.givenName == "Given\(index)")
+                #expect(try await store.sessions(userID: first.user.id).count == (index == 0 ? 3 : 2))
+            }
+        }
+    }
 }
