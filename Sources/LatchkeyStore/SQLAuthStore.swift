@@ -175,6 +175,11 @@ public final class SQLAuthStore: AuthStore {
         try await Self.translatingErrors { try await signIns.submit(plan) }
     }
 
+    /// Handles `plans` as one group in one transaction, as ``signIn(_:)`` does with plans that arrive together (for tests).
+    func signInGroup(_ plans: [SignInPlan]) async throws -> [SignInStepResult] {
+        try await write { db in try await Self.signIns(plans, db) }
+    }
+
     public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
         try await write { db in
             try await db.raw(Self.insertUsers([user])).run()

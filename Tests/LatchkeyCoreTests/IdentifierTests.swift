@@ -12,7 +12,9 @@ struct IdentifierTests {
         let after = UInt64(Date().timeIntervalSince1970 * 1000)
         #expect(id.utf8.count == 36)
         #expect(id == id.lowercased())
-        let uuid = try #require(UUID(uuidString: id)).uuid
+        let parsed = try #require(UUID(uuidString: id))
+        #expect(id == parsed.uuidString.lowercased())
+        let uuid = parsed.uuid
         let millis = [uuid.0, uuid.1, uuid.2, uuid.3, uuid.4, uuid.5].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         #expect((before...after).contains(millis))
         #expect(uuid.6 >> 4 == 7)

@@ -1,7 +1,7 @@
 import Foundation
-import LatchkeyCore
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyStore
 
 /// A sign-in claims its identity token, finds its account and writes, in one step of the store; only a new user who
@@ -150,6 +150,53 @@ extension StoreConformanceTests {
                 #expect(identity.givenName == "Given\(index)")
                 #expect(try await store.sessions(userID: first.user.id).count == (index == 0 ? 3 : 2))
             }
+        }
+    }
+
+    @Test(
+        "sign-ins of one account in one group act in order: each keeps what the earlier ones wrote, a second first sign-in joins the user the first created",
+        arguments: sqlKinds)
+    func oneAccountTwiceInAGroup(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let sql = try #require(store as? SQLAuthStore)
+            let signIns = try await sessionService(store).signIns
+            func plan(_ subject: String, givenName: String? = nil, familyName: String? = nil, token: String) throws -> SignInPlan {
+                try signIns.makePlan(
+                    identity: googleIdentity(subject), provider: "google", givenName: givenName, familyName: familyName, providerRefreshToken: nil,
+                    startsSession: true, userAgent: nil, claiming: token)
+            }
+
+            // A returning user: one sign-in brings a given name, the next (in the same group) only a family name.
+            let subject = "\(run)-order"
+            let first = try await signIns.signIn(identity: googleIdentity(subject), provider: "google", claiming: "h.order0.s")
+            #expect(first.user.givenName == nil && first.user.familyName == nil)
+            let named = [try plan(subject, givenName: "Ann", token: "h.order1.s"), try plan(subject, familyName: "Lee", token: "h.order2.s")]
+            let results = try await sql.signInGroup(named)
+            guard case .recorded(let seenBySecond?) = results[1] else {
+                Issue.record("the second sign-in was not recorded: \(results)")
+                return
+            }
+            #expect(seenBySecond.user.givenName == "Ann", "the second sign-in did not see what the first wrote")
+            let account = try #require(try await store.account(provider: "google", subject: subject))
+            #expect((account.user.givenName, account.user.familyName) == ("Ann", "Lee"))
+            #expect((account.identity.givenName, account.identity.familyName) == ("Ann", "Lee"))
+            #expect(try await store.sessions(userID: first.user.id).count == 3)
+
+            // Two first sign-ins of a new identity: the first creates the user, the second signs in to that user.
+            let fresh = "\(run)-order-new"
+            let firsts = [try plan(fresh, givenName: "Bo", token: "h.order3.s"), try plan(fresh, familyName: "Ray", token: "h.order4.s")]
+            let created = try await sql.signInGroup(firsts)
+            #expect(created[0] == .recorded(nil))
+            guard case .recorded(let joined?) = created[1] else {
+                Issue.record("the second first sign-in was not recorded: \(created)")
+                return
+            }
+            let resolved = try #require(firsts[1].resolution(for: joined))
+            #expect(!resolved.account.isNewUser)
+            let newAccount = try #require(try await store.account(provider: "google", subject: fresh))
+            #expect(resolved.account.user.id == newAccount.user.id)
+            #expect((newAccount.user.givenName, newAccount.user.familyName) == ("Bo", "Ray"))
+            #expect(try await store.sessions(userID: newAccount.user.id).count == 2)
         }
     }
 }

@@ -64,7 +64,7 @@ public struct SignInService: Sendable {
     }
 
     /// Draws everything random a sign-in needs, so the store can write it in the step that finds the account.
-    private func makePlan(
+    func makePlan(
         identity verified: VerifiedIdentity, provider: String, givenName: String?, familyName: String?, providerRefreshToken: String?,
         startsSession: Bool, userAgent: String?, claiming token: String?
     ) throws -> SignInPlan {
