@@ -72,11 +72,12 @@ actor EmulatorState {
         }
     }
 
-    /// `provider`'s JWKS document, with `alg` on each key unless `algorithm` is nil (Microsoft's keys have none).
-    func jwks(_ provider: CodeRecord.Provider, algorithm: String? = "RS256", extra: [String: String] = [:]) throws(ProviderOAuthError)
-        -> [String: [[String: String]]]
-    {
-        try keys(provider).jwks(algorithm: algorithm, extra: extra)
+    /// `provider`'s JWKS document as its key route publishes it: `alg` RS256 on each key, except Microsoft's, which
+    /// carry no `alg` and a per-key `issuer` (its template) instead.
+    func jwks(_ provider: CodeRecord.Provider) throws(ProviderOAuthError) -> [String: [[String: String]]] {
+        provider == .microsoft
+            ? try keys(provider).jwks(algorithm: nil, extra: ["issuer": microsoftIssuerTemplate])
+            : try keys(provider).jwks(algorithm: "RS256", extra: [:])
     }
 
     /// Rotates `providers`' keys; false when one of them has no keys (Dropbox).

@@ -107,7 +107,7 @@ extension Emulator {
                 return controlError("the body is {\"provider\": …} naming a provider")
             }
             guard try await state.rotateKeys([provider]) else { return controlError("\(provider.rawValue) has no signing keys") }
-            return HTTPAnswer.json(try await state.jwks(provider, algorithm: provider == .microsoft ? nil : "RS256"))
+            return HTTPAnswer.json(try await state.jwks(provider))
         }
 
         control.post("/clock") { request, context in

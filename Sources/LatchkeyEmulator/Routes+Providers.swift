@@ -33,7 +33,7 @@ extension Emulator {
         // Keys carry no `alg` and a per-key `issuer`, as Microsoft's do.
         router.get("/microsoft/:tenant/discovery/v2.0/keys") { request, _ in
             await providerDocument(request) { () throws(ProviderOAuthError) in
-                HTTPAnswer.json(try await state.jwks(.microsoft, algorithm: nil, extra: ["issuer": microsoftIssuerTemplate]))
+                HTTPAnswer.json(try await state.jwks(.microsoft))
             }
         }
 

@@ -292,6 +292,11 @@ struct ProviderStandInTests {
             #expect(rotated.status == 200)
             let after = try await harness.send("GET", "/microsoft/common/discovery/v2.0/keys").json["keys"] as? [[String: Any]]
             #expect(before?.count == 1 && after?.count == 2)
+            // The rotation answers the keys as the route publishes them: no `alg`, each with the issuer template.
+            let answered = try #require(rotated.json["keys"] as? [[String: Any]])
+            #expect(answered.count == 2)
+            #expect(answered.allSatisfy { $0["alg"] == nil && $0["issuer"] as? String == "https://login.microsoftonline.com/{tenantid}/v2.0" })
+            #expect(Set(answered.compactMap { $0["kid"] as? String }) == Set((after ?? []).compactMap { $0["kid"] as? String }))
             #expect(try await harness.send("GET", "/auth/keys").json["keys"].map { ($0 as? [Any])?.count } == 1)
             #expect(try await harness.send("POST", "/emulator/keys/rotate", json: ["provider": "dropbox"]).status == 400)
             #expect(try await harness.send("POST", "/emulator/keys/rotate").status == 200)
