@@ -77,7 +77,7 @@ actor EmulatorState {
     func jwks(_ provider: CodeRecord.Provider) throws(ProviderOAuthError) -> [String: [[String: String]]] {
         provider == .microsoft
             ? try keys(provider).jwks(algorithm: nil, extra: ["issuer": microsoftIssuerTemplate])
-            : try keys(provider).jwks(algorithm: "RS256", extra: [:])
+            : try keys(provider).jwks(algorithm: "RS256")
     }
 
     /// Rotates `providers`' keys; false when one of them has no keys (Dropbox).

@@ -91,30 +91,18 @@ extension SQLAuthStore {
         var recorded: [(index: Int, found: StoredAccount?)] = []
         for (index, looked) in zip(going, found) {
             let account = leftBy[AccountKey(provider: plans[index].provider, subject: plans[index].subject)] ?? looked
-            guard let record = plans[index].record(for: account) else {
+            guard let (record, leaves) = plans[index].step(for: account) else {
                 results[index] = .declined
                 continue
             }
             records.append(record)
             recorded.append((index, account))
-            for after in accounts(after: record, of: account) { leftBy[AccountKey(provider: after.identity.provider, subject: after.identity.subject)] = after }
+            for after in leaves { leftBy[AccountKey(provider: after.identity.provider, subject: after.identity.subject)] = after }
         }
         // Plans create only identities that the look-up above, in this transaction, did not find.
         let written = try await recordSignIns(records, db, lookingUpLinked: false)
         for ((index, account), wrote) in zip(recorded, written) { results[index] = wrote ? .recorded(account) : .duplicate }
         return results.map { $0 ?? .declined }
-    }
-
-    /// The account of each identity of the user `record` wrote, as `record` leaves them (`account` is what it found).
-    static func accounts(after record: SignInRecord, of account: StoredAccount?) -> [StoredAccount] {
-        switch record.account {
-        case .create(let user, let identity):
-            return [StoredAccount(identity: identity, user: user, identities: [identity])]
-        case .update(let changedUser, let changed):
-            guard let account else { return [] }
-            let identities = account.identities.map { $0.id == changed.id ? changed : $0 }
-            return identities.map { StoredAccount(identity: $0, user: changedUser ?? account.user, identities: identities) }
-        }
     }
 
     /// Writes a group of sign-ins with one statement of each kind; false for a sign-in that creates an identity

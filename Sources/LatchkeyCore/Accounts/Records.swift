@@ -253,24 +253,21 @@ public func newIdentifier() -> String {
     for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: millis >> (40 - 8 * index)) }
     bytes[6] = bytes[6] & 0x0F | 0x70
     bytes[8] = bytes[8] & 0x3F | 0x80
-    // 8-4-4-4-12 hex digits, as `UUID.uuidString` lays them out (lowercase), written in place: this runs five
-    // times per sign-in.
+    // 8-4-4-4-12, as `UUID.uuidString` lays it out, written in place: this runs five times per sign-in.
+    let hex = lowercaseHex(bytes).utf8
     return String(unsafeUninitializedCapacity: 36) { text in
         var written = 0
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 {
+        for (index, digit) in hex.enumerated() {
+            if index == 8 || index == 12 || index == 16 || index == 20 {
                 text[written] = UInt8(ascii: "-")
                 written += 1
             }
-            text[written] = hexDigit(byte >> 4)
-            text[written + 1] = hexDigit(byte & 0x0F)
-            written += 2
+            text[written] = digit
+            written += 1
         }
         return written
     }
 }
-
-private func hexDigit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x57 + value }
 
 /// An invitation to sign up while `signup.mode` is `invite`. The code itself is never stored, only its hash.
 public struct Invite: Sendable, Equatable {

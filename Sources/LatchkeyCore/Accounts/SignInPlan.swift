@@ -51,6 +51,14 @@ public struct SignInPlan: Sendable {
     /// nothing there: a new user while sign-up needs an invite.
     public func record(for found: StoredAccount?) -> SignInRecord? { resolution(for: found)?.record }
 
+    /// ``record(for:)``, with the account of each of the user's identities as the record leaves them: what a later
+    /// sign-in of the same user, handled in the same step, finds.
+    public func step(for found: StoredAccount?) -> (record: SignInRecord, leaves: [StoredAccount])? {
+        guard let resolved = resolution(for: found) else { return nil }
+        let account = resolved.account
+        return (resolved.record, account.identities.map { StoredAccount(identity: $0, user: account.user, identities: account.identities) })
+    }
+
     func resolution(for found: StoredAccount?) -> Resolution? {
         if let found { return existing(found) }
         guard mayCreateUser else { return nil }
