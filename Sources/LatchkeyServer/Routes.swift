@@ -337,9 +337,10 @@ extension LatchkeyServer {
         )
     }
 
+    /// A request body as `T`. Strict: a member named twice is refused, as in tokens.
     func decodeJSON<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) throws -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: Data(bytes))
+            return try LeanJSONDecoder().decode(T.self, from: bytes)
         } catch {
             throw APIError.invalidRequest("the body is not the JSON this endpoint takes (see /openapi.json)")
         }

@@ -252,6 +252,8 @@ struct OpenAPIContractTests {
         ("POST", "/v1/auth/apple", #"{"identityToken": ""}"#, "application/json", [], 400, "invalid_request"),
         ("POST", "/v1/auth/apple", #"{"identityToken": "x", "fullName": "Jane"}"#, "application/json", [], 400, "invalid_request"),
         ("POST", "/v1/auth/apple", #"{"identityToken": "x", "rawNonce": ["n"]}"#, "application/json", [], 400, "invalid_request"),
+        // A member named twice: which one counts would be the decoder's choice, so neither does.
+        ("POST", "/v1/auth/apple", #"{"identityToken": "a.b.c", "identityToken": "d.e.f", "rawNonce": "n"}"#, "application/json", [], 400, "invalid_request"),
         ("POST", "/v1/auth/apple", #"{"identityToken": "a.b.c", "rawNonce": "n"}"#, "application/json", [], 401, "malformed_token"),
         ("POST", "/v1/auth/apple", #"{"identityToken": "not a jwt", "rawNonce": "n"}"#, "application/json", [], 401, "malformed_token"),
         ("POST", "/v1/auth/apple", #"{"identityToken": "eyJhbGciOiJub25lIn0.e30.", "rawNonce": "n"}"#, "application/json", [], 401, "unsupported_algorithm"),
