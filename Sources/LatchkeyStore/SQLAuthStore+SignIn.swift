@@ -14,16 +14,7 @@ extension SQLAuthStore {
     /// The account of each key (nil for an unknown one), in one query.
     static func accounts(_ keys: [AccountKey], _ db: any SQLDatabase) async throws -> [StoredAccount?] {
         guard !keys.isEmpty else { return [] }
-        let wanted = Array(Set(keys))
-        let rows = try await db.raw(
-            """
-            SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
-              u.given_name AS u_given_name, u.family_name AS u_family_name, i.*
-            FROM identities i JOIN users u ON u.id = i.user_id
-            WHERE i.user_id IN (SELECT user_id FROM identities WHERE (provider, subject) IN (VALUES \(rows: wanted.map { [$0.provider, $0.subject] })))
-            ORDER BY i.first_seen_at
-            """
-        ).all()
+        let rows = try await db.raw(accountsLookup(Array(Set(keys)))).all()
         var users: [String: UserAccount] = [:]
         var identities: [String: [LinkedIdentity]] = [:]
         for row in rows {
@@ -39,6 +30,22 @@ extension SQLAuthStore {
             }
         }
         return keys.map { found[$0] }
+    }
+
+    /// Every identity of the users who hold one of `keys`, with its user's columns prefixed `u_`.
+    static func accountsLookup(_ keys: [AccountKey]) -> SQLQueryString {
+        """
+        SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
+          u.given_name AS u_given_name, u.family_name AS u_family_name, i.*
+        FROM identities i JOIN users u ON u.id = i.user_id
+        WHERE i.user_id IN (SELECT user_id FROM identities WHERE (provider, subject) IN (VALUES \(rows: keys.map { [$0.provider, $0.subject] })))
+        ORDER BY i.first_seen_at
+        """
+    }
+
+    /// The provider and subject of each identity that `keys` name and that is linked already.
+    static func linkedLookup(_ keys: [AccountKey]) -> SQLQueryString {
+        "SELECT provider, subject FROM identities WHERE (provider, subject) IN (VALUES \(rows: keys.map { [$0.provider, $0.subject] }))"
     }
 
     /// Records each claim of an identity token that was not made before, with one statement; true for those.
@@ -115,11 +122,7 @@ extension SQLAuthStore {
         }
         var linked: Set<AccountKey> = []
         if lookingUpLinked, !created.isEmpty {
-            let rows = try await db.raw(
-                """
-                SELECT provider, subject FROM identities WHERE (provider, subject) IN (VALUES \(rows: Set(created).map { [$0.provider, $0.subject] }))
-                """
-            ).all()
+            let rows = try await db.raw(linkedLookup(Array(Set(created)))).all()
             for row in rows {
                 linked.insert(
                     AccountKey(provider: try row.decode(column: "provider", as: String.self), subject: try row.decode(column: "subject", as: String.self)))

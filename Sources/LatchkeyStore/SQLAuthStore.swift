@@ -180,6 +180,11 @@ public final class SQLAuthStore: AuthStore {
         try await write { db in try await Self.signIns(plans, db) }
     }
 
+    /// SQLite's plan for `query`, one line per step (for tests).
+    func queryPlan(_ query: SQLQueryString) async throws -> [String] {
+        try await read { db in try await db.raw("EXPLAIN QUERY PLAN \(query)").all().map { try $0.decode(column: "detail", as: String.self) } }
+    }
+
     public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
         try await write { db in
             try await db.raw(Self.insertUsers([user])).run()

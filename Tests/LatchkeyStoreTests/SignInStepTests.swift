@@ -1,4 +1,5 @@
 import Foundation
+import SQLKit
 import Testing
 
 @testable import LatchkeyCore
@@ -46,6 +47,22 @@ extension StoreConformanceTests {
             #expect(try await store.sessions(userID: first.user.id).map(\.userAgent).sorted { ($0 ?? "") < ($1 ?? "") } == [nil, "UA"])
             #expect((sql.signInSteps, sql.separateClaims) == (3, 0))
             #expect(try await store.auditEvents(userID: first.user.id, limit: 10).map(\.kind).sorted() == ["signed_in", "signed_in", "user_created"])
+        }
+    }
+
+    @Test("a group's account look-ups search identities by (provider, subject), never read them all")
+    func lookUpsUseTheIndex() async throws {
+        try await withStore(.sqlite) { store in
+            let sql = try #require(store as? SQLAuthStore)
+            let signIns = try await sessionService(store).signIns
+            for index in 0..<20 { _ = try await signIns.signIn(identity: googleIdentity("\(run)-plan-\(index)"), provider: "google") }
+            let keys = [AccountKey(provider: "google", subject: "\(run)-plan-1"), AccountKey(provider: "google", subject: "\(run)-plan-2")]
+            for query in [SQLAuthStore.accountsLookup(keys), SQLAuthStore.linkedLookup(keys)] {
+                let plan = try await sql.queryPlan(query)
+                #expect(plan.contains { $0.hasPrefix("SEARCH identities USING") && $0.contains("(provider=? AND subject=?)") }, "\(plan)")
+                // Only the keys themselves are read in full.
+                #expect(plan.filter { $0.hasPrefix("SCAN") }.allSatisfy { $0.contains("VALUES CLAUSE") }, "\(plan)")
+            }
         }
     }
 
