@@ -8,6 +8,11 @@ struct AccountKey: Sendable, Hashable {
     let subject: String
 }
 
+extension AccountKey {
+    init(_ identity: LinkedIdentity) { self.init(provider: identity.provider, subject: identity.subject) }
+    init(_ plan: SignInPlan) { self.init(provider: plan.provider, subject: plan.subject) }
+}
+
 /// Sign-ins handled as sets, like rotations: the look-ups of accounts that arrive together share one query, and
 /// the sign-ins' writes share one transaction with one statement of each kind for the whole group.
 extension SQLAuthStore {
@@ -26,7 +31,7 @@ extension SQLAuthStore {
         for (userID, linked) in identities {
             guard let user = users[userID] else { continue }
             for identity in linked {
-                found[AccountKey(provider: identity.provider, subject: identity.subject)] = StoredAccount(identity: identity, user: user, identities: linked)
+                found[AccountKey(identity)] = StoredAccount(identity: identity, user: user, identities: linked)
             }
         }
         return keys.map { found[$0] }
@@ -89,22 +94,23 @@ extension SQLAuthStore {
             }
             going.append(index)
         }
-        let found = try await accounts(going.map { AccountKey(provider: plans[$0].provider, subject: plans[$0].subject) }, db)
+        let keys = going.map { AccountKey(plans[$0]) }
+        let found = try await accounts(keys, db)
         // The group's sign-ins act in order, as one at a time would: each finds its account as the earlier ones left
         // it, so a profile detail that only one of them brings is kept, and a second first sign-in of an identity
         // returns to the user the first one created.
         var leftBy: [AccountKey: StoredAccount] = [:]
         var records: [SignInRecord] = []
         var recorded: [(index: Int, found: StoredAccount?)] = []
-        for (index, looked) in zip(going, found) {
-            let account = leftBy[AccountKey(provider: plans[index].provider, subject: plans[index].subject)] ?? looked
+        for (position, index) in going.enumerated() {
+            let account = leftBy[keys[position]] ?? found[position]
             guard let (record, leaves) = plans[index].step(for: account) else {
                 results[index] = .declined
                 continue
             }
             records.append(record)
             recorded.append((index, account))
-            for after in leaves { leftBy[AccountKey(provider: after.identity.provider, subject: after.identity.subject)] = after }
+            for after in leaves { leftBy[AccountKey(after.identity)] = after }
         }
         // Plans create only identities that the look-up above, in this transaction, did not find.
         let written = try await recordSignIns(records, db, lookingUpLinked: false)
@@ -118,7 +124,7 @@ extension SQLAuthStore {
     static func recordSignIns(_ records: [SignInRecord], _ db: any SQLDatabase, lookingUpLinked: Bool = true) async throws -> [Bool] {
         let created = records.compactMap { record -> AccountKey? in
             guard case .create(_, let identity) = record.account else { return nil }
-            return AccountKey(provider: identity.provider, subject: identity.subject)
+            return AccountKey(identity)
         }
         var linked: Set<AccountKey> = []
         if lookingUpLinked, !created.isEmpty {
@@ -131,7 +137,7 @@ extension SQLAuthStore {
         var accepted: [SignInRecord] = []
         let answers = records.map { record in
             if case .create(_, let identity) = record.account {
-                guard linked.insert(AccountKey(provider: identity.provider, subject: identity.subject)).inserted else { return false }
+                guard linked.insert(AccountKey(identity)).inserted else { return false }
             }
             accepted.append(record)
             return true
