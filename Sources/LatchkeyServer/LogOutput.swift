@@ -77,7 +77,7 @@ struct LineLogHandler: LogHandler {
     }
 
     private func jsonLine(_ event: LogEvent, _ metadata: Logger.Metadata, at now: time_t) -> [UInt8] {
-        var fields = metadata.mapValues(JSONValue.init)
+        var fields = metadata.mapValues(OpenAPIDocument.JSON.init)
         fields["time"] = .string(Timestamps.json(for: now))
         fields["level"] = .string(event.level.rawValue)
         fields["label"] = .string(label)
@@ -86,29 +86,16 @@ struct LineLogHandler: LogHandler {
         line.append(UInt8(ascii: "\n"))
         return line
     }
+}
 
-    /// A metadata value as JSON: strings, with arrays and objects kept as such.
-    private enum JSONValue: Encodable {
-        case string(String)
-        case array([JSONValue])
-        case object([String: JSONValue])
-
-        init(_ value: Logger.Metadata.Value) {
-            switch value {
-            case .string(let string): self = .string(string)
-            case .stringConvertible(let convertible): self = .string(convertible.description)
-            case .array(let values): self = .array(values.map(JSONValue.init))
-            case .dictionary(let dictionary): self = .object(dictionary.mapValues(JSONValue.init))
-            }
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            switch self {
-            case .string(let string): try container.encode(string)
-            case .array(let values): try container.encode(values)
-            case .object(let object): try container.encode(object)
-            }
+extension OpenAPIDocument.JSON {
+    /// A log metadata value: strings, with arrays and objects kept as such.
+    init(_ value: Logger.Metadata.Value) {
+        switch value {
+        case .string(let string): self = .string(string)
+        case .stringConvertible(let convertible): self = .string(convertible.description)
+        case .array(let values): self = .array(values.map(Self.init))
+        case .dictionary(let dictionary): self = .object(dictionary.mapValues(Self.init))
         }
     }
 }
