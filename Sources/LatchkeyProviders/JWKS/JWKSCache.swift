@@ -136,10 +136,13 @@ public final class JWKSCache: VerificationKeyResolver {
     /// is spent (nil then, or the last fetch's error). Joins a fetch already under way without spending budget.
     private func refetch(forUnknownKeyID keyID: String, now: Date) async throws(LatchkeyError) -> VerificationKeySet? {
         guard let url, let transport else { return nil }
-        // Decided and started under one lock: callers arriving together either join the fetch or find it under way.
-        let fetch: Task<VerificationKeySet, any Error>? = state.withLock { state in
-            if let inflight = state.inflight { return inflight }
-            if let until = state.knownUnknown[keyID], now < until { return nil }
+        enum Plan { case fetched(VerificationKeySet), join(Task<VerificationKeySet, any Error>), refused }
+        // Decided and started under one lock: callers arriving together either join the fetch or find it under way,
+        // or find the keys it brought when it ended after they first looked.
+        let plan: Plan = state.withLock { state in
+            if let inflight = state.inflight { return .join(inflight) }
+            if state.keys[keyID] != nil { return .fetched(state.keys) }
+            if let until = state.knownUnknown[keyID], now < until { return .refused }
             let interval = configuration.unknownKeyRefetchInterval.seconds
             let burst = Double(configuration.unknownKeyRefetchBurst)
             if state.refilledAt == .distantPast || interval <= 0 {
@@ -148,17 +151,21 @@ public final class JWKSCache: VerificationKeyResolver {
                 state.refetchTokens = min(burst, state.refetchTokens + max(0, now.timeIntervalSince(state.refilledAt)) / interval)
             }
             state.refilledAt = now
-            guard state.refetchTokens >= 1 else { return nil }
+            guard state.refetchTokens >= 1 else { return .refused }
             state.refetchTokens -= 1
-            return startFetch(&state, url: url, transport: transport, now: now)
+            return .join(startFetch(&state, url: url, transport: transport, now: now))
         }
-        // When the provider's keys could not be fetched, whether the key exists is unknown: keys_unavailable (a 503 the
-        // app retries), not a definite unknown_key_id.
-        guard let fetch else {
+        switch plan {
+        case .fetched(let keys):
+            return keys
+        case .join(let fetch):
+            return try await result(of: fetch)
+        case .refused:
+            // When the provider's keys could not be fetched, whether the key exists is unknown: keys_unavailable (a 503
+            // the app retries), not a definite unknown_key_id.
             if let error = state.withLock({ $0.lastError }) { throw error }
             return nil
         }
-        return try await result(of: fetch)
     }
 
     /// Fetches the key set now (joining a fetch already under way), unless `respectingCooldown`
