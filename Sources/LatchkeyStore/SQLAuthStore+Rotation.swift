@@ -57,7 +57,7 @@ extension SQLAuthStore {
             storedFamilies[family.id].map { family.lastUsedAt.timeIntervalSince($0.lastUsedAt) >= lastUseResolution } ?? false
         }
 
-        var writes: [SQLQueryString] = []
+        var writes: [BoundStatement] = []
         if !rotated.isEmpty {
             writes.append(
                 """
@@ -83,7 +83,7 @@ extension SQLAuthStore {
             }
             try await db.raw("WITH \(SQLList(steps)) \(writes[writes.count - 1])").run()
         } else {
-            for write in writes { try await db.raw(write).run() }
+            for write in writes { try await write.run(on: db) }
         }
         for family in revoked {
             try await db.raw(
@@ -98,7 +98,7 @@ extension SQLAuthStore {
 
 extension SQLAuthStore {
     /// One `INSERT` of refresh tokens (at least one).
-    static func insertTokens(_ tokens: [RefreshTokenRecord]) -> SQLQueryString {
+    static func insertTokens(_ tokens: [RefreshTokenRecord]) -> BoundStatement {
         """
         INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
         VALUES \(rows: tokens.map { [$0.hash, $0.familyID, $0.parentHash, $0.createdAt.millis, $0.idleExpiresAt.millis, $0.rotatedAt?.millis, $0.successorHash] })
@@ -116,7 +116,8 @@ extension SQLAuthStore {
     /// locked, in hash order, until the transaction ends.
     private static func tokensWithSessions(_ hashes: [String], locking: Bool, _ db: any SQLDatabase) async throws -> [(RefreshTokenRecord, SessionFamily)] {
         if let postgres = db as? PostgresHandle { return try await postgres.tokensWithSessions(hashes, locking: locking) }
-        return try await db.raw("\(unsafeRaw: tokenWithSession) WHERE t.hash IN (\(binds: hashes))").all().map(tokenWithSession)
+        let matching: BoundStatement = " WHERE t.hash IN (\(binds: hashes))"
+        return try await (tokenWithSession + matching).all(on: db).map(tokenWithSession)
     }
 
     /// A refresh token and its session in one row: the session's columns as they are, the token's prefixed `t_`.
@@ -134,13 +135,6 @@ extension SQLAuthStore {
             idleExpiresAt: try row.date("t_idle_expires_at"), rotatedAt: try row.optionalDate("t_rotated_at"),
             successorHash: try row.decode(column: "t_successor_hash", as: String?.self))
         return (token, family)
-    }
-}
-
-extension SQLQueryString {
-    /// Rows of binds for a `VALUES` list: `(?, ?), (?, ?)`.
-    mutating func appendInterpolation(rows: [[any Encodable & Sendable]]) {
-        appendInterpolation(SQLList(rows.map { SQLGroupExpression($0.map { SQLBind($0) }) }))
     }
 }
 

@@ -19,7 +19,7 @@ extension SQLAuthStore {
     /// The account of each key (nil for an unknown one), in one query.
     static func accounts(_ keys: [AccountKey], _ db: any SQLDatabase) async throws -> [StoredAccount?] {
         guard !keys.isEmpty else { return [] }
-        let rows = try await db.raw(accountsLookup(Array(Set(keys)))).all()
+        let rows = try await accountsLookup(Array(Set(keys))).all(on: db)
         var users: [String: UserAccount] = [:]
         var identities: [String: [LinkedIdentity]] = [:]
         for row in rows {
@@ -38,7 +38,7 @@ extension SQLAuthStore {
     }
 
     /// Every identity of the users who hold one of `keys`, with its user's columns prefixed `u_`.
-    static func accountsLookup(_ keys: [AccountKey]) -> SQLQueryString {
+    static func accountsLookup(_ keys: [AccountKey]) -> BoundStatement {
         """
         SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
           u.given_name AS u_given_name, u.family_name AS u_family_name, i.*
@@ -49,7 +49,7 @@ extension SQLAuthStore {
     }
 
     /// The provider and subject of each identity that `keys` name and that is linked already.
-    static func linkedLookup(_ keys: [AccountKey]) -> SQLQueryString {
+    static func linkedLookup(_ keys: [AccountKey]) -> BoundStatement {
         "SELECT provider, subject FROM identities WHERE (provider, subject) IN (VALUES \(rows: keys.map { [$0.provider, $0.subject] }))"
     }
 
@@ -60,13 +60,12 @@ extension SQLAuthStore {
         var distinct: [SignInTokenClaim] = []
         var seen: Set<SignInTokenClaim> = []
         for claim in claims where seen.insert(claim).inserted { distinct.append(claim) }
-        let inserted = try await db.raw(
-            """
+        let insert: BoundStatement = """
             INSERT INTO used_sign_in_tokens (provider, subject, token_hash, expires_at)
             VALUES \(rows: distinct.map { [$0.provider, $0.subject, $0.tokenHash, $0.expiresAt.millis] })
             ON CONFLICT DO NOTHING RETURNING provider, subject, token_hash
             """
-        ).all()
+        let inserted = try await insert.all(on: db)
         var fresh: Set<[String]> = []
         for row in inserted {
             fresh.insert([
@@ -128,7 +127,7 @@ extension SQLAuthStore {
         }
         var linked: Set<AccountKey> = []
         if lookingUpLinked, !created.isEmpty {
-            let rows = try await db.raw(linkedLookup(Array(Set(created)))).all()
+            let rows = try await linkedLookup(Array(Set(created))).all(on: db)
             for row in rows {
                 linked.insert(
                     AccountKey(provider: try row.decode(column: "provider", as: String.self), subject: try row.decode(column: "subject", as: String.self)))
@@ -159,25 +158,25 @@ extension SQLAuthStore {
             }
         }
         if !newUsers.isEmpty {
-            try await db.raw(insertUsers(newUsers)).run()
-            try await db.raw(insertIdentities(newIdentities)).run()
+            try await insertUsers(newUsers).run(on: db)
+            try await insertIdentities(newIdentities).run(on: db)
         }
         // In id order, so that instances sharing PostgreSQL lock the rows in the same order.
-        if !changedUsers.isEmpty { try await db.raw(updateUsers(changedUsers.values.sorted { $0.id < $1.id })).run() }
-        if !changedIdentities.isEmpty { try await db.raw(updateIdentities(changedIdentities.values.sorted { $0.id < $1.id })).run() }
+        if !changedUsers.isEmpty { try await updateUsers(changedUsers.values.sorted { $0.id < $1.id }).run(on: db) }
+        if !changedIdentities.isEmpty { try await updateIdentities(changedIdentities.values.sorted { $0.id < $1.id }).run(on: db) }
         // One grant per identity in a statement (an upsert may not touch a row twice); the last sign-in's wins.
         var grants: [String: ProviderGrant] = [:]
         for grant in accepted.compactMap(\.grant) { grants[grant.identityID] = grant }
         if !grants.isEmpty {
-            try await db.raw(upsertGrants(grants.values.sorted { $0.identityID < $1.identityID })).run()
+            try await upsertGrants(grants.values.sorted { $0.identityID < $1.identityID }).run(on: db)
         }
         let sessions = accepted.compactMap(\.session)
         if !sessions.isEmpty {
-            try await db.raw(insertSessions(sessions.map(\.family))).run()
-            try await db.raw(insertTokens(sessions.map(\.firstToken))).run()
+            try await insertSessions(sessions.map(\.family)).run(on: db)
+            try await insertTokens(sessions.map(\.firstToken)).run(on: db)
         }
         let audits = accepted.flatMap(\.audits)
-        if !audits.isEmpty { try await db.raw(insertAudits(audits)).run() }
+        if !audits.isEmpty { try await insertAudits(audits).run(on: db) }
         return answers
     }
 }
@@ -185,18 +184,18 @@ extension SQLAuthStore {
 // MARK: Statements shared with the single-row writes
 
 extension SQLAuthStore {
-    static func insertUsers(_ users: [UserAccount]) -> SQLQueryString {
+    static func insertUsers(_ users: [UserAccount]) -> BoundStatement {
         """
         INSERT INTO users (id, created_at, email, email_verified, given_name, family_name)
         VALUES \(rows: users.map { [$0.id, $0.createdAt.millis, $0.email, $0.emailVerified.flag, $0.givenName, $0.familyName] })
         """
     }
 
-    static func insertIdentities(_ identities: [LinkedIdentity]) -> SQLQueryString {
+    static func insertIdentities(_ identities: [LinkedIdentity]) -> BoundStatement {
         """
         INSERT INTO identities (id, user_id, provider, subject, email, email_verified, is_private_email, real_user_status, transfer_subject,
           given_name, family_name, email_forwarding_enabled, claims, first_seen_at, last_sign_in_at)
-        VALUES \(rows: identities.map { identity -> [any Encodable & Sendable] in
+        VALUES \(rows: identities.map { identity -> [any StatementValue] in
             [
                 identity.id, identity.userID, identity.provider, identity.subject, identity.email, identity.emailVerified.flag, identity.isPrivateEmail.flag,
                 identity.realUserStatus, identity.transferSubject, identity.givenName, identity.familyName, identity.emailForwardingEnabled.flag,
@@ -208,7 +207,7 @@ extension SQLAuthStore {
 
     /// Updates users (each at most once) with one statement. The casts give PostgreSQL the column types that a
     /// `VALUES` list of only NULLs would lack.
-    static func updateUsers(_ users: [UserAccount]) -> SQLQueryString {
+    static func updateUsers(_ users: [UserAccount]) -> BoundStatement {
         """
         UPDATE users SET email = v.column2, email_verified = CAST(v.column3 AS INTEGER), given_name = v.column4, family_name = v.column5
         FROM (VALUES \(rows: users.map { [$0.id, $0.email, $0.emailVerified.flag, $0.givenName, $0.familyName] })) AS v WHERE users.id = v.column1
@@ -216,12 +215,12 @@ extension SQLAuthStore {
     }
 
     /// Updates identities (each at most once) with one statement; see ``updateUsers(_:)``.
-    static func updateIdentities(_ identities: [LinkedIdentity]) -> SQLQueryString {
+    static func updateIdentities(_ identities: [LinkedIdentity]) -> BoundStatement {
         """
         UPDATE identities SET email = v.column2, email_verified = CAST(v.column3 AS INTEGER), is_private_email = CAST(v.column4 AS INTEGER),
           real_user_status = CAST(v.column5 AS INTEGER), transfer_subject = v.column6, given_name = v.column7, family_name = v.column8,
           email_forwarding_enabled = CAST(v.column9 AS INTEGER), claims = v.column10, last_sign_in_at = CAST(v.column11 AS BIGINT)
-        FROM (VALUES \(rows: identities.map { identity -> [any Encodable & Sendable] in
+        FROM (VALUES \(rows: identities.map { identity -> [any StatementValue] in
             [
                 identity.id, identity.email, identity.emailVerified.flag, identity.isPrivateEmail.flag, identity.realUserStatus, identity.transferSubject,
                 identity.givenName, identity.familyName, identity.emailForwardingEnabled.flag, claimsDocument(identity.claims), identity.lastSignInAt.millis,
@@ -231,7 +230,7 @@ extension SQLAuthStore {
     }
 
     /// Saves grants (one per identity), replacing older ones; a replaced grant's validation is due afresh.
-    static func upsertGrants(_ grants: [ProviderGrant]) -> SQLQueryString {
+    static func upsertGrants(_ grants: [ProviderGrant]) -> BoundStatement {
         """
         INSERT INTO provider_grants (identity_id, provider, client_id, sealed_refresh_token, last_validated_at, created_at)
         VALUES \(rows: grants.map { [$0.identityID, $0.provider, $0.clientID, $0.sealedRefreshToken, $0.lastValidatedAt.millis, $0.createdAt.millis] })
@@ -240,10 +239,10 @@ extension SQLAuthStore {
         """
     }
 
-    static func insertSessions(_ families: [SessionFamily]) -> SQLQueryString {
+    static func insertSessions(_ families: [SessionFamily]) -> BoundStatement {
         """
         INSERT INTO sessions (id, user_id, identity_id, client_id, created_at, last_used_at, absolute_expires_at, revoked_at, revocation_reason, user_agent)
-        VALUES \(rows: families.map { family -> [any Encodable & Sendable] in
+        VALUES \(rows: families.map { family -> [any StatementValue] in
             [
                 family.id, family.userID, family.identityID, family.clientID, family.createdAt.millis, family.lastUsedAt.millis,
                 family.absoluteExpiresAt.millis, family.revokedAt?.millis, family.revocationReason, family.userAgent,
@@ -252,7 +251,7 @@ extension SQLAuthStore {
         """
     }
 
-    static func insertAudits(_ events: [AuditEvent]) -> SQLQueryString {
+    static func insertAudits(_ events: [AuditEvent]) -> BoundStatement {
         "INSERT INTO audit_events (id, at, user_id, kind, detail) VALUES \(rows: events.map { [$0.id, $0.at.millis, $0.userID, $0.kind, $0.detail] })"
     }
 }

@@ -181,29 +181,30 @@ public final class SQLAuthStore: AuthStore {
     }
 
     /// SQLite's plan for `query`, one line per step (for tests).
-    func queryPlan(_ query: SQLQueryString) async throws -> [String] {
-        try await read { db in try await db.raw("EXPLAIN QUERY PLAN \(query)").all().map { try $0.decode(column: "detail", as: String.self) } }
+    func queryPlan(_ query: BoundStatement) async throws -> [String] {
+        let explained: BoundStatement = "EXPLAIN QUERY PLAN " + query
+        return try await read { db in try await explained.all(on: db).map { try $0.decode(column: "detail", as: String.self) } }
     }
 
     public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
         try await write { db in
-            try await db.raw(Self.insertUsers([user])).run()
-            try await db.raw(Self.insertIdentities([identity])).run()
+            try await Self.insertUsers([user]).run(on: db)
+            try await Self.insertIdentities([identity]).run(on: db)
         }
     }
 
     public func updateUser(_ user: UserAccount) async throws {
-        try await write { db in try await db.raw(Self.updateUsers([user])).run() }
+        try await write { db in try await Self.updateUsers([user]).run(on: db) }
     }
 
     public func updateIdentity(_ identity: LinkedIdentity) async throws {
-        try await write { db in try await db.raw(Self.updateIdentities([identity])).run() }
+        try await write { db in try await Self.updateIdentities([identity]).run(on: db) }
     }
 
     public func addIdentity(_ identity: LinkedIdentity) async throws {
         try await write { db in
             guard try await db.raw("SELECT id FROM users WHERE id = \(bind: identity.userID)").first() != nil else { throw AuthStoreError.notFound }
-            try await db.raw(Self.insertIdentities([identity])).run()
+            try await Self.insertIdentities([identity]).run(on: db)
         }
     }
 
@@ -303,7 +304,7 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func saveProviderGrant(_ grant: ProviderGrant) async throws {
-        try await write { db in try await db.raw(Self.upsertGrants([grant])).run() }
+        try await write { db in try await Self.upsertGrants([grant]).run(on: db) }
     }
 
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool {
@@ -360,8 +361,8 @@ public final class SQLAuthStore: AuthStore {
 
     public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws {
         try await write { db in
-            try await db.raw(Self.insertSessions([family])).run()
-            try await db.raw(Self.insertTokens([firstToken])).run()
+            try await Self.insertSessions([family]).run(on: db)
+            try await Self.insertTokens([firstToken]).run(on: db)
         }
     }
 
@@ -631,7 +632,7 @@ public final class SQLAuthStore: AuthStore {
     // MARK: Audit
 
     public func audit(_ event: AuditEvent) async throws {
-        try await write { db in try await db.raw(Self.insertAudits([event])).run() }
+        try await write { db in try await Self.insertAudits([event]).run(on: db) }
     }
 
     public func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent] {

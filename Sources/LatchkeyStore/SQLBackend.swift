@@ -75,7 +75,7 @@ final class SQLiteBackend: SQLBackend {
         self.readers = ReaderPool(readers)
         self.path = path
         self.logger = logger
-        let database = writer.sql()
+        let database = SQLiteHandle(writer)
         let closed = closed
         batcher = WriteBatcher(beginStatement: "BEGIN IMMEDIATE", maximumBatch: maximumBatch) { body in
             guard !closed.isSet else { throw Self.closedError }
@@ -90,7 +90,7 @@ final class SQLiteBackend: SQLBackend {
         // The pool is closed with the backend.
         guard let reader = await readers.take() else { throw Self.closedError }
         defer { readers.give(back: reader) }
-        return try await body(reader.sql())
+        return try await body(SQLiteHandle(reader))
     }
 
     /// SQLite names a statement's columns from the connection's cached schema before it first steps, so a reader
@@ -367,6 +367,33 @@ struct PostgresHandle: SQLDatabase {
     private let base: any SQLDatabase
 
     init(_ connection: PostgresConnection) {
+        self.connection = connection
+        base = connection.sql()
+    }
+
+    var logger: Logger { base.logger }
+    var eventLoop: any EventLoop { base.eventLoop }
+    var version: (any SQLDatabaseReportedVersion)? { base.version }
+    var dialect: any SQLDialect { base.dialect }
+    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
+        base.execute(sql: query, onRow)
+    }
+
+    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
+        try await base.execute(sql: query, onRow)
+    }
+
+    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R { try await closure(self) }
+}
+
+/// SQLKit's view of one SQLite connection, which also lends the connection itself, for ``BoundStatement``.
+struct SQLiteHandle: SQLDatabase {
+    let connection: SQLiteConnection
+    private let base: any SQLDatabase
+
+    init(_ connection: SQLiteConnection) {
         self.connection = connection
         base = connection.sql()
     }
