@@ -33,6 +33,16 @@ struct IdentifierTests {
         #expect(randomColumns.count > 12 * 15)
     }
 
+    @Test("identifiers made on many threads at once are distinct: no random byte is handed out twice")
+    func concurrentDraws() async {
+        let batches = await withTaskGroup(of: [String].self) { group in
+            for _ in 0..<8 { group.addTask { (0..<2_000).map { _ in newIdentifier() } } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(batches.count == 16_000)
+        #expect(Set(batches.map { $0.suffix(20) }).count == batches.count)
+    }
+
     @Test("refresh tokens are well formed and distinct")
     func refreshTokens() {
         let tokens = RefreshTokens(rotationKey: .init(size: .bits256))
