@@ -93,6 +93,26 @@ enum Migrations {
                 "ALTER TABLE provider_grants ADD COLUMN validation_claimed_until BIGINT"
             ]
         ),
+        (
+            6,
+            [
+                // Used identity tokens keyed by expiry first, so that each sign-in's record goes beside the last one
+                // instead of into a random page of an index keyed by subject (a page written per sign-in). Same
+                // columns: the previous release still works on the table (its release of a claim reads the whole
+                // table, until it is replaced). A token's hash names it, and its expiry follows from the token.
+                // (`WHERE true` tells SQLite's parser that ON begins the upsert, not a join constraint.)
+                """
+                CREATE TABLE used_sign_in_tokens_by_expiry (provider TEXT NOT NULL, subject TEXT NOT NULL, token_hash TEXT NOT NULL,
+                  expires_at BIGINT NOT NULL, PRIMARY KEY (expires_at, provider, token_hash))
+                """,
+                """
+                INSERT INTO used_sign_in_tokens_by_expiry (provider, subject, token_hash, expires_at)
+                SELECT provider, subject, token_hash, expires_at FROM used_sign_in_tokens WHERE true ON CONFLICT DO NOTHING
+                """,
+                "DROP TABLE used_sign_in_tokens",
+                "ALTER TABLE used_sign_in_tokens_by_expiry RENAME TO used_sign_in_tokens",
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -63,17 +63,18 @@ extension SQLAuthStore {
         let insert: BoundStatement = """
             INSERT INTO used_sign_in_tokens (provider, subject, token_hash, expires_at)
             VALUES \(rows: distinct.map { [$0.provider, $0.subject, $0.tokenHash, $0.expiresAt.millis] })
-            ON CONFLICT DO NOTHING RETURNING provider, subject, token_hash
+            ON CONFLICT DO NOTHING RETURNING provider, subject, token_hash, expires_at
             """
         let inserted = try await insert.all(on: db)
+        // Matched as stored: the expiry to the millisecond.
         var fresh: Set<[String]> = []
         for row in inserted {
             fresh.insert([
                 try row.decode(column: "provider", as: String.self), try row.decode(column: "subject", as: String.self),
-                try row.decode(column: "token_hash", as: String.self),
+                try row.decode(column: "token_hash", as: String.self), String(try row.decode(column: "expires_at", as: Int64.self)),
             ])
         }
-        return claims.map { fresh.remove([$0.provider, $0.subject, $0.tokenHash]) != nil }
+        return claims.map { fresh.remove([$0.provider, $0.subject, $0.tokenHash, String($0.expiresAt.millis)]) != nil }
     }
 
     /// A group of sign-in plans in one transaction: the claims of their tokens in one statement, the look-ups of the

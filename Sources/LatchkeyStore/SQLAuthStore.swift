@@ -489,14 +489,17 @@ public final class SQLAuthStore: AuthStore {
         return try await Self.translatingErrors { try await signInClaims.submit(claim) }
     }
 
-    public func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws {
-        try await write { db in
-            try await db.raw(
-                """
-                DELETE FROM used_sign_in_tokens WHERE provider = \(bind: provider) AND subject = \(bind: subject) AND token_hash = \(bind: tokenHash)
-                """
-            ).run()
-        }
+    public func deleteSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws {
+        let release = Self.releaseClaim(SignInTokenClaim(provider: provider, subject: subject, tokenHash: tokenHash, expiresAt: expiresAt))
+        try await write { db in try await release.run(on: db) }
+    }
+
+    /// Deletes a claim's record, found by the table's key.
+    static func releaseClaim(_ claim: SignInTokenClaim) -> BoundStatement {
+        """
+        DELETE FROM used_sign_in_tokens
+        WHERE expires_at = \(bind: claim.expiresAt.millis) AND provider = \(bind: claim.provider) AND token_hash = \(bind: claim.tokenHash) AND subject = \(bind: claim.subject)
+        """
     }
 
     // MARK: Outbox

@@ -64,9 +64,6 @@ struct SignInHardeningTests {
                 configuration: harness.server.configuration, store: harness.store, encryptionKey: harness.encryptionKey,
                 transport: AsyncHTTPClientTransport(), timeSource: harness.clock.source
             )
-            let claims = try await second.sessions.store.recordSignInToken(
-                provider: "apple", subject: sub, tokenHash: sha256Hex(String(signedPart)), expiresAt: .distantFuture)
-            #expect(claims == false)
             let identity = try await verifiedIdentity(apple.identityToken, harness)
             await #expect(throws: LatchkeyError(.tokenAlreadyUsed, "")) {
                 try await second.sessions.signIns.claimSignIn(apple.identityToken, provider: "apple", identity: identity)

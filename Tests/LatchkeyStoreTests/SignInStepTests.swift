@@ -16,7 +16,8 @@ extension StoreConformanceTests {
     }
 
     func googleIdentity(_ subject: String, email: String? = nil) -> VerifiedIdentity {
-        var identity = VerifiedIdentity(issuer: "https://accounts.google.com", subject: subject, audience: "app", checkedAt: Date().addingTimeInterval(300))
+        // One time for every token of a test, as a token's `exp` is part of what it signs.
+        var identity = VerifiedIdentity(issuer: "https://accounts.google.com", subject: subject, audience: "app", checkedAt: tokenTime)
         identity.email = email
         return identity
     }
@@ -63,6 +64,19 @@ extension StoreConformanceTests {
                 // Only the keys themselves are read in full.
                 #expect(plan.filter { $0.hasPrefix("SCAN") }.allSatisfy { $0.contains("VALUES CLAUSE") }, "\(plan)")
             }
+        }
+    }
+
+    @Test("a released claim is found by the used-token table's key (expiry first), not by reading the table")
+    func releaseUsesTheKey() async throws {
+        try await withStore(.sqlite) { store in
+            let sql = try #require(store as? SQLAuthStore)
+            let claim = SignInTokenClaim(provider: "google", subject: "\(run)-release", tokenHash: "hash", expiresAt: Self.now)
+            let plan = try await sql.queryPlan(SQLAuthStore.releaseClaim(claim))
+            #expect(plan.count == 1, "\(plan)")
+            #expect(
+                plan.allSatisfy { $0.hasPrefix("SEARCH used_sign_in_tokens USING") && $0.hasSuffix("(expires_at=? AND provider=? AND token_hash=?)") },
+                "\(plan)")
         }
     }
 

@@ -9,6 +9,8 @@ import Testing
 struct StoreConformanceTests {
     /// Keeps values unique across runs against a persistent PostgreSQL.
     let run = String(UUID().uuidString.prefix(8))
+    /// When the identity tokens of a test were checked (and expire).
+    let tokenTime = Date().addingTimeInterval(300)
 
     enum Kind: String, CaseIterable, CustomTestStringConvertible {
         case memory, sqlite, postgres
@@ -368,8 +370,12 @@ struct StoreConformanceTests {
             #expect(try await store.recordSignInToken(provider: "apple", subject: "sub-1", tokenHash: hash, expiresAt: expiry))
             #expect(try await store.recordSignInToken(provider: "apple", subject: "sub-1", tokenHash: hash, expiresAt: expiry) == false)
             #expect(try await store.recordSignInToken(provider: "google", subject: "sub-1", tokenHash: hash, expiresAt: expiry))
-            try await store.deleteSignInToken(provider: "google", subject: "sub-1", tokenHash: hash)
+            try await store.deleteSignInToken(provider: "google", subject: "sub-1", tokenHash: hash, expiresAt: expiry)
             #expect(try await store.recordSignInToken(provider: "google", subject: "sub-1", tokenHash: hash, expiresAt: expiry))
+            // A record is named by its expiry too (which follows from the token): releasing another expiry's record
+            // leaves this one.
+            try await store.deleteSignInToken(provider: "google", subject: "sub-1", tokenHash: hash, expiresAt: expiry.addingTimeInterval(1))
+            #expect(try await store.recordSignInToken(provider: "google", subject: "sub-1", tokenHash: hash, expiresAt: expiry) == false)
             // Before expiry the sweep keeps it; after, it goes and the hash could be recorded again.
             _ = try await store.sweep(now: Self.now)
             #expect(try await store.recordSignInToken(provider: "apple", subject: "sub-1", tokenHash: hash, expiresAt: expiry) == false)
@@ -510,7 +516,7 @@ struct StoreConformanceTests {
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         try await store.migrate()
         try await store.migrate()
-        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5])
+        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6])
         await store.close()
     }
 

@@ -92,10 +92,11 @@ public protocol ReplayStore: Sendable {
     func recordNotification(id: String, type: String, at: Date) async throws -> Bool
     func hasProcessedNotification(id: String) async throws -> Bool
     /// Records that the identity token with `tokenHash` signed `subject` in; false when it already did.
-    /// Kept until `expiresAt` (when the token itself can no longer be accepted), then swept.
+    /// Kept until `expiresAt` (when the token itself can no longer be accepted), then swept. A record is found by its
+    /// provider, `tokenHash` and `expiresAt`, so `expiresAt` must follow from the token alone (its `exp` and a fixed margin).
     func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool
     /// Forgets a record, so a sign-in that failed before starting its session can be retried with the same token.
-    func deleteSignInToken(provider: String, subject: String, tokenHash: String) async throws
+    func deleteSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws
 }
 
 /// The browser flow's single-use records: provider flow state and authorization codes.

@@ -178,14 +178,19 @@ public actor MemoryAuthStore: AuthStore {
     public func hasProcessedNotification(id: String) -> Bool { notifications.contains(id) }
 
     public func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) -> Bool {
-        let key = [provider, subject, tokenHash].joined(separator: "\u{0}")
+        let key = Self.signInTokenKey(provider, tokenHash, expiresAt)
         guard signInTokens[key] == nil else { return false }
         signInTokens[key] = expiresAt
         return true
     }
 
-    public func deleteSignInToken(provider: String, subject: String, tokenHash: String) {
-        signInTokens[[provider, subject, tokenHash].joined(separator: "\u{0}")] = nil
+    public func deleteSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) {
+        signInTokens[Self.signInTokenKey(provider, tokenHash, expiresAt)] = nil
+    }
+
+    /// What names a record, as the SQL stores' key does (which keeps the expiry to the millisecond).
+    private static func signInTokenKey(_ provider: String, _ tokenHash: String, _ expiresAt: Date) -> String {
+        [provider, tokenHash, String(Int64((expiresAt.timeIntervalSince1970 * 1000).rounded()))].joined(separator: "\u{0}")
     }
 
     public func enqueue(_ item: OutboxItem) { outbox[item.id] = item }

@@ -219,7 +219,7 @@ public struct SignInService: Sendable {
     }
 
     private func release(_ claim: SignInTokenClaim) async {
-        try? await store.deleteSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash)
+        try? await store.deleteSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash, expiresAt: claim.expiresAt)
     }
 
     /// A sign-in is keyed by what the signature covers (`header.payload`), not by the whole string: some
