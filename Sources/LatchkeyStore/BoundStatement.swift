@@ -93,12 +93,14 @@ struct BoundStatement: SQLExpression, ExpressibleByStringInterpolation {
     }
 
     init(stringLiteral value: String) {
-        self.init(stringInterpolation: StringInterpolation(literalCapacity: value.utf8.count, interpolationCount: 0))
-        text = value
+        var interpolation = StringInterpolation(literalCapacity: value.utf8.count, interpolationCount: 0)
+        interpolation.appendLiteral(value)
+        self.init(stringInterpolation: interpolation)
     }
 
     /// `prefix` (text without parameters) put before `statement`.
     static func + (prefix: String, statement: BoundStatement) -> BoundStatement {
+        assert(!prefix.contains("?"), "statement text with a literal ?")
         var joined = statement
         joined.text = prefix + statement.text
         return joined
@@ -142,16 +144,17 @@ struct BoundStatement: SQLExpression, ExpressibleByStringInterpolation {
     /// The statement with PostgreSQL's numbered placeholders.
     private var postgresQuery: PostgresQuery {
         var bindings = PostgresBindings(capacity: values.count)
-        var sql = ""
+        var sql: [UInt8] = []
         sql.reserveCapacity(text.utf8.count + values.count * 3)
         var number = 0
-        for character in text {
-            guard character == "?" else {
-                sql.append(character)
+        for byte in text.utf8 {
+            guard byte == UInt8(ascii: "?") else {
+                sql.append(byte)
                 continue
             }
             number += 1
-            sql += "$\(number)"
+            sql.append(UInt8(ascii: "$"))
+            sql.append(contentsOf: String(number).utf8)
         }
         for value in values {
             switch value {
@@ -159,7 +162,7 @@ struct BoundStatement: SQLExpression, ExpressibleByStringInterpolation {
             case .integer(let integer): bindings.append(integer)
             }
         }
-        return PostgresQuery(unsafeSQL: sql, binds: bindings)
+        return PostgresQuery(unsafeSQL: String(decoding: sql, as: UTF8.self), binds: bindings)
     }
 }
 
