@@ -359,17 +359,11 @@ final class PostgresBackend: SQLBackend {
     }
 }
 
-/// SQLKit's view of one PostgreSQL connection, which also lends the connection itself: the hottest reads decode
-/// their rows by position through PostgresNIO instead of by name through SQLKit (a dictionary per row and a dynamic
-/// cast per column).
-struct PostgresHandle: SQLDatabase {
-    let connection: PostgresConnection
-    private let base: any SQLDatabase
-
-    init(_ connection: PostgresConnection) {
-        self.connection = connection
-        base = connection.sql()
-    }
+/// SQLKit's view of one driver connection that also lends the connection itself: everything SQLKit asks of it goes
+/// to the driver's own view, `base`.
+struct ConnectionHandle<Connection: Sendable>: SQLDatabase {
+    let connection: Connection
+    let base: any SQLDatabase
 
     var logger: Logger { base.logger }
     var eventLoop: any EventLoop { base.eventLoop }
@@ -388,29 +382,17 @@ struct PostgresHandle: SQLDatabase {
     func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R { try await closure(self) }
 }
 
-/// SQLKit's view of one SQLite connection, which also lends the connection itself, for ``BoundStatement``.
-struct SQLiteHandle: SQLDatabase {
-    let connection: SQLiteConnection
-    private let base: any SQLDatabase
+/// One PostgreSQL connection: the hottest reads decode their rows by position through PostgresNIO instead of by name
+/// through SQLKit (a dictionary per row and a dynamic cast per column), and ``BoundStatement``s go to PostgresNIO.
+typealias PostgresHandle = ConnectionHandle<PostgresConnection>
 
-    init(_ connection: SQLiteConnection) {
-        self.connection = connection
-        base = connection.sql()
-    }
+/// One SQLite connection, for ``BoundStatement``s to go to sqlite-nio.
+typealias SQLiteHandle = ConnectionHandle<SQLiteConnection>
 
-    var logger: Logger { base.logger }
-    var eventLoop: any EventLoop { base.eventLoop }
-    var version: (any SQLDatabaseReportedVersion)? { base.version }
-    var dialect: any SQLDialect { base.dialect }
-    var queryLogLevel: Logger.Level? { base.queryLogLevel }
+extension ConnectionHandle where Connection == PostgresConnection {
+    init(_ connection: PostgresConnection) { self.init(connection: connection, base: connection.sql()) }
+}
 
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) -> EventLoopFuture<Void> {
-        base.execute(sql: query, onRow)
-    }
-
-    func execute(sql query: any SQLExpression, _ onRow: @escaping @Sendable (any SQLRow) -> Void) async throws {
-        try await base.execute(sql: query, onRow)
-    }
-
-    func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R { try await closure(self) }
+extension ConnectionHandle where Connection == SQLiteConnection {
+    init(_ connection: SQLiteConnection) { self.init(connection: connection, base: connection.sql()) }
 }
