@@ -337,8 +337,8 @@ struct ServeEndToEndTests {
             transport.dropRequests(1)
             clock.advance(by: 29)
             #expect(await eventually { transport.refreshCount == 1 }, "the timer tried once, and the attempt was dropped")
-            clock.advance(by: 600)
-            #expect(await events.wait { $0.contains(.refreshed) }.contains(.refreshed), "a later attempt succeeded without any caller")
+            // Time passes in small steps, so the next attempt comes due whenever the client schedules it after the drop.
+            #expect(await eventually { events.all.contains(.refreshed) || tick(clock) }, "a later attempt succeeded without any caller")
             #expect(transport.refreshCount == 2)
             #expect(try await Self.me(client, server) == 200)
         }

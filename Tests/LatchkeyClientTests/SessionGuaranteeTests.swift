@@ -261,12 +261,6 @@ struct SessionGuaranteeTests {
     }
 }
 
-/// Moves the clock a second; false, so `eventually` keeps polling.
-private func tick(_ clock: ManualClock) -> Bool {
-    clock.advance(by: 1)
-    return false
-}
-
 /// What a save saw: the token saved, and the token callers could see at that moment.
 final class SeenTokens: @unchecked Sendable {
     // @unchecked: `entries` is only used while holding `lock`.

@@ -113,3 +113,9 @@ struct Fixture {
 extension StoredSession {
     var isClaimed: Bool { pendingRefresh != nil }
 }
+
+/// Moves the clock a second; false, so `eventually` keeps polling while time passes in small steps.
+func tick(_ clock: ManualClock) -> Bool {
+    clock.advance(by: 1)
+    return false
+}

@@ -217,13 +217,14 @@ struct ServerHarness: Sendable {
         try await send("POST", "/v1/token", body: "grant_type=refresh_token&refresh_token=\(token)", contentType: "application/x-www-form-urlencoded")
     }
 
-    /// Waits until `condition` holds (notifications arrive asynchronously).
-    func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
-        for _ in 0..<250 {
+    /// Waits until `condition` holds (notifications arrive asynchronously), for at most `limit`.
+    func eventually(within limit: Duration = .seconds(5), _ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while true {
             if try await condition() { return true }
+            guard ContinuousClock.now < deadline else { return false }
             try await Task.sleep(for: .milliseconds(20))
         }
-        return false
     }
 }
 
