@@ -44,28 +44,48 @@ final class SQLiteBackend: SQLBackend {
     static func open(path: String, maximumBatch: Int, logger: Logger) async throws -> SQLiteBackend {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-        let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         // Statement journals (savepoints, multi-row statements) in memory: as temporary files each transaction opened and wrote one.
-        for pragma in [
-            "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA temp_store=MEMORY",
-        ] {
-            _ = try await writer.query(pragma)
+        let writer = try await openConnection(
+            path: path,
+            pragmas: ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA temp_store=MEMORY"],
+            logger: logger)
+        do {
+            let readers = try await openReaders(path: path, logger: logger)
+            return SQLiteBackend(writer: writer, readers: readers, maximumBatch: maximumBatch, path: path, logger: logger)
+        } catch {
+            try? await writer.close()
+            throw error
         }
-        let readers = try await openReaders(path: path, logger: logger)
-        return SQLiteBackend(writer: writer, readers: readers, maximumBatch: maximumBatch, path: path, logger: logger)
     }
 
+    /// Readers look up single rows by key: a small page cache each (the OS caches the file for all of them).
     private static func openReaders(path: String, logger: Logger) async throws -> [SQLiteConnection] {
         var readers: [SQLiteConnection] = []
-        for _ in 0..<readerCount {
-            let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-            // Readers look up single rows by key: a small page cache each (the OS caches the file for all of them).
-            for pragma in ["PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA query_only=ON", "PRAGMA cache_size=-512"] {
-                _ = try await reader.query(pragma)
+        do {
+            for _ in 0..<readerCount {
+                readers.append(
+                    try await openConnection(
+                        path: path, pragmas: ["PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA query_only=ON", "PRAGMA cache_size=-512"],
+                        logger: logger))
             }
-            readers.append(reader)
+            return readers
+        } catch {
+            for reader in readers { try? await reader.close() }
+            throw error
         }
-        return readers
+    }
+
+    /// A connection to `path` with `pragmas` set; closed again when one fails (out of file descriptors, say), as
+    /// every connection must be.
+    private static func openConnection(path: String, pragmas: [String], logger: Logger) async throws -> SQLiteConnection {
+        let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        do {
+            for pragma in pragmas { _ = try await connection.query(pragma) }
+            return connection
+        } catch {
+            try? await connection.close()
+            throw error
+        }
     }
 
     static let readerCount = 3

@@ -41,6 +41,7 @@ struct Serve: AsyncParsableCommand {
         if emulatorUrl != nil, !dev { throw ValidationError("--emulator-url goes with --dev") }
         // glibc's malloc is tuned before main (CMallocTuning); this keeps the object file linked.
         _ = latchkey_malloc_tuned()
+        _ = OpenFileLimit.raised
         let (configuration, team) = try await loadConfiguration()
         LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
         let logger = Logger(label: "latchkey")

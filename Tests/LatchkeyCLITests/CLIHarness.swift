@@ -20,19 +20,32 @@ enum CLI {
     }
 
     /// Runs the binary on a thread of its own: waiting for a process must not hold one of the few threads that
-    /// every other (async) test shares.
-    static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], directory: String? = nil) async throws -> Result {
+    /// every other (async) test shares. `openFileLimit`: the process may open only that many files (soft and hard).
+    static func run(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], directory: String? = nil, openFileLimit: Int? = nil
+    ) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Swift.Result { try runBlocking(arguments, stdin: stdin, environment: environment, directory: directory) })
+                continuation.resume(
+                    with: Swift.Result {
+                        try runBlocking(arguments, stdin: stdin, environment: environment, directory: directory, openFileLimit: openFileLimit)
+                    })
             }
         }
     }
 
-    private static func runBlocking(_ arguments: [String], stdin: String?, environment: [String: String], directory: String?) throws -> Result {
+    private static func runBlocking(
+        _ arguments: [String], stdin: String?, environment: [String: String], directory: String?, openFileLimit: Int?
+    ) throws -> Result {
         let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        if let openFileLimit {
+            // A limit stays across exec.
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -n \(openFileLimit); " + #"exec "$0" "$@""#, executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment) { $1 }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let output = Pipe()

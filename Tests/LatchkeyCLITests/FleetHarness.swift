@@ -53,14 +53,18 @@ final class Fleet: Sendable {
 
     /// Starts (or restarts) instance `index` and waits until it is ready. `ignoringFileSizeSignal`: SIGXFSZ ignored,
     /// so a write past a file size limit fails with EFBIG (as on a full disk) instead of killing the process.
-    func start(_ index: Int, environment extra: [String: String] = [:], ignoringFileSizeSignal: Bool = false) async throws {
+    /// `openFileSoftLimit`: the soft limit on open files the process starts with.
+    func start(_ index: Int, environment extra: [String: String] = [:], ignoringFileSizeSignal: Bool = false, openFileSoftLimit: Int? = nil)
+        async throws
+    {
         let process = Process()
         let emulator = index == 0 ? ["--emulator-port", String(URLComponents(string: emulatorURL)!.port!)] : ["--emulator-url", emulatorURL]
         let arguments = ["serve", "--dev", "--port", String(ports[index])] + emulator
-        if ignoringFileSizeSignal {
-            // An ignored signal stays ignored across exec, and exec keeps the process id.
+        // An ignored signal and a limit stay across exec, and exec keeps the process id.
+        let prelude = (ignoringFileSizeSignal ? ["trap '' XFSZ"] : []) + (openFileSoftLimit.map { ["ulimit -Sn \($0)"] } ?? [])
+        if !prelude.isEmpty {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", #"trap '' XFSZ; exec "$0" "$@""#, CLI.executable.path] + arguments
+            process.arguments = ["-c", prelude.joined(separator: "; ") + #"; exec "$0" "$@""#, CLI.executable.path] + arguments
         } else {
             process.executableURL = CLI.executable
             process.arguments = arguments

@@ -70,6 +70,40 @@ struct ServeAndEmulateTests {
         #expect(key.stderr == "latchkey serve: setting apple.privateKeyFile points at \(directory)/AuthKey_missing.p8, which cannot be read\n")
     }
 
+    #if os(Linux)
+        @Test("serve started under a low soft limit on open files raises it to the hard limit: every connection is a file")
+        func openFileLimit() async throws {
+            let fleet = try await Fleet(instances: 1, start: false, sqlite: true)
+            defer { fleet.stop() }
+            try await fleet.start(0, openFileSoftLimit: 256)
+            let pid = try #require(fleet.processID(0))
+            let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+            let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+            let numbers = line.split(separator: " ").compactMap { Int($0) }
+            #expect(numbers.count == 2, "\(line)")
+            // The hard limit, or 65,536 when it is higher.
+            #expect(numbers.first == numbers.last.map { min($0, 65_536) }, "\(line)")
+            #expect((numbers.first ?? 0) > 256, "\(line)")
+            #expect(try await fleet.get(0, "/healthz").status == 200)
+        }
+
+        @Test("out of file descriptors while the store opens its connections: a refusal naming the database, never a crash")
+        func tooFewDescriptors() async throws {
+            // Between these limits the writer, then one reader or another, cannot open (about 13 descriptors go to the
+            // runtime and the event loops first); from about 28 the store opens.
+            var refused = 0
+            for limit in 16...27 {
+                let result = try await CLI.run(["migrate"], directory: CLI.directory(), openFileLimit: limit)
+                #expect([0, 64].contains(result.status), "limit \(limit): \(result.status) \(result.stderr)")
+                if result.status == 64 {
+                    refused += 1
+                    #expect(result.stderr.contains("could not open"), "limit \(limit): \(result.stderr)")
+                }
+            }
+            #expect(refused > 0)
+        }
+    #endif
+
     private func oneLine(_ text: String) -> Bool {
         text.split(separator: "\n").filter { $0.hasPrefix("latchkey serve:") }.count == 1 && !text.contains("Usage:")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import LatchkeyCore
 import Synchronization
 
 /// Directories for a test's files, removed when the test process exits: the SQLite files, session files (which hold
@@ -12,6 +13,8 @@ public enum ScratchDirectory {
     /// A new, empty directory in the system's temporary directory, named `prefix-<UUID>`.
     public static func make(_ prefix: String) -> String {
         _ = removalAtExit
+        // The suite runs every test at once: about 3,200 descriptors at its peak.
+        _ = OpenFileLimit.raised
         let path = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString)"
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         made.withLock { $0.append(path) }
