@@ -38,14 +38,7 @@ enum CLI {
         _ arguments: [String], stdin: String?, environment: [String: String], directory: String?, openFileLimit: Int?
     ) throws -> Result {
         let process = Process()
-        if let openFileLimit {
-            // A limit stays across exec.
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(openFileLimit); " + #"exec "$0" "$@""#, executable.path] + arguments
-        } else {
-            process.executableURL = executable
-            process.arguments = arguments
-        }
+        (process.executableURL, process.arguments) = command(arguments, after: openFileLimit.map { ["ulimit -n \($0)"] } ?? [])
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment) { $1 }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let output = Pipe()
@@ -61,6 +54,13 @@ enum CLI {
         let err = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return Result(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+    }
+
+    /// The binary with `arguments`, run after `prelude`: shell commands (`ulimit`, `trap`) whose effects stay across
+    /// exec, which keeps the process id. Without a prelude, the binary itself.
+    static func command(_ arguments: [String], after prelude: [String]) -> (URL, [String]) {
+        guard !prelude.isEmpty else { return (executable, arguments) }
+        return (URL(fileURLWithPath: "/bin/sh"), ["-c", prelude.joined(separator: "; ") + #"; exec "$0" "$@""#, executable.path] + arguments)
     }
 
     /// A fresh temporary directory.

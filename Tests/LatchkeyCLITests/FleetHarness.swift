@@ -60,15 +60,8 @@ final class Fleet: Sendable {
         let process = Process()
         let emulator = index == 0 ? ["--emulator-port", String(URLComponents(string: emulatorURL)!.port!)] : ["--emulator-url", emulatorURL]
         let arguments = ["serve", "--dev", "--port", String(ports[index])] + emulator
-        // An ignored signal and a limit stay across exec, and exec keeps the process id.
         let prelude = (ignoringFileSizeSignal ? ["trap '' XFSZ"] : []) + (openFileSoftLimit.map { ["ulimit -Sn \($0)"] } ?? [])
-        if !prelude.isEmpty {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", prelude.joined(separator: "; ") + #"; exec "$0" "$@""#, CLI.executable.path] + arguments
-        } else {
-            process.executableURL = CLI.executable
-            process.arguments = arguments
-        }
+        (process.executableURL, process.arguments) = CLI.command(arguments, after: prelude)
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment.merging(extra) { $1 }) { $1 }
         process.standardOutput = FileHandle.nullDevice
