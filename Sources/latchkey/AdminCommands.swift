@@ -28,9 +28,9 @@ struct StoreOptions: ParsableArguments {
                 throw error
             }
         } catch let error as LatchkeyError {
-            throw ValidationError(error.reason)
+            throw ExitStatus.configurationError(error)
         } catch let error as CLIError {
-            throw ValidationError(error.description)
+            throw ExitStatus.configurationError(error)
         }
     }
 }

@@ -189,9 +189,9 @@ struct Migrate: AsyncParsableCommand {
             await store.close()
             print("database \(configuration.database) is at schema version \(versions.last ?? 0)")
         } catch let error as LatchkeyError {
-            throw ValidationError(error.reason)
+            throw ExitStatus.configurationError(error)
         } catch let error as CLIError {
-            throw ValidationError(error.description)
+            throw ExitStatus.configurationError(error)
         }
     }
 }

@@ -225,7 +225,7 @@ struct DoctorAndAdminTests {
         }
     }
 
-    @Test("bad configuration files are usage errors that name the problem")
+    @Test("bad configuration files exit 64 with one line that names the problem, not the usage text")
     func badConfig() async throws {
         let missing = try await CLI.run(["users", "list", "--config", "/nonexistent.json"])
         #expect(missing.status == 64)
@@ -233,8 +233,16 @@ struct DoctorAndAdminTests {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "{ not json".write(toFile: directory + "/bad.json", atomically: true, encoding: .utf8)
-        #expect(try await CLI.run(["keys", "list", "--config", directory + "/bad.json"]).stderr.contains("not valid JSON"))
+        let notJSON = try await CLI.run(["keys", "list", "--config", directory + "/bad.json"])
+        #expect(notJSON.status == 64)
+        #expect(notJSON.stderr.contains("not valid JSON"))
         try CLI.write(["port": "eighty"], to: directory + "/port.json")
-        #expect(try await CLI.run(["migrate", "--config", directory + "/port.json"]).stderr.contains("port"))
+        let badPort = try await CLI.run(["migrate", "--config", directory + "/port.json"])
+        #expect(badPort.status == 64)
+        #expect(badPort.stderr.contains("port"))
+        for result in [missing, notJSON, badPort] {
+            #expect(!result.stderr.contains("Usage:"), "\(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        }
     }
 }

@@ -98,6 +98,7 @@ struct ServeAndEmulateTests {
                 if result.status == 64 {
                     refused += 1
                     #expect(result.stderr.contains("could not open"), "limit \(limit): \(result.stderr)")
+                    #expect(!result.stderr.contains("Usage:"), "limit \(limit): \(result.stderr)")
                 }
             }
             #expect(refused > 0)
