@@ -66,14 +66,29 @@ struct LineLogHandler: LogHandler {
     }
 
     private func textLine(_ event: LogEvent, _ metadata: Logger.Metadata, at now: time_t) -> [UInt8] {
-        var line = Timestamps.text(for: now)
+        // Appended piece by piece: string interpolation cost a visible share of every request.
+        var line: [UInt8] = []
         line.reserveCapacity(256)
-        line += " \(event.level)"
-        if !label.isEmpty { line += " " + label }
-        line += ":"
-        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
-        line += " [\(event.source)] \(event.message)\n"
-        return Array(line.utf8)
+        line += Timestamps.text(for: now).utf8
+        line.append(UInt8(ascii: " "))
+        line += event.level.rawValue.utf8
+        if !label.isEmpty {
+            line.append(UInt8(ascii: " "))
+            line += label.utf8
+        }
+        line.append(UInt8(ascii: ":"))
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            line.append(UInt8(ascii: " "))
+            line += key.utf8
+            line.append(UInt8(ascii: "="))
+            line += value.description.utf8
+        }
+        line += " [".utf8
+        line += event.source.utf8
+        line += "] ".utf8
+        line += event.message.description.utf8
+        line.append(UInt8(ascii: "\n"))
+        return line
     }
 
     private func jsonLine(_ event: LogEvent, _ metadata: Logger.Metadata, at now: time_t) -> [UInt8] {

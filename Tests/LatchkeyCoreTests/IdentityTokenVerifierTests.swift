@@ -105,6 +105,29 @@ struct IdentityTokenVerifierTests {
         #expect(error?.reason.contains("canonical") == true)
     }
 
+    @Test(
+        "a header or payload whose last character has unused bits set is refused",
+        arguments: [(segment: 0, padding: 0), (segment: 0, padding: 1), (segment: 1, padding: 0), (segment: 1, padding: 1)])
+    func nonCanonicalSegment(segment: Int, padding: Int) async throws {
+        // Spaces inside the JSON pick the segment's length: 2 or 3 characters in its last group.
+        func token(spaces: Int) -> String {
+            let filler = String(repeating: " ", count: spaces)
+            return segment == 0
+                ? key.sign(headerJSON: #"{"alg":"RS256","kid":"W6WcOKB"\#(filler)}"#, payloadJSON: #"{"sub":"x"}"#)
+                : key.sign(headerJSON: #"{"alg":"RS256","kid":"W6WcOKB"}"#, payloadJSON: #"{"sub":"x"\#(filler)}"#)
+        }
+        let wanted = 2 + padding
+        let canonical = try #require((0..<3).map(token(spaces:)).first { $0.split(separator: ".")[segment].count % 4 == wanted })
+        var parts = canonical.split(separator: ".").map(String.init)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let lastCharacter = try #require(parts[segment].last)
+        let last = try #require(alphabet.firstIndex(of: lastCharacter))
+        #expect(last & 1 == 0, "the last character of a canonical segment has its unused bits clear")
+        parts[segment] = String(parts[segment].dropLast()) + String(alphabet[last | 1])
+        let error = await expectError(.malformedToken, parts.joined(separator: "."))
+        #expect(error?.reason.contains("canonical") == true)
+    }
+
     @Test("a payload that is not JSON is malformed")
     func payloadNotJSON() async {
         await expectError(.malformedToken, key.sign(headerJSON: #"{"alg":"RS256","kid":"W6WcOKB"}"#, payloadJSON: "not json"))

@@ -12,6 +12,8 @@ public final class AccessTokenKeys: Sendable {
         var keyID: String
         var key: P256.Signing.PrivateKey
         var signsFrom: Date
+        /// The access tokens' encoded JOSE header under this key, the same for every token.
+        var header: String
     }
 
     struct Snapshot: Sendable {
@@ -52,7 +54,10 @@ public final class AccessTokenKeys: Sendable {
             published.append(record)
             do {
                 let privateKey = try P256.Signing.PrivateKey(pemRepresentation: try box.open(record.sealedPrivateKey))
-                signers.append(Signer(keyID: record.keyID, key: privateKey, signsFrom: record.createdAt.addingTimeInterval(propagationDelay)))
+                signers.append(
+                    Signer(
+                        keyID: record.keyID, key: privateKey, signsFrom: record.createdAt.addingTimeInterval(propagationDelay),
+                        header: try JWSSigner.es256Header(keyID: record.keyID, type: AccessTokenService.tokenType)))
             } catch {
                 if record.keyID == active.keyID {
                     throw LatchkeyError(.invalidKey, "the active signing key cannot be opened: the encryption key changed")
@@ -134,15 +139,19 @@ public struct AccessTokenService: Sendable {
         self.envelope = SignedTokenVerifier(allowedAlgorithms: ["ES256"], keys: keys, maximumTokenSize: 4096)
     }
 
+    /// The `typ` of every access token's header (RFC 9068).
+    static let tokenType = "at+jwt"
+
+    /// Declared in key order, the order they are written in, which spares the encoder a sort.
     struct Claims: Encodable {
-        let iss: String
-        let sub: String
         let aud: String
+        let client_id: String
         let exp: Int
         let iat: Int
+        let iss: String
         let jti: String
-        let client_id: String
         let sid: String
+        let sub: String
     }
 
     /// Signs a new access token; returns it with its lifetime in seconds.
@@ -151,8 +160,8 @@ public struct AccessTokenService: Sendable {
         guard let signer = keys.current?.signer(at: instant) else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
         let now = Int(instant.timeIntervalSince1970)
         let claims = Claims(
-            iss: issuer, sub: userID, aud: audience, exp: now + Int(lifetime), iat: now, jti: newIdentifier(), client_id: clientID, sid: sessionID)
-        return (try JWSSigner.es256(claims, keyID: signer.keyID, key: signer.key, type: "at+jwt"), Int(lifetime))
+            aud: audience, client_id: clientID, exp: now + Int(lifetime), iat: now, iss: issuer, jti: newIdentifier(), sid: sessionID, sub: userID)
+        return (try JWSSigner.es256(claims, header: signer.header, key: signer.key), Int(lifetime))
     }
 
     /// Verifies a bearer token; every failure is `invalid_token` with the reason, except `unknown_key_id` for a

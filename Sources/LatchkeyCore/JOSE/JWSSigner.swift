@@ -6,8 +6,17 @@ import Foundation
 public enum JWSSigner {
     /// Signs `claims` with ES256 under `keyID`, header `{"alg":"ES256","kid":…,"typ":…}`.
     public static func es256(_ claims: some Encodable, keyID: String, key: P256.Signing.PrivateKey, type: String? = nil) throws(LatchkeyError) -> String {
-        let header = Header(alg: "ES256", kid: keyID, typ: type)
-        let signingInput = try encodeSegment(header) + "." + encodeSegment(claims)
+        try es256(claims, header: es256Header(keyID: keyID, type: type), key: key)
+    }
+
+    /// The encoded header segment of `es256(_:keyID:key:type:)`, for a signer that signs many tokens under one key.
+    static func es256Header(keyID: String, type: String?) throws(LatchkeyError) -> String {
+        try encodeSegment(Header(alg: "ES256", kid: keyID, typ: type))
+    }
+
+    /// Signs `claims` with ES256 under an encoded header segment from `es256Header(keyID:type:)`.
+    static func es256(_ claims: some Encodable, header: String, key: P256.Signing.PrivateKey) throws(LatchkeyError) -> String {
+        let signingInput = try header + "." + encodeSegment(claims)
         let signature: P256.Signing.ECDSASignature
         do {
             signature = try key.signature(for: Array(signingInput.utf8))

@@ -66,8 +66,16 @@ struct JSONMember {
     let value: JSONNode
 
     func keyEquals(_ name: UnsafeBufferPointer<UInt8>, in bytes: [UInt8]) -> Bool {
-        if let unescapedKey { return unescapedKey.elementsEqual(name) }
-        return bytes[keyRange].elementsEqual(name)
+        if let unescapedKey { return unescapedKey.withUnsafeBufferPointer { Self.same($0, name) } }
+        guard keyRange.count == name.count else { return false }
+        return bytes.withUnsafeBufferPointer { Self.same(UnsafeBufferPointer(rebasing: $0[keyRange]), name) }
+    }
+
+    // Every claim look-up compares names; a generic `elementsEqual` was a visible part of verifying a token.
+    private static func same(_ first: UnsafeBufferPointer<UInt8>, _ second: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard first.count == second.count else { return false }
+        guard let left = first.baseAddress, let right = second.baseAddress else { return true }
+        return memcmp(left, right, first.count) == 0
     }
 
     func key(in bytes: [UInt8]) -> String {

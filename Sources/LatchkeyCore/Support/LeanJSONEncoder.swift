@@ -61,6 +61,8 @@ private enum EncodedNode {
 
     /// Entries by key, the last of any key set twice.
     private static func sorted(_ entries: [(key: String, value: EncodedNode)]) -> [(key: String, value: EncodedNode)] {
+        // Types whose members are declared in key order (the tokens and responses Latchkey writes most) need no sort.
+        if entries.indices.dropFirst().allSatisfy({ compare(entries[$0 - 1].key, entries[$0].key) < 0 }) { return entries }
         var ordered = entries.indices.map { $0 }
         ordered.sort { lhs, rhs in
             let order = compare(entries[lhs].key, entries[rhs].key)
