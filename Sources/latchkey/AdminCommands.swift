@@ -27,9 +27,7 @@ struct StoreOptions: ParsableArguments {
                 await store.close()
                 throw error
             }
-        } catch let error as LatchkeyError {
-            throw ExitStatus.configurationError(error)
-        } catch let error as CLIError {
+        } catch  where error is LatchkeyError || error is CLIError {
             throw ExitStatus.configurationError(error)
         }
     }

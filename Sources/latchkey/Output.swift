@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import LatchkeyCore
 
 /// Exit codes every subcommand documents: 0 success, 1 a failed check or verification, 64 a usage error.
 enum ExitStatus {
@@ -9,12 +8,7 @@ enum ExitStatus {
     /// A configuration or database the command cannot work with: one line naming it, and exit 64. Argument
     /// parser's usage text would bury that line and says nothing about a configuration file or a database.
     static func configurationError(_ error: any Error) -> ExitCode {
-        let reason =
-            switch error {
-            case let error as LatchkeyError: error.reason
-            default: "\(error)"
-            }
-        FileHandle.standardError.write(Data("Error: \(reason)\n".utf8))
+        FileHandle.standardError.write(Data("Error: \(Runtime.describe(error))\n".utf8))
         return ExitCode(64)
     }
 }

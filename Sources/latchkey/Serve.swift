@@ -188,9 +188,7 @@ struct Migrate: AsyncParsableCommand {
             let versions = try await store.appliedMigrations()
             await store.close()
             print("database \(configuration.database) is at schema version \(versions.last ?? 0)")
-        } catch let error as LatchkeyError {
-            throw ExitStatus.configurationError(error)
-        } catch let error as CLIError {
+        } catch  where error is LatchkeyError || error is CLIError {
             throw ExitStatus.configurationError(error)
         }
     }

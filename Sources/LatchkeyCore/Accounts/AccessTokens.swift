@@ -9,10 +9,9 @@ import Synchronization
 /// before it keeps signing. A lone first key signs at once.
 public final class AccessTokenKeys: Sendable {
     struct Signer: Sendable {
-        var keyID: String
         var key: P256.Signing.PrivateKey
         var signsFrom: Date
-        /// The access tokens' encoded JOSE header under this key, the same for every token.
+        /// The access tokens' encoded JOSE header under this key (its `kid` included), the same for every token.
         var header: String
     }
 
@@ -52,12 +51,10 @@ public final class AccessTokenKeys: Sendable {
             }
             keys.append(key)
             published.append(record)
+            let header = try JWSSigner.es256Header(keyID: record.keyID, type: AccessTokenService.tokenType)
             do {
                 let privateKey = try P256.Signing.PrivateKey(pemRepresentation: try box.open(record.sealedPrivateKey))
-                signers.append(
-                    Signer(
-                        keyID: record.keyID, key: privateKey, signsFrom: record.createdAt.addingTimeInterval(propagationDelay),
-                        header: try JWSSigner.es256Header(keyID: record.keyID, type: AccessTokenService.tokenType)))
+                signers.append(Signer(key: privateKey, signsFrom: record.createdAt.addingTimeInterval(propagationDelay), header: header))
             } catch {
                 if record.keyID == active.keyID {
                     throw LatchkeyError(.invalidKey, "the active signing key cannot be opened: the encryption key changed")
