@@ -107,9 +107,14 @@ struct SigningKeyRing: Sendable {
 
     /// Signs `claims` with the active key.
     func sign(_ claims: ClaimSet) async throws -> String {
+        // As the providers write their tokens: "https://accounts.google.com", not Foundation's default "https:\/\/…".
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        encoder.dateEncodingStrategy = .secondsSince1970
         let collection = JWTKeyCollection()
         let key = active
-        await collection.add(rsa: key.privateKey, digestAlgorithm: .sha256, kid: JWKIdentifier(string: key.keyID))
+        await collection.add(
+            rsa: key.privateKey, digestAlgorithm: .sha256, kid: JWKIdentifier(string: key.keyID), serializer: DefaultJWTSerializer(jsonEncoder: encoder))
         return try await collection.sign(claims, kid: JWKIdentifier(string: key.keyID))
     }
 }

@@ -63,6 +63,15 @@ struct IdentityTokenVerifierTests {
         #expect(identity.organizationID == "org-1")
     }
 
+    @Test("claims spelled with escapes (a slash as \\/, as Foundation's encoder writes it; a name as \\u sequences) are read as what they spell")
+    func escapedClaims() async throws {
+        let payload = json(appleClaims()).replacingOccurrences(of: "/", with: #"\/"#).replacingOccurrences(of: #""sub""#, with: #""\u0073ub""#)
+        #expect(payload.contains(#"https:\/\/appleid.apple.com"#))
+        let identity = try await verifier.verify(key.sign(headerJSON: #"{"alg":"RS256","kid":"W6WcOKB"}"#, payloadJSON: payload))
+        #expect(identity.issuer == "https://appleid.apple.com")
+        #expect(identity.subject == "000123.0123456789abcdef0123456789abcdef.0456")
+    }
+
     @Test("web tokens for the Services ID, audience arrays, and account.apple.com are accepted")
     func audiencesAndIssuers() async throws {
         #expect(try await verifier.verify(key.sign(claims: appleClaims(audience: Fixtures.servicesID))).audience == Fixtures.servicesID)

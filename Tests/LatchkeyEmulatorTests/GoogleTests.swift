@@ -55,6 +55,9 @@ struct GoogleEmulatorTests {
             let answer = try await exchange(harness, code: try await code(harness, challenge: PKCE.challenge(for: verifier)), verifier: verifier)
             #expect(answer.status == 200, "\(answer.text)")
             let idToken = try #require(answer.json["id_token"] as? String)
+            // Written as Google writes it, slashes unescaped.
+            let payload = String(decoding: base64URLDecoded(idToken.split(separator: ".")[1]), as: UTF8.self)
+            #expect(payload.contains(#""iss":"https://accounts.google.com""#), "\(payload)")
             let google = JWKSCache(url: harness.emulator.googleBaseURL + "/oauth2/v3/certs", transport: AsyncHTTPClientTransport())
             let identity = try await IdentityTokenVerifier(policy: .google(clientIDs: [Self.client]), keys: google)
                 .verify(idToken, expecting: .init(rawNonce: "g-nonce", accessToken: answer.json["access_token"] as? String))
