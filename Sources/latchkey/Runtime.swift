@@ -101,7 +101,13 @@ enum Runtime {
     static func describe(_ error: any Error) -> String {
         switch error {
         case let error as LatchkeyError: error.reason
-        case let error as CocoaError: "\(error.localizedDescription) (\(error.filePath ?? "no path"))"
+        case let error as CocoaError:
+            // The system's own reason ("Not a directory") where Foundation has one, not its generic sentence.
+            if let underlying = error.underlying as NSError?, underlying.domain == NSPOSIXErrorDomain {
+                "\(String(cString: strerror(Int32(underlying.code)))) (\(error.filePath ?? "no path"))"
+            } else {
+                "\(error.localizedDescription) (\(error.filePath ?? "no path"))"
+            }
         default: "\(error)"
         }
     }

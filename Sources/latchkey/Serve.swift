@@ -151,13 +151,7 @@ struct Serve: AsyncParsableCommand {
 
     /// Prints one line naming what stopped the server, and exits 1.
     static func failure(_ error: any Error) -> ExitCode {
-        let reason =
-            switch error {
-            case let error as LatchkeyError: error.reason
-            case let error as CLIError: error.description
-            case let error as AuthStoreError: error.description
-            default: "\(error)"
-            }
+        let reason = Runtime.describe(error)
         FileHandle.standardError.write(Data("latchkey serve: \(reason.replacingOccurrences(of: "\n", with: " "))\n".utf8))
         return ExitStatus.failure
     }

@@ -42,7 +42,7 @@ struct ServeAndEmulateTests {
         }
     }
 
-    @Test("serve exits 1 with one line naming the problem: a port in use, a database it cannot open, an unreadable key file")
+    @Test("serve exits 1 with one line naming the problem: a port in use, a database it cannot open, an unreadable key file, a folder it cannot make")
     func runFailures() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -68,6 +68,15 @@ struct ServeAndEmulateTests {
             ], directory: directory)
         #expect(key.status == 1)
         #expect(key.stderr == "latchkey serve: setting apple.privateKeyFile points at \(directory)/AuthKey_missing.p8, which cannot be read\n")
+
+        // --dev keeps its team beside the database: here under a path whose parent is a file, so Foundation refuses to
+        // make the folder. Its error is said in words with the path, not as Foundation's error dump.
+        FileManager.default.createFile(atPath: directory + "/a-file", contents: Data("x".utf8))
+        let team = try await CLI.run(
+            ["serve", "--dev", "--port", "0"], environment: ["LATCHKEY_DATABASE_URL": directory + "/a-file/latchkey.sqlite"], directory: directory)
+        #expect(team.status == 1)
+        #expect(oneLine(team.stderr), "\(team.stderr)")
+        #expect(team.stderr == "latchkey serve: Not a directory (\(directory)/a-file/dev-team)\n", "\(team.stderr)")
     }
 
     #if os(Linux)
