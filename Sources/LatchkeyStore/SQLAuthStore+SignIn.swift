@@ -66,15 +66,24 @@ extension SQLAuthStore {
             ON CONFLICT DO NOTHING RETURNING provider, subject, token_hash, expires_at
             """
         let inserted = try await insert.all(on: db)
-        // Matched as stored: the expiry to the millisecond.
-        var fresh: Set<[String]> = []
+        var fresh: Set<StoredClaim> = []
         for row in inserted {
-            fresh.insert([
-                try row.decode(column: "provider", as: String.self), try row.decode(column: "subject", as: String.self),
-                try row.decode(column: "token_hash", as: String.self), String(try row.decode(column: "expires_at", as: Int64.self)),
-            ])
+            fresh.insert(
+                StoredClaim(
+                    provider: try row.decode(column: "provider", as: String.self), subject: try row.decode(column: "subject", as: String.self),
+                    tokenHash: try row.decode(column: "token_hash", as: String.self), expiresAt: try row.decode(column: "expires_at", as: Int64.self)))
         }
-        return claims.map { fresh.remove([$0.provider, $0.subject, $0.tokenHash, String($0.expiresAt.millis)]) != nil }
+        return claims.map {
+            fresh.remove(StoredClaim(provider: $0.provider, subject: $0.subject, tokenHash: $0.tokenHash, expiresAt: $0.expiresAt.millis)) != nil
+        }
+    }
+
+    /// A used token's record as stored, which keeps its expiry to the millisecond.
+    private struct StoredClaim: Hashable {
+        let provider: String
+        let subject: String
+        let tokenHash: String
+        let expiresAt: Int64
     }
 
     /// A group of sign-in plans in one transaction: the claims of their tokens in one statement, the look-ups of the

@@ -743,11 +743,6 @@ extension JSONEncoder {
     }
 }
 
-extension Date {
-    var millis: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
-    init(millis: Int64) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
-}
-
 extension Optional where Wrapped == Bool {
     var flag: Int? { map { $0 ? 1 : 0 } }
 }

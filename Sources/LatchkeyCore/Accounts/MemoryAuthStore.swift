@@ -190,7 +190,7 @@ public actor MemoryAuthStore: AuthStore {
 
     /// What names a record, as the SQL stores' key does (which keeps the expiry to the millisecond).
     private static func signInTokenKey(_ provider: String, _ tokenHash: String, _ expiresAt: Date) -> String {
-        [provider, tokenHash, String(Int64((expiresAt.timeIntervalSince1970 * 1000).rounded()))].joined(separator: "\u{0}")
+        [provider, tokenHash, String(expiresAt.millis)].joined(separator: "\u{0}")
     }
 
     public func enqueue(_ item: OutboxItem) { outbox[item.id] = item }

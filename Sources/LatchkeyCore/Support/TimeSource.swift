@@ -15,3 +15,9 @@ public struct TimeSource: Sendable {
     /// Always answers `date`.
     public static func fixed(_ date: Date) -> TimeSource { TimeSource { date } }
 }
+
+extension Date {
+    /// Milliseconds since 1970, as the stores keep times (and compare a token's expiry).
+    package var millis: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+    package init(millis: Int64) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
+}
