@@ -12,6 +12,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 /// A Latchkey server on loopback, backed by a fresh SQLite file and talking to an in-process Apple emulator
@@ -36,6 +37,8 @@ struct ServerHarness: Sendable {
         transport: any HTTPTransport = AsyncHTTPClientTransport(),
         _ body: (ServerHarness) async throws -> Void
     ) async throws {
+        await running.acquire()
+        defer { running.release() }
         let harness = try await start(configure: configure, emulator: emulatorConfiguration, logger: logger, transport: transport)
         do {
             try await body(harness)
@@ -45,6 +48,13 @@ struct ServerHarness: Sendable {
         }
         await harness.stop()
     }
+
+    /// How many harnesses run at once. Swift Testing starts every test together, and unbounded the harnesses held
+    /// 3,000 descriptors (each store's four SQLite connections among them). Foundation's `Process.run()` on Linux
+    /// lists /proc/self/fd with a read past the end of its buffer once the listing fills it (about 1,350
+    /// descriptors; swift-corelibs-foundation#5472), which crashed the whole test process while a CLI test started
+    /// a process.
+    private static let running = Permits(32)
 
     /// `transport`: how the server reaches the providers (the emulator).
     static func start(
@@ -261,4 +271,40 @@ struct NotificationCapture: Sendable {
     func bodies() async -> [String] { await bodiesReceived.received }
 
     func stop() { task.cancel() }
+}
+
+/// At most a fixed number of holders at once; the others wait their turn.
+final class Permits: Sendable {
+    private struct State {
+        var free: Int
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state: Mutex<State>
+
+    init(_ count: Int) { state = Mutex(State(free: count)) }
+
+    func acquire() async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state in
+                guard state.free > 0 else {
+                    state.waiting.append(continuation)
+                    return false
+                }
+                state.free -= 1
+                return true
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next: CheckedContinuation<Void, Never>? = state.withLock { state in
+            guard !state.waiting.isEmpty else {
+                state.free += 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
+    }
 }
