@@ -101,15 +101,15 @@ enum Runtime {
     static func describe(_ error: any Error) -> String {
         switch error {
         case let error as LatchkeyError: error.reason
-        case let error as CocoaError:
-            // The system's own reason ("Not a directory") where Foundation has one, not its generic sentence.
-            if let underlying = error.underlying as NSError?, underlying.domain == NSPOSIXErrorDomain {
-                "\(String(cString: strerror(Int32(underlying.code)))) (\(error.filePath ?? "no path"))"
-            } else {
-                "\(error.localizedDescription) (\(error.filePath ?? "no path"))"
-            }
+        case let error as CocoaError: "\(reason(of: error)) (\(error.filePath ?? "no path"))"
         default: "\(error)"
         }
+    }
+
+    /// The system's own reason ("Not a directory") where Foundation has one, else Foundation's generic sentence.
+    private static func reason(of error: CocoaError) -> String {
+        guard let underlying = error.underlying as NSError?, underlying.domain == NSPOSIXErrorDomain else { return error.localizedDescription }
+        return String(cString: strerror(Int32(underlying.code)))
     }
 
     /// An emulator configuration for a development team, with the server's notification URL.
