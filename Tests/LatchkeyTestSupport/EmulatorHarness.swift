@@ -34,8 +34,8 @@ public struct EmulatorHarness: Sendable {
     public static func start(
         _ configuration: EmulatorConfiguration = configuration(), retry: RetryPolicy = .init(maximumAttempts: 3, initialBackoff: .milliseconds(5))
     ) async throws -> EmulatorHarness {
-        // The suite runs every test at once: about 3,200 descriptors at its peak (some 185 servers' SQLite connections,
-        // listeners and clients), past the usual soft limit of 1,024.
+        // The suite runs every test at once: about 650 descriptors at its peak (32 server harnesses' SQLite connections,
+        // listeners and clients), near the usual soft limit of 1,024 on a machine with more going on.
         _ = OpenFileLimit.raised
         let emulator = try await Emulator.start(configuration: configuration)
         let credentials = try AppleSigningCredentials(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8)

@@ -13,7 +13,7 @@ public enum ScratchDirectory {
     /// A new, empty directory in the system's temporary directory, named `prefix-<UUID>`.
     public static func make(_ prefix: String) -> String {
         _ = removalAtExit
-        // The suite runs every test at once: about 3,200 descriptors at its peak.
+        // The suite runs every test at once: about 650 descriptors at its peak, near the usual soft limit of 1,024.
         _ = OpenFileLimit.raised
         let path = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString)"
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
