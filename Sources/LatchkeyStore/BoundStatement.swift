@@ -106,6 +106,14 @@ struct BoundStatement: SQLExpression, ExpressibleByStringInterpolation {
         return joined
     }
 
+    /// `first` followed by `second`, their values in that order.
+    static func + (first: BoundStatement, second: BoundStatement) -> BoundStatement {
+        var joined = first
+        joined.text += second.text
+        joined.values += second.values
+        return joined
+    }
+
     /// Through SQLKit, each `?` becomes the dialect's placeholder for the next value.
     func serialize(to serializer: inout SQLSerializer) {
         var rest = Substring(text)

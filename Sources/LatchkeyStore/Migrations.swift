@@ -113,6 +113,15 @@ enum Migrations {
                 "ALTER TABLE used_sign_in_tokens_by_expiry RENAME TO used_sign_in_tokens",
             ]
         ),
+        (
+            7,
+            [
+                // Every sign-in wrote an entry to this index (about three pages per commit, as SQLite rebalances an index
+                // whose last page fills), for revocations by identity, which are rare: they now find the sessions among
+                // the identity's user's, through `sessions_user`.
+                "DROP INDEX sessions_identity"
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -406,32 +406,35 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int {
-        try await revokeSessions(column: "user_id", value: userID, reason: reason, at: at)
+        try await revokeSessions(Self.sessionsOfUser(userID), reason: reason, at: at)
     }
 
     public func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int {
-        try await revokeSessions(column: "identity_id", value: identityID, reason: reason, at: at)
+        try await revokeSessions(Self.sessionsOfIdentity(identityID), reason: reason, at: at)
     }
 
     public func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) async throws -> Int {
-        try await revokeSessions(column: "identity_id", value: identityID, createdBefore: createdBefore, reason: reason, at: at)
+        try await revokeSessions(Self.sessionsOfIdentity(identityID), createdBefore: createdBefore, reason: reason, at: at)
     }
 
-    private func revokeSessions(column: String, value: String, createdBefore: Date = .distantFuture, reason: String, at: Date) async throws -> Int {
+    /// The condition on `sessions` that picks a user's sessions.
+    static func sessionsOfUser(_ userID: String) -> BoundStatement { "user_id = \(bind: userID)" }
+
+    /// The condition on `sessions` that picks the sessions an identity started. They are found among its user's
+    /// (through the index on `user_id`): sessions have no index of their own on `identity_id`, which every
+    /// sign-in would write to for the sake of rare revocations (migration 7).
+    static func sessionsOfIdentity(_ identityID: String) -> BoundStatement {
+        "user_id = (SELECT user_id FROM identities WHERE id = \(bind: identityID)) AND identity_id = \(bind: identityID)"
+    }
+
+    private func revokeSessions(_ matching: BoundStatement, createdBefore: Date = .distantFuture, reason: String, at: Date) async throws -> Int {
         let before = min(createdBefore, Date(timeIntervalSince1970: 1e12)).millis
+        let open: BoundStatement = " AND revoked_at IS NULL AND created_at < \(bind: before)"
         return try await write { db in
             let count =
-                try await db.raw(
-                    """
-                    SELECT COUNT(*) AS n FROM sessions WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL AND created_at < \(bind: before)
-                    """
-                ).first()?.decode(column: "n", as: Int.self) ?? 0
-            try await db.raw(
-                """
-                UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason)
-                WHERE \(ident: column) = \(bind: value) AND revoked_at IS NULL AND created_at < \(bind: before)
-                """
-            ).run()
+                try await ("SELECT COUNT(*) AS n FROM sessions WHERE " + matching + open).all(on: db).first?.decode(column: "n", as: Int.self) ?? 0
+            let revoke: BoundStatement = "UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE "
+            try await (revoke + matching + open).run(on: db)
             return count
         }
     }

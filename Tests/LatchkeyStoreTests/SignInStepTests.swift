@@ -67,6 +67,20 @@ extension StoreConformanceTests {
         }
     }
 
+    @Test("revocations by identity find the sessions among its user's (sessions have no index on identity_id), not by reading the table")
+    func revocationsByIdentityUseTheUsersIndex() async throws {
+        try await withStore(.sqlite) { store in
+            let sql = try #require(store as? SQLAuthStore)
+            let plan = try await sql.queryPlan("SELECT COUNT(*) AS n FROM sessions WHERE " + SQLAuthStore.sessionsOfIdentity("\(run)-identity"))
+            #expect(plan.contains { $0.hasPrefix("SEARCH sessions USING INDEX sessions_user (user_id=?)") }, "\(plan)")
+            #expect(plan.contains { $0.hasPrefix("SEARCH identities USING INDEX sqlite_autoindex_identities_1 (id=?)") }, "\(plan)")
+            #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(plan)")
+            // The index that every sign-in wrote to is gone (migration 7): by identity alone, the table is read.
+            let byIdentityAlone = try await sql.queryPlan("SELECT id FROM sessions WHERE identity_id = \(bind: "\(run)-identity")")
+            #expect(byIdentityAlone == ["SCAN sessions"])
+        }
+    }
+
     @Test("a released claim is found by the used-token table's key (expiry first), not by reading the table")
     func releaseUsesTheKey() async throws {
         try await withStore(.sqlite) { store in
