@@ -69,11 +69,14 @@ struct ServerBench {
             let googleSignIns = try await mintSignIns(emulator: emulator, http: http, count: max(1_600, Int(2_000 * seconds)), provider: "google")
             let unbatchedGoogleSignIns = try await mintSignIns(emulator: emulator, http: http, count: max(200, Int(100 * seconds)), provider: "google")
             var (googleSeconds, googleCPU, unbatchedGoogleSeconds) = (0.0, 0.0, 0.0)
+            var (googleStorage, unbatchedGoogleStorage) = (StorageWrites(), StorageWrites())
             for round in 0..<Self.rounds {
-                let (_, cpu, wall) = try await server.metered { try await signIn(Self.share(googleSignIns, round), server: server, http: http) }
+                let (_, cpu, wall) = try await googleStorage.counting(server) {
+                    try await server.metered { try await signIn(Self.share(googleSignIns, round), server: server, http: http) }
+                }
                 (googleSeconds, googleCPU) = (googleSeconds + wall, googleCPU + cpu)
-                let (_, _, unbatchedWall) = try await unbatchedServer.metered {
-                    try await signIn(Self.share(unbatchedGoogleSignIns, round), server: unbatchedServer, http: http)
+                let (_, _, unbatchedWall) = try await unbatchedGoogleStorage.counting(unbatchedServer) {
+                    try await unbatchedServer.metered { try await signIn(Self.share(unbatchedGoogleSignIns, round), server: unbatchedServer, http: http) }
                 }
                 unbatchedGoogleSeconds += unbatchedWall
             }
@@ -101,6 +104,15 @@ struct ServerBench {
                     name: "server_cpu_us_per_google_sign_in", opsPerSecond: googleCPU / Double(googleSignIns.count) * 1e6,
                     baselineName: "server_cpu_us_per_healthz", baselineOpsPerSecond: healthzMicroseconds))
 
+            if let batched = googleStorage.perOperation(googleSignIns.count),
+                let unbatched = unbatchedGoogleStorage.perOperation(unbatchedGoogleSignIns.count)
+            {
+                rows.append(
+                    BenchRow(
+                        name: "storage_bytes_written_per_google_sign_in", opsPerSecond: batched,
+                        baselineName: "storage_bytes_written_per_google_sign_in_one_commit_each", baselineOpsPerSecond: unbatched))
+            }
+
             rows += try await sdkRows(server: server, signIn: try await mintSignIns(emulator: emulator, http: http, count: 1)[0])
 
             let (batched, unbatched) = try await rotationTurns(
@@ -111,6 +123,12 @@ struct ServerBench {
                 BenchRow(
                     name: "refresh_rotation_sqlite_durable", opsPerSecond: batched.rate, baselineName: "refresh_rotation_sqlite_one_commit_each",
                     baselineOpsPerSecond: unbatched.rate), at: 1)
+            if let batchedBytes = batched.storage.perOperation(batched.count), let unbatchedBytes = unbatched.storage.perOperation(unbatched.count) {
+                rows.append(
+                    BenchRow(
+                        name: "storage_bytes_written_per_durable_rotation", opsPerSecond: batchedBytes,
+                        baselineName: "storage_bytes_written_per_rotation_one_commit_each", baselineOpsPerSecond: unbatchedBytes))
+            }
             let busiestThread = batched.threadCPU.values.max() ?? 0
             rows.append(
                 BenchRow(
@@ -366,6 +384,7 @@ struct ServerBench {
         var cpu = 0.0
         var threadCPU: [String: Double] = [:]
         var benchCPU = 0.0
+        var storage = StorageWrites()
         var rate: Double { Double(count) / seconds }
     }
 
@@ -378,8 +397,9 @@ struct ServerBench {
         for _ in 0..<Self.rounds {
             for (index, server) in [first, second].enumerated() {
                 let (threadsBefore, benchBefore) = (server.threadCPUSeconds, ChildServer.cpuSeconds(statFile: "/proc/self/stat"))
-                let (run, cpu, wall) = try await server.metered {
-                    try await rotations(server: server, http: http, tokens: turns[index].tokens, seconds: seconds / Double(Self.rounds))
+                let tokens = turns[index].tokens
+                let (run, cpu, wall) = try await turns[index].storage.counting(server) {
+                    try await server.metered { try await rotations(server: server, http: http, tokens: tokens, seconds: seconds / Double(Self.rounds)) }
                 }
                 turns[index].benchCPU += ChildServer.cpuSeconds(statFile: "/proc/self/stat") - benchBefore
                 for (thread, used) in server.threadCPUSeconds { turns[index].threadCPU[thread, default: 0] += used - (threadsBefore[thread] ?? 0) }
@@ -514,11 +534,39 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
     }
     var peakMegabytes: Double { status("VmHWM") }
 
+    /// Bytes the server has sent to storage so far (`write_bytes` of `/proc/<pid>/io`: pages it dirtied, counted
+    /// once each until written back); nil where the kernel does not account it.
+    var storageBytesWritten: Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/io", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("write_bytes:") })
+        else { return nil }
+        return Double(line.dropFirst("write_bytes:".count).trimmingCharacters(in: .whitespaces))
+    }
+
     func stop() {
         guard process.isRunning else { return }
         process.terminate()
         process.waitUntilExit()
     }
+}
+
+/// Storage writes of a server over the stretches of a bench that ran on it. A cost that does not depend on the
+/// machine's speed: what group commit saves is pages written once for many requests, and with each frame SQLite
+/// writes to its log, its checkpoint and the kernel's write-back all do work again.
+struct StorageWrites {
+    private var bytes = 0.0
+    private var known = true
+
+    /// Runs `body`, adding what `server` wrote to storage meanwhile.
+    mutating func counting<T>(_ server: ChildServer, _ body: () async throws -> T) async rethrows -> T {
+        let before = server.storageBytesWritten
+        let value = try await body()
+        if let before, let after = server.storageBytesWritten { bytes += after - before } else { known = false }
+        return value
+    }
+
+    /// Bytes per operation over `count` operations; nil when the kernel did not tell.
+    func perOperation(_ count: Int) -> Double? { known && count > 0 ? bytes / Double(count) : nil }
 }
 
 extension Duration {
