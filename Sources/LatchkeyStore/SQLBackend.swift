@@ -47,7 +47,7 @@ final class SQLiteBackend: SQLBackend {
         // Statement journals (savepoints, multi-row statements) in memory: as temporary files each transaction opened and wrote one.
         // A checkpoint every 4,000 WAL frames (16 MB), not SQLite's 1,000: a checkpoint copies each page once however
         // often the WAL holds it, and the last pages of the indexes are in every commit. It cut the storage written
-        // per sign-in by 13 %. Up to 4,096 frames, the WAL's index is one hash table, so reads look up no more.
+        // per sign-in by 13 %. Up to about 4,060 frames, the WAL's index is one hash table, so reads look up no more.
         let writer = try await openConnection(
             path: path,
             pragmas: [
