@@ -485,13 +485,16 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
         url = String(collected[range])
     }
 
-    private func status(_ field: String) -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
-            let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-        else { return 0 }
-        return kilobytes / 1024
+    /// The number after `field:` on its line of the server's `/proc/<pid>/<file>`; nil when there is none.
+    private func procValue(_ file: String, _ field: String) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/\(file)", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") })
+        else { return nil }
+        return Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
     }
+
+    /// A memory field of `/proc/<pid>/status`, in megabytes (0 when unknown).
+    private func status(_ field: String) -> Double { (procValue("status", field) ?? 0) / 1024 }
 
     var residentMegabytes: Double { status("VmRSS") }
 
@@ -536,12 +539,7 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
 
     /// Bytes the server has sent to storage so far (`write_bytes` of `/proc/<pid>/io`: pages it dirtied, counted
     /// once each until written back); nil where the kernel does not account it.
-    var storageBytesWritten: Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/io", encoding: .utf8),
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("write_bytes:") })
-        else { return nil }
-        return Double(line.dropFirst("write_bytes:".count).trimmingCharacters(in: .whitespaces))
-    }
+    var storageBytesWritten: Double? { procValue("io", "write_bytes") }
 
     func stop() {
         guard process.isRunning else { return }
