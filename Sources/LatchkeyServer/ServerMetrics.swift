@@ -1,17 +1,31 @@
 import Metrics
 import Prometheus
+import Synchronization
 
 /// Prometheus counters: requests, sign-ins and refreshes by outcome, Apple calls by endpoint and error, notifications by type.
 public final class ServerMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
+    /// Each counter once made, by label and dimensions: the registry's look-up builds and checks names and takes
+    /// its lock, a visible share of a small request. Labels and dimensions come from bounded sets (routes,
+    /// statuses, configured providers, outcomes), so this stays small.
+    private let counters = Mutex<[[String]: any CounterHandler]>([:])
 
     public init() {
         factory = PrometheusMetricsFactory(registry: registry)
     }
 
     private func count(_ label: String, _ dimensions: [(String, String)]) {
-        Counter(label: label, dimensions: dimensions, factory: factory).increment()
+        var key = [label]
+        key.reserveCapacity(1 + 2 * dimensions.count)
+        for (name, value) in dimensions { key += [name, value] }
+        let counter = counters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = factory.makeCounter(label: label, dimensions: dimensions)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment(by: 1)
     }
 
     func request(route: String, status: Int) { count("latchkey_http_requests_total", [("route", route), ("status", String(status))]) }

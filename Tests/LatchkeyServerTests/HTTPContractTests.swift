@@ -2,10 +2,11 @@ import Configuration
 import Foundation
 import LatchkeyCore
 import LatchkeyModels
-import LatchkeyServer
 import LatchkeyStore
 import LatchkeyTestSupport
 import Testing
+
+@testable import LatchkeyServer
 
 @Suite("Server: HTTP contract", .timeLimit(.minutes(2)))
 struct HTTPContractTests {
@@ -132,6 +133,21 @@ struct HTTPContractTests {
             #expect(metrics.contains("latchkey_provider_calls_total"))
             #expect(metrics.contains("latchkey_http_requests_total"))
         }
+    }
+
+    @Test("each counter counts every event of its own label and dimensions, however often it is reused")
+    func countersAreKeptApart() {
+        let metrics = ServerMetrics()
+        for _ in 0..<3 { metrics.signIn(provider: "google", outcome: "ok") }
+        metrics.signIn(provider: "google", outcome: "new_user")
+        metrics.signIn(provider: "apple", outcome: "ok")
+        metrics.refresh(outcome: "ok")
+        metrics.refresh(outcome: "ok")
+        let lines = Set(metrics.exposition().split(separator: "\n").map(String.init))
+        #expect(lines.contains(#"latchkey_sign_ins_total{provider="google",outcome="ok"} 3"#), "\(lines)")
+        #expect(lines.contains(#"latchkey_sign_ins_total{provider="google",outcome="new_user"} 1"#))
+        #expect(lines.contains(#"latchkey_sign_ins_total{provider="apple",outcome="ok"} 1"#))
+        #expect(lines.contains(#"latchkey_refreshes_total{outcome="ok"} 2"#))
     }
 
     @Test("readiness fails when the database is gone")
