@@ -18,7 +18,10 @@ public final class ServerMetrics: Sendable {
     private func count(_ label: String, _ dimensions: [(String, String)]) {
         var key = [label]
         key.reserveCapacity(1 + 2 * dimensions.count)
-        for (name, value) in dimensions { key += [name, value] }
+        for (name, value) in dimensions {
+            key.append(name)
+            key.append(value)
+        }
         let counter = counters.withLock { counters in
             if let counter = counters[key] { return counter }
             let counter = factory.makeCounter(label: label, dimensions: dimensions)
