@@ -207,6 +207,20 @@ struct ServerBench {
             BenchRow(
                 name: "server_cpu_us_per_postgres_rotation", opsPerSecond: postgres.cpu / Double(postgres.count) * 1e6, baselineName: "required_at_most",
                 baselineOpsPerSecond: 300),
+        ] + postgresCostRows(postgres: postgres, sqlite: sqliteTurns)
+    }
+
+    /// Where the machine's CPU went per rotation, when PostgreSQL runs on this machine: the comparison with SQLite is
+    /// one of the whole machine's CPU, since the server, the load generator and PostgreSQL share the cores.
+    private func postgresCostRows(postgres: RotationTurns, sqlite: RotationTurns) -> [BenchRow] {
+        guard postgres.postgresCPU > 0 else { return [] }
+        return [
+            BenchRow(
+                name: "postgres_processes_cpu_us_per_rotation", opsPerSecond: postgres.postgresCPU / Double(postgres.count) * 1e6,
+                baselineName: "server_cpu_us_per_postgres_rotation", baselineOpsPerSecond: postgres.cpu / Double(postgres.count) * 1e6),
+            BenchRow(
+                name: "machine_cpu_us_per_postgres_rotation", opsPerSecond: postgres.machineMicroseconds,
+                baselineName: "machine_cpu_us_per_sqlite_rotation_alongside", baselineOpsPerSecond: sqlite.machineMicroseconds),
         ]
     }
 
@@ -384,8 +398,12 @@ struct ServerBench {
         var cpu = 0.0
         var threadCPU: [String: Double] = [:]
         var benchCPU = 0.0
+        /// CPU seconds of the PostgreSQL processes on this machine (none when the database runs elsewhere).
+        var postgresCPU = 0.0
         var storage = StorageWrites()
         var rate: Double { Double(count) / seconds }
+        /// The machine's CPU per rotation: the server's, the load generator's and PostgreSQL's, in µs.
+        var machineMicroseconds: Double { (cpu + benchCPU + postgresCPU) / Double(count) * 1e6 }
     }
 
     /// Rotations on `first` and `second` taking turns, ``rounds`` turns of `seconds / rounds` each, so that both see the
@@ -396,12 +414,15 @@ struct ServerBench {
         var turns = [RotationTurns(tokens: firstTokens), RotationTurns(tokens: secondTokens)]
         for _ in 0..<Self.rounds {
             for (index, server) in [first, second].enumerated() {
-                let (threadsBefore, benchBefore) = (server.threadCPUSeconds, ChildServer.cpuSeconds(statFile: "/proc/self/stat"))
+                let (threadsBefore, benchBefore, postgresBefore) = (
+                    server.threadCPUSeconds, ChildServer.cpuSeconds(statFile: "/proc/self/stat"), ChildServer.localPostgresCPUSeconds
+                )
                 let tokens = turns[index].tokens
                 let (run, cpu, wall) = try await turns[index].storage.counting(server) {
                     try await server.metered { try await rotations(server: server, http: http, tokens: tokens, seconds: seconds / Double(Self.rounds)) }
                 }
                 turns[index].benchCPU += ChildServer.cpuSeconds(statFile: "/proc/self/stat") - benchBefore
+                turns[index].postgresCPU += ChildServer.localPostgresCPUSeconds - postgresBefore
                 for (thread, used) in server.threadCPUSeconds { turns[index].threadCPU[thread, default: 0] += used - (threadsBefore[thread] ?? 0) }
                 turns[index].tokens = run.tokens
                 turns[index].count += run.count
@@ -518,6 +539,16 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
         let tasks = "/proc/\(process.processIdentifier)/task"
         let ids = (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []
         return Dictionary(uniqueKeysWithValues: ids.map { ($0, Self.cpuSeconds(statFile: "\(tasks)/\($0)/stat")) })
+    }
+
+    /// CPU seconds of every process named `postgres` that this user may read: a PostgreSQL server on this machine
+    /// (every cluster on it counts; a backend that exits during a turn takes its seconds with it).
+    static var localPostgresCPUSeconds: Double {
+        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return processes.filter { $0.allSatisfy(\.isNumber) }.reduce(0) { total, process in
+            guard let name = try? String(contentsOfFile: "/proc/\(process)/comm", encoding: .utf8), name == "postgres\n" else { return total }
+            return total + cpuSeconds(statFile: "/proc/\(process)/stat")
+        }
     }
 
     /// CPU seconds (user and system) from a `stat` file of `/proc` (a process's or a thread's).
