@@ -429,14 +429,9 @@ public final class SQLAuthStore: AuthStore {
 
     private func revokeSessions(_ matching: BoundStatement, createdBefore: Date = .distantFuture, reason: String, at: Date) async throws -> Int {
         let before = min(createdBefore, Date(timeIntervalSince1970: 1e12)).millis
-        let open: BoundStatement = " AND revoked_at IS NULL AND created_at < \(bind: before)"
-        return try await write { db in
-            let count =
-                try await ("SELECT COUNT(*) AS n FROM sessions WHERE " + matching + open).all(on: db).first?.decode(column: "n", as: Int.self) ?? 0
-            let revoke: BoundStatement = "UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE "
-            try await (revoke + matching + open).run(on: db)
-            return count
-        }
+        let revoke: BoundStatement = "UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE "
+        let open: BoundStatement = " AND revoked_at IS NULL AND created_at < \(bind: before) RETURNING id"
+        return try await write { db in try await (revoke + matching + open).all(on: db).count }
     }
 
     // MARK: Signing keys
