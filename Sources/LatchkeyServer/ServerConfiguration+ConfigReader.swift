@@ -16,7 +16,7 @@ extension ServerConfiguration {
     /// | `publicUrl` | URL, the access tokens' `iss` | `http://host:port` |
     /// | `audience` | the access tokens' `aud` | `latchkey` |
     /// | `database.url` | `postgres://…`, `sqlite://path` or a path | `latchkey-data/latchkey.sqlite` |
-    /// | `database.maxWriteBatch` | writes sharing one commit | 512 |
+    /// | `database.maxWriteBatch` | writes sharing one commit (1–2000) | 512 |
     /// | `encryptionKey` / `encryptionKeyFile` | 32 bytes base64 (secret) | generated in development |
     /// | `accessToken.lifetime` | seconds | 600 |
     /// | `session.idleLifetime`, `session.absoluteLifetime`, `session.reuseGrace` | seconds | 30 d, 180 d, 10 |

@@ -116,6 +116,9 @@ public struct ServerConfiguration: Sendable {
         guard (1...65_535).contains(port) || port == 0 else { throw setting("port", "must be between 1 and 65535") }
         guard accessTokenLifetime >= 30, accessTokenLifetime <= 86_400 else { throw setting("accessToken.lifetime", "must be between 30 and 86400 seconds") }
         guard maximumBodySize >= 1024 else { throw setting("http.maxBodySize", "must be at least 1024 bytes") }
+        guard (1...SQLAuthStore.maximumWriteBatchLimit).contains(databaseMaximumWriteBatch) else {
+            throw setting("database.maxWriteBatch", "must be between 1 and \(SQLAuthStore.maximumWriteBatchLimit)")
+        }
         let year: TimeInterval = 365 * 86_400
         for (name, value, range) in [
             ("session.idleLifetime", session.refreshIdleLifetime, 60...(10 * year)),

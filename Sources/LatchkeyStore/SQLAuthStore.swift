@@ -53,12 +53,16 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
+    /// The most writes one commit takes: a group's statements stay within both databases' limits on bound values
+    /// (a sign-in's identities take 15 a row; PostgreSQL allows 65,535, SQLite 32,766).
+    public static let maximumWriteBatchLimit = 2_000
+
     /// Opens (and for SQLite, creates) the database. Call ``migrate()`` before use and ``close()`` at the end.
     /// - Parameter maximumWriteBatch: how many concurrent writes may share one commit (1 commits each alone).
     public static func open(_ location: StoreLocation, maximumWriteBatch: Int = 512, logger: Logger = Logger(label: "latchkey.store")) async throws
         -> SQLAuthStore
     {
-        let batch = max(1, maximumWriteBatch)
+        let batch = min(max(1, maximumWriteBatch), maximumWriteBatchLimit)
         switch location {
         case .sqlite(let path):
             return SQLAuthStore(
@@ -98,8 +102,11 @@ public final class SQLAuthStore: AuthStore {
                 return AuthStoreError.unavailable("PostgreSQL: \(error.code)")
             }
             if state == "23505" { return AuthStoreError.duplicate }
-            // 08 connection exception, 53 insufficient resources, 57P operator intervention (shutdown), 40 rollbacks.
-            if ["08", "53", "40"].contains(String(state.prefix(2))) || state.hasPrefix("57P") {
+            // A row another request deleted meanwhile (a sign-in racing its account's deletion): the retry sees it gone.
+            if state == "23503" { return AuthStoreError.notFound }
+            // 08 connection exception, 53 insufficient resources, 57P operator intervention (shutdown), 40 rollbacks
+            // (a deadlock, a serialization failure), 57014 a statement timeout, 55P03 a lock timeout (set on the role).
+            if ["08", "53", "40"].contains(String(state.prefix(2))) || state.hasPrefix("57P") || state == "57014" || state == "55P03" {
                 return AuthStoreError.unavailable("PostgreSQL SQLSTATE \(state)")
             }
             return error
@@ -107,6 +114,8 @@ public final class SQLAuthStore: AuthStore {
             switch error.reason {
             case .constraintUniqueFailed, .constraintPrimaryKeyFailed:
                 return AuthStoreError.duplicate
+            case .constraintForeignKeyFailed:
+                return AuthStoreError.notFound
             case .busy, .busyTimeout, .busyInRecovery, .busyInSnapshot, .locked, .lockedBySharedCache, .full, .noMemory, .ioError,
                 .ioErrorFailedRead, .ioErrorIncompleteRead, .ioErrorFailedWrite, .ioErrorFailedSync, .ioErrorFailedDirSync,
                 .ioErrorFailedTruncate, .ioErrorFailedStat, .ioErrorFailedUnlock, .ioErrorFailedReadLock, .ioErrorFailedDelete,
@@ -396,12 +405,15 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func revokeSession(id: String, reason: String, at: Date) async throws -> Bool {
+        // One statement: PostgreSQL re-checks `revoked_at` on a row a concurrent revocation just changed, so an earlier
+        // reason (reuse detected, say) is never overwritten.
         try await write { db in
-            let open = try await db.raw("SELECT id FROM sessions WHERE id = \(bind: id) AND revoked_at IS NULL").first() != nil
-            if open {
-                try await db.raw("UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE id = \(bind: id)").run()
-            }
-            return open
+            try await db.raw(
+                """
+                UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason)
+                WHERE id = \(bind: id) AND revoked_at IS NULL RETURNING id
+                """
+            ).first() != nil
         }
     }
 

@@ -298,11 +298,11 @@ final class PostgresBackend: SQLBackend {
             throw LatchkeyError(.invalidConfiguration, "database URL must look like postgres://user:password@host:5432/database")
         }
         let database = components.path.isEmpty ? nil : String(components.path.dropFirst())
-        let wantsTLS = components.queryItems?.first { $0.name == "sslmode" }?.value.map { $0 != "disable" } ?? false
+        let query = components.queryItems ?? []
+        let tls = try PostgresTLSMode(
+            sslMode: query.first { $0.name == "sslmode" }?.value, rootCertificateFile: query.first { $0.name == "sslrootcert" }?.value)
         var configuration = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password, database: database,
-            tls: wantsTLS ? .require(.makeClientConfiguration()) : .disable
-        )
+            host: host, port: components.port ?? 5432, username: user, password: components.password, database: database, tls: tls.configuration)
         configuration.options.maximumConnections = 16
         configuration.options.connectTimeout = Self.leaseTimeout
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
@@ -410,6 +410,46 @@ struct ConnectionHandle<Connection: Sendable>: SQLDatabase {
     func withSession<R>(_ closure: @escaping @Sendable (any SQLDatabase) async throws -> R) async throws -> R { try await closure(self) }
 }
 
+/// How a PostgreSQL URL's `sslmode` and `sslrootcert` connect, with libpq's meanings: `disable` (also when there is no
+/// `sslmode`), `allow` and `prefer` (TLS when the server offers it, unverified), `require` (TLS, unverified unless
+/// `sslrootcert` names the CA to trust, as in libpq), `verify-ca` (the certificate chains to a trusted CA) and
+/// `verify-full` (and names the host). Without `sslrootcert` the system's CAs are trusted.
+struct PostgresTLSMode: Equatable {
+    enum Use: Equatable { case never, whenOffered, always }
+
+    let use: Use
+    let verification: CertificateVerification
+    let rootCertificateFile: String?
+
+    init(sslMode: String?, rootCertificateFile: String?) throws(LatchkeyError) {
+        if let rootCertificateFile, !FileManager.default.isReadableFile(atPath: rootCertificateFile) {
+            throw LatchkeyError(.invalidConfiguration, "database URL: sslrootcert \(rootCertificateFile.prefix(200)) is not a readable file")
+        }
+        self.rootCertificateFile = rootCertificateFile
+        switch sslMode ?? "disable" {
+        case "disable": (use, verification) = (.never, .none)
+        case "allow", "prefer": (use, verification) = (.whenOffered, .none)
+        case "require": (use, verification) = (.always, rootCertificateFile == nil ? .none : .noHostnameVerification)
+        case "verify-ca": (use, verification) = (.always, .noHostnameVerification)
+        case "verify-full": (use, verification) = (.always, .fullVerification)
+        case let other:
+            throw LatchkeyError(
+                .invalidConfiguration, "database URL: sslmode \(other.prefix(40)) is not one of disable, allow, prefer, require, verify-ca, verify-full")
+        }
+    }
+
+    var configuration: PostgresClient.Configuration.TLS {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateVerification = verification
+        if let rootCertificateFile { tls.trustRoots = .file(rootCertificateFile) }
+        switch use {
+        case .never: return .disable
+        case .whenOffered: return .prefer(tls)
+        case .always: return .require(tls)
+        }
+    }
+}
+
 /// One PostgreSQL connection: the hottest reads decode their rows by position through PostgresNIO instead of by name
 /// through SQLKit (a dictionary per row and a dynamic cast per column), and ``BoundStatement``s go to PostgresNIO.
 typealias PostgresHandle = ConnectionHandle<PostgresConnection>
@@ -417,10 +457,12 @@ typealias PostgresHandle = ConnectionHandle<PostgresConnection>
 /// One SQLite connection, for ``BoundStatement``s to go to sqlite-nio.
 typealias SQLiteHandle = ConnectionHandle<SQLiteConnection>
 
+// SQLKit's statements go unlogged (`queryLogLevel: nil`): at debug level it logs every bound value, sealed secrets included.
+
 extension ConnectionHandle where Connection == PostgresConnection {
-    init(_ connection: PostgresConnection) { self.init(connection: connection, base: connection.sql()) }
+    init(_ connection: PostgresConnection) { self.init(connection: connection, base: connection.sql(queryLogLevel: nil)) }
 }
 
 extension ConnectionHandle where Connection == SQLiteConnection {
-    init(_ connection: SQLiteConnection) { self.init(connection: connection, base: connection.sql()) }
+    init(_ connection: SQLiteConnection) { self.init(connection: connection, base: connection.sql(queryLogLevel: nil)) }
 }

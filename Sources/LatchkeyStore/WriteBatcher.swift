@@ -1,5 +1,6 @@
 import LatchkeyCore
 import Logging
+import PostgresNIO
 import SQLKit
 import Synchronization
 
@@ -142,8 +143,11 @@ final class WriteBatcher: Sendable {
         }
     }
 
-    /// The database could not be reached or used at all: retrying job by job would only wait longer.
+    /// The database could not be reached or used at all: retrying job by job would only wait longer. A transaction
+    /// PostgreSQL rolled back (class 40: a deadlock with another instance, a serialization failure) is no outage: its
+    /// jobs are retried one by one.
     static func isOutage(_ error: any Error) -> Bool {
+        if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState], state.hasPrefix("40") { return false }
         if case AuthStoreError.unavailable = SQLAuthStore.translate(error) { return true }
         return false
     }

@@ -106,7 +106,11 @@ struct ProxyAndLoggingTests {
                 "/v1/auth/apple", json: ["identityToken": apple.identityToken, "authorizationCode": apple.code, "rawNonce": "raw-nonce-for-the-log-test"])
             #expect(signIn.status == 200)
             let tokens = try signIn.decode(SignInResponse.self)
-            secrets += [tokens.accessToken, tokens.refreshToken]
+            secrets += [tokens.accessToken, tokens.refreshToken, RefreshTokens.hash(tokens.refreshToken)]
+            // What the store keeps sealed or hashed stays out of the log too (SQLKit logs bound values at debug level).
+            let identity = try #require(try await harness.store.identity(provider: "apple", subject: sub))
+            secrets.append(try #require(try await harness.store.providerGrant(identityID: identity.id)).sealedRefreshToken)
+            secrets += try await harness.store.signingKeys().map(\.sealedPrivateKey)
             let pair = try await harness.refresh(tokens.refreshToken).decode(TokenPairResponse.self)
             secrets += [pair.accessToken, pair.refreshToken]
             #expect(try await harness.refresh(tokens.refreshToken).status == 200)  // a retry within the grace window
