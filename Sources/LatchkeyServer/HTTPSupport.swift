@@ -136,7 +136,8 @@ struct RateLimitMiddleware: RouterMiddleware {
     let trustedProxies: TrustedProxies
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let path = request.uri.path
+        // The matched route, not the raw path: the router also serves `//v1/token` and `/v1/token/` there.
+        let path = context.endpointPath ?? request.uri.path
         if (request.method == .post && (path.hasPrefix("/v1/auth/") || path == "/v1/token")) || path.hasPrefix("/oauth2/") {
             let client = clientAddress(request, context) ?? "unknown"
             if let wait = limiter.check("ip:" + client) {

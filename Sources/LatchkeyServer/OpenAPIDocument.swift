@@ -369,7 +369,8 @@ enum OpenAPIDocument {
 
     private static var unlinkIdentity: JSON {
         let subject: JSON = [
-            "name": "subject", "in": "path", "required": true, "description": "The identity's subject, as GET /v1/me lists it",
+            "name": "subject", "in": "path", "required": true,
+            "description": "The identity's subject, as GET /v1/me lists it, percent-encoded (`auth0%7C42` for `auth0|42`)",
             "schema": ["type": "string", "minLength": 1], "example": "108234567890123456789",
         ]
         return operation(
@@ -412,7 +413,8 @@ enum OpenAPIDocument {
                 with snake_case or camelCase members, but answers Latchkey's camelCase token pair (`accessToken`, `tokenType`, \
                 `expiresIn`, `refreshToken`), not RFC 6749 §5.1's `access_token`/`token_type`/`expires_in`/`refresh_token`. \
                 The discovery document's `token_endpoint` is /oauth2/token, which does answer RFC 6749 §5.1. Each refresh token works once: \
-                the answer carries its successor, and presenting a used one again (outside a short grace window) ends the session.
+                the answer carries its successor, and presenting a used one again (outside a short grace window) ends the session. \
+                A token of a confidential browser-flow client's session is refused here: it refreshes at /oauth2/token, with its secret.
                 """,
             body: ["required": true, "content": content],
             responses: [

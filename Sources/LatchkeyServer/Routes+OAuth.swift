@@ -225,7 +225,11 @@ extension LatchkeyServer {
         guard let json, json.utf8.count <= 4096, let user = try? JSONDecoder().decode(User.self, from: Data(json.utf8)), let name = user.name else {
             return nil
         }
-        return (name.firstName.map { String($0.prefix(200)) }, name.lastName.map { String($0.prefix(200)) })
+        // The user's browser posts this: a name it garbled is left out rather than failing the sign-in.
+        func kept(_ name: String?) -> String? {
+            name.flatMap { hasControlCharacters($0) ? nil : String($0.prefix(maximumNameLength)) }
+        }
+        return (kept(name.firstName), kept(name.lastName))
     }
 
     /// Back to the app's redirect URI with the answer, its `state` and this server as `iss` (RFC 9207).

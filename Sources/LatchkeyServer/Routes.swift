@@ -25,12 +25,12 @@ extension LatchkeyServer {
         router.get("/v1/me") { request, _ in try await me(request) }
         router.delete("/v1/me") { request, _ in try await deleteMe(request) }
         router.get("/v1/me/sessions") { request, _ in try await listSessions(request) }
-        router.delete("/v1/me/sessions/:id") { request, context in try await deleteSession(request, id: try context.parameters.require("id")) }
+        router.delete("/v1/me/sessions/:id") { request, context in try await deleteSession(request, id: try Self.pathParameter("id", context)) }
         router.post("/v1/me/identities/:provider") { request, context in
-            try await linkIdentity(request, providerName: try context.parameters.require("provider"))
+            try await linkIdentity(request, providerName: try Self.pathParameter("provider", context))
         }
         router.delete("/v1/me/identities/:provider/:subject") { request, context in
-            try await unlinkIdentity(request, providerName: try context.parameters.require("provider"), subject: try context.parameters.require("subject"))
+            try await unlinkIdentity(request, providerName: try Self.pathParameter("provider", context), subject: try Self.pathParameter("subject", context))
         }
         router.post("/v1/apple/notifications") { request, _ in try await appleNotification(request) }
         // Cached for one maintenance interval: a rotated key signs only after two, so backends that verify with a cached
@@ -93,7 +93,8 @@ extension LatchkeyServer {
             return CredentialBody(
                 credential: ProviderCredential(
                     idToken: body.identityToken, rawNonce: body.rawNonce, authorizationCode: body.authorizationCode, redirectURI: body.redirectUri),
-                givenName: body.fullName?.givenName, familyName: body.fullName?.familyName, inviteCode: body.inviteCode)
+                givenName: try Self.profileName(body.fullName?.givenName, "fullName.givenName"),
+                familyName: try Self.profileName(body.fullName?.familyName, "fullName.familyName"), inviteCode: body.inviteCode)
         }
         let body = try decodeJSON(ProviderSignInRequest.self, bytes)
         return CredentialBody(
@@ -101,6 +102,21 @@ extension LatchkeyServer {
                 idToken: body.idToken, rawNonce: body.rawNonce, authorizationCode: body.authorizationCode, codeVerifier: body.codeVerifier,
                 redirectURI: body.redirectUri, accessToken: body.accessToken, clientID: body.clientId),
             inviteCode: body.inviteCode)
+    }
+
+    /// The longest name kept (longer ones are cut), as in the browser flow's answers from Apple.
+    static let maximumNameLength = 200
+
+    /// A name an app sends: cut to ``maximumNameLength``; one with a control character (which no name holds, and
+    /// PostgreSQL refuses in text) is refused.
+    static func profileName(_ name: String?, _ field: String) throws -> String? {
+        guard let name else { return nil }
+        guard !hasControlCharacters(name) else { throw APIError.invalidRequest("\(field) holds a control character") }
+        return String(name.prefix(maximumNameLength))
+    }
+
+    static func hasControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     /// Verifies a credential; then `body` runs with the verified sign-in. Its single-use token is claimed first when the
@@ -188,7 +204,7 @@ extension LatchkeyServer {
                 headers: [.retryAfter: String(wait)])
         }
         do {
-            let tokens = try await sessions.refresh(refreshToken)
+            let tokens = try await sessions.refresh(refreshToken, refusing: confidentialClients)
             metrics.refresh(outcome: "ok")
             return JSONBody.response(TokenPairResponse(accessToken: tokens.accessToken, expiresIn: tokens.expiresIn, refreshToken: tokens.refreshToken))
         } catch let error as LatchkeyError {
@@ -196,6 +212,22 @@ extension LatchkeyServer {
             throw error
         }
     }
+
+    /// A path segment as the client meant it. The router leaves segments percent-encoded, and HTTP clients encode what
+    /// a provider's subject may hold (`auth0|42`, a `/`); a malformed escape or a control character is refused.
+    static func pathParameter(_ name: String, _ context: LatchkeyRequestContext) throws -> String {
+        try decodedPathSegment(try context.parameters.require(name), name: name)
+    }
+
+    static func decodedPathSegment(_ raw: String, name: String) throws -> String {
+        guard let decoded = raw.removingPercentEncoding, !hasControlCharacters(decoded) else {
+            throw APIError.invalidRequest("the path's \(name) is not valid percent-encoded text")
+        }
+        return decoded
+    }
+
+    /// The browser flow's confidential clients, whose sessions `POST /v1/token` does not refresh (it takes no client credentials).
+    var confidentialClients: Set<String> { Set(clients.values.filter { $0.kind == .confidential }.map(\.clientID)) }
 
     /// `POST /v1/token` takes a form (RFC 6749) or JSON.
     private func tokenRequestFields(_ request: Request, _ bytes: [UInt8]) throws -> [String: String] {

@@ -502,6 +502,16 @@ struct BrowserFlowTests {
                 [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", request.redirectURI), ("code_verifier", request.verifier)],
                 headers: [("Authorization", "Basic " + Data("\(Self.confidential):\(Self.confidentialSecret)".utf8).base64EncodedString())])
             #expect(answer.status == 200, "\(answer.text)")
+            let refresh = try #require(answer.json["refresh_token"] as? String)
+            let native = try await harness.send(
+                "POST", "/v1/token", body: formURLEncoded([("grant_type", "refresh_token"), ("refresh_token", refresh)]),
+                contentType: "application/x-www-form-urlencoded")
+            #expect(native.status == 400)
+            #expect(native.error == "invalid_grant", "without the client's secret, its refresh token is refused")
+            let rotated = try await Self.token(
+                harness,
+                [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", Self.confidential), ("client_secret", Self.confidentialSecret)])
+            #expect(rotated.status == 200, "\(rotated.text)")
         }
     }
 

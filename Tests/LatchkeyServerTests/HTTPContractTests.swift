@@ -100,6 +100,29 @@ struct HTTPContractTests {
         }
     }
 
+    @Test("the per-address limit counts every spelling of a limited path the router serves")
+    func rateLimitsPathSpellings() async throws {
+        try await ServerHarness.with(configure: { $0.rateLimit.perClientIP = 3 }) { harness in
+            let form = "grant_type=refresh_token&refresh_token=lkr_x"
+            var statuses: [Int] = []
+            for path in ["//v1/token", "/v1/token/", "/v1//token", "/v1/token"] {
+                statuses.append(try await harness.send("POST", path, body: form, contentType: "application/x-www-form-urlencoded").status)
+            }
+            #expect(statuses == [400, 400, 400, 429])
+            let authorize = try await harness.send("GET", "//oauth2/authorize")
+            #expect(authorize.status == 429)
+        }
+    }
+
+    @Test("path segments are percent-decoded; malformed escapes and control characters are invalid_request")
+    func pathSegments() throws {
+        #expect(try LatchkeyServer.decodedPathSegment("auth0%7C42%2Fa", name: "subject") == "auth0|42/a")
+        #expect(try LatchkeyServer.decodedPathSegment("001234.abc", name: "subject") == "001234.abc")
+        for raw in ["%C3", "%zz", "%", "a%00", "%7F"] {
+            #expect(throws: APIError.self, "\(raw)") { try LatchkeyServer.decodedPathSegment(raw, name: "subject") }
+        }
+    }
+
     @Test("the OpenAPI document lists every route, and every listed route exists")
     func openAPI() async throws {
         try await ServerHarness.with { harness in
@@ -257,6 +280,8 @@ struct ConfigurationTests {
             (["mode": "staging"], "mode"),
             (["mode": "production"], "apple"),
             (["accessToken.lifetime": "5"], "accessToken.lifetime"),
+            (["database.maxWriteBatch": "0"], "database.maxWriteBatch"),
+            (["database.maxWriteBatch": "10000"], "database.maxWriteBatch"),
             (["apple.validationWait": "120"], "apple.validationWait"),
             (["encryptionKey": "c2hvcnQ="], "encryption key"),
             (["database.url": "mysql://x"], "database.url"),

@@ -93,7 +93,14 @@ struct ProviderSignInTests {
 
             // Unlinking ends the sessions begun through that identity, and leaves the rest.
             let googleSession = try viaGoogle.decode(SignInResponse.self)
-            let unlinked = try await harness.send("DELETE", "/v1/me/identities/google/\(googleSubject)", bearer: apple.accessToken)
+            for malformed in ["%00", "a%0Ab"] {
+                let refused = try await harness.send("DELETE", "/v1/me/identities/google/\(malformed)", bearer: apple.accessToken)
+                #expect(refused.status == 400, "\(malformed)")
+                #expect(refused.error == "invalid_request", "\(malformed)")
+            }
+            // Clients percent-encode what a subject may hold (`auth0|42`); every byte escaped still names the identity.
+            let escaped = googleSubject.utf8.map { "%" + String($0, radix: 16, uppercase: true) }.joined()
+            let unlinked = try await harness.send("DELETE", "/v1/me/identities/google/\(escaped)", bearer: apple.accessToken)
             #expect(unlinked.status == 200, "\(unlinked.text)")
             #expect(try unlinked.decode(UserResponse.self).identities.map(\.provider) == ["apple"])
             #expect(try await harness.refresh(googleSession.refreshToken).error == "invalid_grant")

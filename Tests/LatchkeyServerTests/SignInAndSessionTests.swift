@@ -32,6 +32,22 @@ struct SignInAndSessionTests {
         }
     }
 
+    @Test("a name with a control character is refused before anything is verified; a long one is cut to 200 characters")
+    func names() async throws {
+        try await ServerHarness.with { harness in
+            let sub = try await harness.emulator.createUser(email: "nul@example.com")
+            for fullName in [["givenName": "A\u{0}"], ["familyName": "Lee\n"], ["givenName": "\u{7F}"]] {
+                let refused = try await harness.signIn(sub: sub, fullName: fullName)
+                #expect(refused.status == 400, "\(fullName)")
+                #expect(refused.error == "invalid_request", "\(fullName)")
+            }
+            let long = String(repeating: "é", count: 300)
+            let answer = try await harness.signIn(sub: sub, fullName: ["givenName": long, "familyName": "Lee"])
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(try answer.decode(SignInResponse.self).user.givenName == String(long.prefix(200)))
+        }
+    }
+
     @Test("a second sign-in finds the same user, keeps the first name, and is not new")
     func secondSignIn() async throws {
         try await ServerHarness.with { harness in

@@ -126,9 +126,14 @@ public struct SessionService: Sendable {
     // MARK: - Refresh
 
     /// Rotates a refresh token. Reuse outside the grace window revokes the whole family; when the provider grant's
-    /// authorization is due for its daily check it is validated first. With `clientID`, a token of another client's
-    /// session is refused (the browser flow's token endpoint).
-    public func refresh(_ refreshToken: String, forClient clientID: String? = nil) async throws -> IssuedTokens {
+    /// authorization is due for its daily check it is validated first.
+    /// - Parameters:
+    ///   - clientID: with it, a token of another client's session is refused (the browser flow's token endpoint).
+    ///   - confidentialClients: tokens of these clients' sessions are refused: a confidential client refreshes only
+    ///     where it authenticates (RFC 6749 §6), so a leaked token is worth nothing without the client's secret.
+    public func refresh(_ refreshToken: String, forClient clientID: String? = nil, refusing confidentialClients: Set<String> = []) async throws
+        -> IssuedTokens
+    {
         guard RefreshTokens.isWellFormed(refreshToken) else {
             throw LatchkeyError(.invalidGrant, "the refresh token is malformed")
         }
@@ -148,13 +153,18 @@ public struct SessionService: Sendable {
         // authorization is known to need no validation now. The others read it first, and may ask the provider.
         let grants = grants
         var result = try await rotation { family in
-            (clientID == nil || family.clientID == clientID) && (family.identityID.map { grants.isKnownValidated(identityID: $0) } ?? true)
+            (clientID == nil || family.clientID == clientID) && !confidentialClients.contains(family.clientID)
+                && (family.identityID.map { grants.isKnownValidated(identityID: $0) } ?? true)
         }
         if case .declined = result {
             guard let (_, family) = try await store.refreshToken(hash: hash) else {
                 throw LatchkeyError(.invalidGrant, "the refresh token is unknown or expired; sign in again")
             }
             if let clientID, family.clientID != clientID { throw LatchkeyError(.invalidGrant, "the refresh token was issued to another client") }
+            if confidentialClients.contains(family.clientID) {
+                throw LatchkeyError(
+                    .invalidGrant, "the refresh token was issued to a confidential client; it refreshes at /oauth2/token with its client credentials")
+            }
             if family.isRevoked { throw revokedError(family) }
             if let identityID = family.identityID { try await grants.checkAuthorization(identityID: identityID, userID: family.userID) }
             result = try await rotation(accepting: nil)
