@@ -381,6 +381,9 @@ enum OpenAPIDocument {
             parameters: [providerParameter, subject],
             responses: [
                 "200": ["description": "The user without the identity", "content": jsonContent(ref("UserResponse"), example: Examples.user)],
+                "400": error(
+                    "The subject is not valid percent-encoded text (a malformed escape, a control character)", codes: ["invalid_request"],
+                    example: ["error": "invalid_request", "error_description": "the path's subject is not valid percent-encoded text"]),
                 "401": unauthorized,
                 "404": error(
                     "The user has no such identity", codes: ["not_found"],

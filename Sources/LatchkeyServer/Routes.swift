@@ -25,12 +25,12 @@ extension LatchkeyServer {
         router.get("/v1/me") { request, _ in try await me(request) }
         router.delete("/v1/me") { request, _ in try await deleteMe(request) }
         router.get("/v1/me/sessions") { request, _ in try await listSessions(request) }
-        router.delete("/v1/me/sessions/:id") { request, context in try await deleteSession(request, id: try Self.pathParameter("id", context)) }
+        router.delete("/v1/me/sessions/:id") { request, context in try await deleteSession(request, id: try context.parameters.require("id")) }
         router.post("/v1/me/identities/:provider") { request, context in
-            try await linkIdentity(request, providerName: try Self.pathParameter("provider", context))
+            try await linkIdentity(request, providerName: try context.parameters.require("provider"))
         }
         router.delete("/v1/me/identities/:provider/:subject") { request, context in
-            try await unlinkIdentity(request, providerName: try Self.pathParameter("provider", context), subject: try Self.pathParameter("subject", context))
+            try await unlinkIdentity(request, providerName: try context.parameters.require("provider"), subject: try context.parameters.require("subject"))
         }
         router.post("/v1/apple/notifications") { request, _ in try await appleNotification(request) }
         // Cached for one maintenance interval: a rotated key signs only after two, so backends that verify with a cached
@@ -180,9 +180,12 @@ extension LatchkeyServer {
         return JSONBody.response(Self.userResponse(user, identities))
     }
 
+    /// `provider` and `subject` as the path holds them, percent-encoded.
     func unlinkIdentity(_ request: Request, providerName: String, subject: String) async throws -> Response {
         let (token, _) = try await authenticate(request)
-        let identities = try await sessions.signIns.unlink(userID: token.userID, provider: providerName, subject: subject)
+        let identities = try await sessions.signIns.unlink(
+            userID: token.userID, provider: try Self.decodedPathSegment(providerName, name: "provider"),
+            subject: try Self.decodedPathSegment(subject, name: "subject"))
         guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
         return JSONBody.response(Self.userResponse(user, identities))
     }
@@ -215,10 +218,6 @@ extension LatchkeyServer {
 
     /// A path segment as the client meant it. The router leaves segments percent-encoded, and HTTP clients encode what
     /// a provider's subject may hold (`auth0|42`, a `/`); a malformed escape or a control character is refused.
-    static func pathParameter(_ name: String, _ context: LatchkeyRequestContext) throws -> String {
-        try decodedPathSegment(try context.parameters.require(name), name: name)
-    }
-
     static func decodedPathSegment(_ raw: String, name: String) throws -> String {
         guard let decoded = raw.removingPercentEncoding, !hasControlCharacters(decoded) else {
             throw APIError.invalidRequest("the path's \(name) is not valid percent-encoded text")
@@ -350,7 +349,9 @@ extension LatchkeyServer {
             case .other: .other
             }
         let outcome = try await sessions.events.handle(
-            ProviderAccountEvent(id: notification.id, provider: "apple", kind: kind, subject: notification.event.subject))
+            ProviderAccountEvent(
+                id: notification.id, provider: "apple", kind: kind, subject: notification.event.subject,
+                occurredAt: notification.event.eventTime.timeIntervalSince1970 > 0 ? notification.event.eventTime : nil))
         metrics.notification(type: notification.event.type.description, outcome: "\(outcome)")
         return JSONBody.response(["status": "\(outcome)"])
     }
