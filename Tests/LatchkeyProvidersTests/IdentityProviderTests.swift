@@ -153,6 +153,28 @@ struct IdentityProviderTests {
         }
     }
 
+    @Test("Microsoft in a national cloud: tokens issued under the authority's own host verify")
+    func microsoftNationalCloud() async throws {
+        let tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+        let issuer = "https://login.microsoftonline.us/{tenantid}/v2.0"
+        let key = Self.key.jwk.replacingOccurrences(of: #","alg":"RS256""#, with: #","issuer":"\#(issuer)""#)
+        let transport = Self.endpoints([
+            "/common/v2.0/.well-known/openid-configuration": { _ in
+                Self.json(#"{"issuer":"\#(issuer)","jwks_uri":"https://login.microsoftonline.us/common/discovery/v2.0/keys"}"#)
+            },
+            "/common/discovery/v2.0/keys": { _ in Self.json(#"{"keys":[\#(key)]}"#) },
+        ])
+        let provider = OpenIDProvider(
+            configuration: .microsoft(clientIDs: ["client-1"], authority: "https://login.microsoftonline.us/"), transport: transport,
+            timeSource: .fixed(Self.now))
+        func token(iss: String) -> String { Self.key.sign(claims: Self.claims(iss: iss, extra: ["tid": tenant, "ver": "2.0"])) }
+        let signIn = try await provider.verify(ProviderCredential(idToken: token(iss: "https://login.microsoftonline.us/\(tenant)/v2.0")))
+        #expect(signIn.identity.tenantID == tenant)
+        await #expect(throws: LatchkeyError(.unexpectedIssuer, "")) {
+            _ = try await provider.verify(ProviderCredential(idToken: token(iss: "https://login.microsoftonline.us/11111111-2222-3333-4444-555555555555/v2.0")))
+        }
+    }
+
     // MARK: Facebook
 
     static func debugToken(appID: String = "app-1", valid: Bool = true, type: String = "USER", expiresAt: Int = 0) -> String {

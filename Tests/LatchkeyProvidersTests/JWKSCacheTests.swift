@@ -162,6 +162,18 @@ struct JWKSCacheTests {
         #expect(try await cache.key(forKeyID: "W6WcOKB").keyID == "W6WcOKB")
     }
 
+    @Test("a stale key the provider has withdrawn is refused once a fetch shows it gone")
+    func withdrawnKey() async throws {
+        let server = KeyServer(cacheControl: "max-age=300")
+        let clock = MutableClock()
+        let cache = JWKSCache(url: Self.url, transport: server.transport(), timeSource: clock.source)
+        _ = try await cache.key(forKeyID: "W6WcOKB")
+        server.document.withLock { $0 = jwks(Fixtures.appleKey.withKeyID("REPLACED01")) }
+        clock.advance(3600)
+        await #expect(throws: LatchkeyError.self) { try await cache.key(forKeyID: "W6WcOKB") }
+        #expect(try await cache.key(forKeyID: "REPLACED01").keyID == "REPLACED01")
+    }
+
     @Test("with no keys and no provider, the error says keys are unavailable")
     func unavailable() async throws {
         let server = KeyServer()

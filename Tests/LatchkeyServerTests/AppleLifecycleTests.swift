@@ -142,6 +142,34 @@ struct AppleLifecycleTests {
         }
     }
 
+    @Test("a consent revocation that arrives after the user signed in again ends only the sessions begun before it")
+    func lateConsentRevocation() async throws {
+        let capture = try await NotificationCapture.start()
+        defer { capture.stop() }
+        let port = capture.port
+
+        try await ServerHarness.with { harness in
+            let (sub, first) = try await harness.signedIn()
+            await harness.emulator.emulator.setNotificationURL("http://127.0.0.1:\(port)/capture", for: Fixtures.bundleID)
+            #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
+            #expect(try await harness.eventually { await !capture.bodies().isEmpty })
+            let late = try #require(await capture.bodies().first)
+            harness.clock.advance(60)
+            let again = try await harness.signIn(sub: sub)
+            #expect(again.status == 200, "\(again.text)")
+            let second = try again.decode(SignInResponse.self)
+
+            let answer = try await harness.send("POST", "/v1/apple/notifications", body: late)
+            #expect(answer.json["status"] as? String == "processed", "\(answer.text)")
+            #expect(try await harness.refresh(first.refreshToken).error == "invalid_grant")
+            #expect(try await harness.refresh(second.refreshToken).status == 200)
+            let identity = try #require(try await harness.store.identity(provider: "apple", subject: sub))
+            #expect(try await harness.store.user(id: identity.userID) != nil)
+            let audit = try await harness.store.auditEvents(userID: identity.userID, limit: 50).filter { $0.kind == "apple_consent_revoked" }
+            #expect(audit.count == 1)
+        }
+    }
+
     @Test("a notification replayed twice is processed once; a forged one is refused")
     func replay() async throws {
         let capture = try await NotificationCapture.start()

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// What happened to a user at the provider, from a verified server-to-server notification.
 public struct ProviderAccountEvent: Sendable, Equatable {
@@ -7,12 +7,15 @@ public struct ProviderAccountEvent: Sendable, Equatable {
     public var provider: String
     public var kind: Kind
     public var subject: String
+    /// When it happened at the provider, when the provider says (a notification may arrive long after).
+    public var occurredAt: Date?
 
-    public init(id: String, provider: String, kind: Kind, subject: String) {
+    public init(id: String, provider: String, kind: Kind, subject: String, occurredAt: Date? = nil) {
         self.id = id
         self.provider = provider
         self.kind = kind
         self.subject = subject
+        self.occurredAt = occurredAt
     }
 }
 
@@ -39,6 +42,15 @@ public struct ProviderEvents: Sendable {
         var outcome = NotificationOutcome.processed
         if var identity = try await store.identity(provider: event.provider, subject: event.subject) {
             switch event.kind {
+            case .consentRevoked where event.occurredAt.map { identity.lastSignInAt > $0 } ?? false:
+                // The user authorised the app again after revoking it, and the notification came late: only the sessions
+                // begun before the revocation end; the identity, its new grant and the newer sessions stay.
+                let revokedAt = event.occurredAt ?? now
+                let count = try await store.revokeSessions(
+                    identityID: identity.id, createdBefore: revokedAt, reason: "\(event.provider)_consent_revoked", at: now)
+                try await store.audit(
+                    at: now, identity.userID, "\(event.provider)_consent_revoked",
+                    "\(count) session(s) begun before it revoked; the user signed in again since, so the identity stays")
             case .consentRevoked, .accountDeleted:
                 // The provider account is gone for this app: so is the identity, and the standing of the sessions it began.
                 let what = event.kind == .consentRevoked ? "consent_revoked" : "account_deleted"

@@ -91,7 +91,9 @@ public struct IdentityTokenPolicy: Sendable {
 
 /// How the raw nonce an app sends to its server relates to the token's `nonce` claim.
 public enum NonceMatching: String, Sendable, CaseIterable {
-    /// The claim is lowercase hex SHA-256 of the raw nonce (native iOS apps), or the raw nonce itself (web).
+    /// The claim is lowercase hex SHA-256 of the raw nonce (native iOS apps), or the raw nonce itself (web); the
+    /// library's default. Weaker than ``hashed``: whoever holds a token can send its own claim as the nonce, so a
+    /// stolen token alone passes (the server uses ``hashed`` unless configured otherwise).
     case hashedOrVerbatim = "hashed_or_verbatim"
     /// The claim must be lowercase hex SHA-256 of the raw nonce.
     case hashed

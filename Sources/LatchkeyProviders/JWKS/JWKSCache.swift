@@ -118,7 +118,9 @@ public final class JWKSCache: VerificationKeyResolver {
         if let cached {
             // Stale: try for fresh keys, but an unreachable provider must not stop sign-ins.
             guard let keys = try? await refresh(respectingCooldown: true) else { return cached }
-            return keys[keyID] ?? cached
+            // A key the provider has withdrawn (a compromised one, say) stops verifying as soon as a fetch shows it gone.
+            guard let key = keys[keyID] else { throw unknownKeyID(keyID, known: keys.keyIDs) }
+            return key
         }
         guard let keys = try await refetch(forUnknownKeyID: keyID, now: now) else { throw unknownKeyID(keyID, known: cachedKeys.keyIDs) }
         guard let key = keys[keyID] else {

@@ -73,6 +73,10 @@ public struct OpenIDProviderConfiguration: Sendable {
     ) -> OpenIDProviderConfiguration {
         var policy = IdentityTokenPolicy.microsoft(clientIDs: clientIDs)
         policy.configurationKey = "microsoft"
+        // A national cloud (`https://login.microsoftonline.us`) issues under its own host; its keys, fetched from the
+        // authority, are what the signature is checked against.
+        let authority = authority.hasSuffix("/") ? String(authority.dropLast()) : authority
+        policy.issuers.insert(authority + "/{tenantid}/v2.0")
         let allowed = Set(tenants.map { $0.lowercased() })
         return OpenIDProviderConfiguration(
             name: "microsoft", displayName: "Microsoft", discoveryURL: authority + "/common/v2.0/.well-known/openid-configuration", policy: policy,
