@@ -118,6 +118,9 @@ public struct EmulatorConfiguration: Sendable {
     /// The account-deletion event type: `account-delete` (older docs) or `account-deleted` (current docs).
     public var accountDeletionEventType = "account-delete"
     public var eventTimeUnit: EventTimeUnit = .milliseconds
+    /// The generic OpenID Connect provider rotates refresh tokens (as Auth0, Okta or Keycloak can): each refresh
+    /// answers a new one, and the one it used stops working.
+    public var oidcRotatesRefreshTokens = false
     /// How long an app transfer's `transfer_sub` stays usable.
     public var transferWindow: TimeInterval = 60 * 86_400
     /// How many notification delivery attempts are made before giving up.

@@ -215,17 +215,20 @@ extension EmulatorState {
                 let user = users[grant.userID]
             else { throw ProviderOAuthError(status: 400, code: "invalid_grant", description: style.badRefresh) }
             try checkTenant(tenant, user)
-            // Microsoft hands out a new refresh token on every refresh (the old one stays usable); the others keep theirs.
+            // Microsoft hands out a new refresh token on every refresh (the old one stays usable); a rotating OpenID
+            // Connect provider too, and the old one stops working; the others keep theirs.
+            let rotates = provider == .oidc && configuration.oidcRotatesRefreshTokens
             var grantToken = token
-            if provider == .microsoft {
+            if provider == .microsoft || rotates {
                 grantToken = Identifiers.providerToken(style.refreshPrefix, 64)
                 addGrant(
                     GrantRecord(
                         refreshToken: grantToken, provider: provider, userID: user.id, clientID: clientID, teamID: provider.rawValue, createdAt: now,
                         scopes: grant.scopes))
+                if rotates { grants[token]?.revoked = true }
             }
             return try await tokenAnswer(
-                provider, user: user, clientID: clientID, scopes: grant.scopes, nonce: nil, grant: grantToken, newRefreshToken: provider == .microsoft,
+                provider, user: user, clientID: clientID, scopes: grant.scopes, nonce: nil, grant: grantToken, newRefreshToken: grantToken != token,
                 issuer: issuer)
         default:
             throw ProviderOAuthError(status: 400, code: "unsupported_grant_type", description: "Invalid grant_type: \(form["grant_type"] ?? "")")

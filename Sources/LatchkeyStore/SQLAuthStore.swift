@@ -316,11 +316,14 @@ public final class SQLAuthStore: AuthStore {
         try await write { db in try await Self.upsertGrants([grant]).run(on: db) }
     }
 
-    public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool {
+    public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?)
+        async throws -> Bool
+    {
         try await write { db in
             try await db.raw(
                 """
-                UPDATE provider_grants SET last_validated_at = \(bind: at.millis), validation_claimed_until = NULL
+                UPDATE provider_grants SET last_validated_at = \(bind: at.millis), validation_claimed_until = NULL,
+                  sealed_refresh_token = \(bind: newSealedRefreshToken ?? sealedRefreshToken)
                 WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken) RETURNING identity_id
                 """
             ).first() != nil

@@ -216,6 +216,11 @@ struct IdentityProviderTests {
         await #expect(throws: LatchkeyError(.invalidConfiguration, "")) {
             _ = try await facebook(Self.debugToken(), secret: nil).verify(ProviderCredential(accessToken: "t"))
         }
+        // A wrong app secret is the operator's problem: sign-ins fail as such, and validations never end sessions.
+        await #expect(throws: LatchkeyError(.invalidClient, "")) {
+            _ = try await facebook(Self.debugToken(), secret: "wrong").verify(ProviderCredential(accessToken: "t"))
+        }
+        #expect(await facebook(Self.debugToken(), secret: "wrong").validate(refreshToken: "t", clientID: "app-1") == .unreachable("invalid_client"))
         #expect(await facebook(Self.debugToken(valid: false)).validate(refreshToken: "t", clientID: "app-1") == .revoked)
         #expect(await facebook(Self.debugToken()).validate(refreshToken: "t", clientID: "app-1") == .valid)
     }

@@ -176,6 +176,30 @@ struct ProviderEndToEndTests {
         }
     }
 
+    @Test("a provider that rotates refresh tokens: each daily validation stores the new one, so the next one still passes")
+    func rotatingProvider() async throws {
+        var emulator = EmulatorHarness.configuration()
+        emulator.oidcRotatesRefreshTokens = true
+        try await ServerHarness.with(emulator: emulator) { harness in
+            let subjects = try await Self.newUser(harness)
+            let session = try await harness.post("/v1/auth/oidc", json: try await Self.body(.oidcCode, harness, subjects: subjects))
+            #expect(session.status == 200, "\(session.text)")
+            var refreshToken = try session.decode(SignInResponse.self).refreshToken
+            let subject = try #require(subjects["oidc"] as? String)
+            let identity = try #require(try await harness.store.identity(provider: "oidc", subject: subject))
+            var stored = try #require(try await harness.store.providerGrant(identityID: identity.id)).sealedRefreshToken
+            for day in 1...3 {
+                harness.clock.advance(25 * 3600)
+                let answer = try await harness.refresh(refreshToken)
+                #expect(answer.status == 200, "day \(day): \(answer.text)")
+                refreshToken = try answer.decode(TokenPairResponse.self).refreshToken
+                let grant = try #require(try await harness.store.providerGrant(identityID: identity.id), "day \(day)")
+                #expect(grant.sealedRefreshToken != stored, "day \(day): the provider's new token is stored")
+                stored = grant.sealedRefreshToken
+            }
+        }
+    }
+
     @Test("deleting the account revokes the grant at every provider that has a revocation endpoint")
     func deletionRevokesEverywhere() async throws {
         try await ServerHarness.with { harness in

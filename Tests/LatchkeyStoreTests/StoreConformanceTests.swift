@@ -256,11 +256,21 @@ struct StoreConformanceTests {
             new.sealedRefreshToken = "v1.new"
             try await store.saveProviderGrant(new)
             #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.new")
-            #expect(try await !store.markProviderGrantValidated(identityID: identity.id, sealedRefreshToken: "v1.old", at: Self.now.addingTimeInterval(60)))
-            #expect(try await store.markProviderGrantValidated(identityID: identity.id, sealedRefreshToken: "v1.new", at: Self.now.addingTimeInterval(60)))
+            #expect(
+                try await !store.markProviderGrantValidated(
+                    identityID: identity.id, sealedRefreshToken: "v1.old", at: Self.now.addingTimeInterval(60), replacingWith: "v1.lost"))
+            #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.new")
+            #expect(
+                try await store.markProviderGrantValidated(
+                    identityID: identity.id, sealedRefreshToken: "v1.new", at: Self.now.addingTimeInterval(60), replacingWith: nil))
             #expect(try await store.providerGrant(identityID: identity.id)?.lastValidatedAt == Self.now.addingTimeInterval(60))
-            #expect(try await !store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.old"))
-            #expect(try await store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.new"))
+            // A provider that rotated the token: its new one takes the validated one's place.
+            #expect(
+                try await store.markProviderGrantValidated(
+                    identityID: identity.id, sealedRefreshToken: "v1.new", at: Self.now.addingTimeInterval(61), replacingWith: "v1.rotated"))
+            #expect(try await store.providerGrant(identityID: identity.id)?.sealedRefreshToken == "v1.rotated")
+            #expect(try await !store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.new"))
+            #expect(try await store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.rotated"))
 
             let older = try await makeSession(store, user: user, identity: identity)
             var later = SessionFamily(
@@ -299,7 +309,9 @@ struct StoreConformanceTests {
             #expect(winners == 1)
             #expect(try await !claim(at: Self.now.addingTimeInterval(59)))
             #expect(try await claim(at: Self.now.addingTimeInterval(61)))  // the holder died: another may ask
-            #expect(try await store.markProviderGrantValidated(identityID: identity.id, sealedRefreshToken: "v1.t", at: Self.now.addingTimeInterval(62)))
+            #expect(
+                try await store.markProviderGrantValidated(
+                    identityID: identity.id, sealedRefreshToken: "v1.t", at: Self.now.addingTimeInterval(62), replacingWith: nil))
             #expect(try await !claim(at: Self.now.addingTimeInterval(63)))  // validated: not due for a day
             let later = Self.now.addingTimeInterval(62 + day)
             try await store.postponeProviderValidation(identityID: identity.id, until: later.addingTimeInterval(3600))

@@ -68,13 +68,15 @@ public protocol ProviderGrantStore: Sendable {
     func providerGrant(identityID: String) async throws -> ProviderGrant?
     func saveProviderGrant(_ grant: ProviderGrant) async throws
     func deleteProviderGrant(identityID: String) async throws
-    /// Records a successful validation, unless the grant was replaced meanwhile (then false).
-    func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) async throws -> Bool
+    /// Records a successful validation, unless the grant was replaced meanwhile (then false); with
+    /// `replacingWith`, the provider's new refresh token (sealed) takes the validated one's place.
+    func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?) async throws
+        -> Bool
     /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise.
     func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool
     /// Takes the right to ask the provider about this grant until `until`, if it was last validated at or before
     /// `dueBefore` and nobody holds the right at `now`: true for exactly one caller across every instance on the store.
-    /// ``markProviderGrantValidated(identityID:sealedRefreshToken:at:)`` gives the right back.
+    /// ``markProviderGrantValidated(identityID:sealedRefreshToken:at:replacingWith:)`` gives the right back.
     func claimProviderValidation(identityID: String, sealedRefreshToken: String, dueBefore: Date, now: Date, until: Date) async throws -> Bool
     /// Keeps every instance from asking about this grant again before `until` (after the provider could not be reached).
     func postponeProviderValidation(identityID: String, until: Date) async throws

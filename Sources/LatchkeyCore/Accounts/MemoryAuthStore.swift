@@ -100,9 +100,10 @@ public actor MemoryAuthStore: AuthStore {
     }
     public func deleteProviderGrant(identityID: String) { grants[identityID] = nil }
 
-    public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date) -> Bool {
+    public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?) -> Bool {
         guard grants[identityID]?.sealedRefreshToken == sealedRefreshToken else { return false }
         grants[identityID]?.lastValidatedAt = at
+        if let newSealedRefreshToken { grants[identityID]?.sealedRefreshToken = newSealedRefreshToken }
         validationClaims[identityID] = nil
         return true
     }

@@ -15,10 +15,25 @@ public protocol ProviderAuthorizationLink: Sendable {
 
 public enum ProviderValidation: Sendable, Equatable {
     case valid
+    /// Valid, and the provider answered a new refresh token in place of the one it was asked with (a provider that
+    /// rotates them may refuse the old one next time): it replaces the stored one.
+    case replaced(newRefreshToken: String)
     /// The provider refused the token: the user revoked the authorization.
     case revoked
     /// No answer; the reason is safe to log.
     case unreachable(String)
+}
+
+extension ProviderValidation: CustomStringConvertible {
+    /// Never shows a new refresh token.
+    public var description: String {
+        switch self {
+        case .valid: "valid"
+        case .replaced: "replaced"
+        case .revoked: "revoked"
+        case .unreachable(let reason): "unreachable(\(reason))"
+        }
+    }
 }
 
 /// Tokens held at providers: kept sealed, validated about once a day while sessions refresh (so a user who
@@ -135,9 +150,12 @@ public struct ProviderGrants: Sendable {
                 guard let token = try? box.open(grant.sealedRefreshToken) else { return .unreachable("the stored token cannot be opened") }
                 let result = await providerLink.validate(refreshToken: token, clientID: grant.clientID)
                 switch result {
-                case .valid:
+                case .valid, .replaced:
                     // Only the token that was validated is marked; a grant replaced meanwhile keeps its own state.
-                    _ = try? await store.markProviderGrantValidated(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now)
+                    var replacement: String?
+                    if case .replaced(let newToken) = result { replacement = try? box.seal(newToken) }
+                    _ = try? await store.markProviderGrantValidated(
+                        identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, at: timeSource.now, replacingWith: replacement)
                     return .valid
                 case .unreachable(let reason):
                     // Once per identity per backoff, fleet-wide: the operator may have to fix credentials or reach the provider.
@@ -158,7 +176,7 @@ public struct ProviderGrants: Sendable {
             result = answer
         }
         switch result {
-        case .valid:
+        case .valid, .replaced:
             return
         case .revoked:
             throw LatchkeyError(

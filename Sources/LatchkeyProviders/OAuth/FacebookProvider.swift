@@ -93,9 +93,15 @@ public struct FacebookProvider: IdentityProvider {
             let data: Data
         }
         let url = graph("/debug_token", [("input_token", accessToken), ("access_token", "\(configuration.appID)|\(secret)")])
-        let answer = try calls.decode(
-            Answer.self, try await calls.send(OutboundRequest(url: url, timeout: configuration.requestTimeout), operation: "token_check"),
-            what: "debug_token")
+        let body: [UInt8]
+        do throws(LatchkeyError) {
+            body = try await calls.send(OutboundRequest(url: url, timeout: configuration.requestTimeout), operation: "token_check")
+        } catch  where error.code == .invalidGrant {
+            // debug_token answers 200 with `is_valid: false` for a user token it refuses; an error status means it
+            // refused the app's own token: the operator's settings, never a reason to end users' sessions.
+            throw LatchkeyError(.invalidClient, "Facebook refused this app's token in debug_token; check facebook.appId and facebook.appSecret")
+        }
+        let answer = try calls.decode(Answer.self, body, what: "debug_token")
         let data = answer.data
         guard data.is_valid else { throw LatchkeyError(.invalidGrant, "Facebook says the access token is not valid (expired, revoked or malformed)") }
         guard data.app_id == configuration.appID else {

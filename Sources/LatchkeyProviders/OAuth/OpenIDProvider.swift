@@ -207,7 +207,12 @@ public final class OpenIDProvider: IdentityProvider {
             guard let tokenEndpoint = try await resolve().tokenEndpoint else { return .valid }
             var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)]
             if let secret = configuration.clientSecret { fields.append(("client_secret", secret)) }
-            _ = try await calls.postForm(tokenEndpoint, fields, operation: "refresh_validation")
+            let answer = try await calls.postForm(tokenEndpoint, fields, operation: "refresh_validation")
+            // A provider that rotates refresh tokens (Microsoft, and OpenID Connect providers set up to) answers a new one.
+            struct Refreshed: Decodable { let refresh_token: String? }
+            if let new = (try? calls.decode(Refreshed.self, answer, what: "token answer"))?.refresh_token, !new.isEmpty, new != refreshToken {
+                return .replaced(newRefreshToken: new)
+            }
             return .valid
         } catch {
             let error = error as? LatchkeyError
