@@ -26,6 +26,8 @@ public struct LatchkeyServer: Sendable {
     public let flows: AuthorizationCodeFlow
     /// Apps registered for the browser flow, by client id.
     let clients: [String: OAuthClient]
+    /// The confidential ones among them, whose sessions `POST /v1/token` does not refresh (it takes no client credentials).
+    let confidentialClients: Set<String>
     /// Verifies Apple's server-to-server notifications, when Apple is configured.
     let appleNotifications: AppleNotificationVerifier?
     let box: SecretBox
@@ -87,6 +89,7 @@ public struct LatchkeyServer: Sendable {
             configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, providers: registry,
             flows: AuthorizationCodeFlow(store: store, issuer: sessions.issuer, box: box, timeSource: timeSource),
             clients: Dictionary(configuration.clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first }),
+            confidentialClients: Set(configuration.clients.filter { $0.kind == .confidential }.map(\.clientID)),
             appleNotifications: appleNotifications, box: box, timeSource: timeSource, logger: logger,
             ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP), subjectLimiter: RateLimiter(perMinute: configuration.rateLimit.perSubject),
             verifiedTokens: VerifiedTokenCache(timeSource: timeSource)

@@ -226,10 +226,7 @@ extension LatchkeyServer {
             return nil
         }
         // The user's browser posts this: a name it garbled is left out rather than failing the sign-in.
-        func kept(_ name: String?) -> String? {
-            name.flatMap { hasControlCharacters($0) ? nil : String($0.prefix(maximumNameLength)) }
-        }
-        return (kept(name.firstName), kept(name.lastName))
+        return ((try? profileName(name.firstName, "user.name.firstName")) ?? nil, (try? profileName(name.lastName, "user.name.lastName")) ?? nil)
     }
 
     /// Back to the app's redirect URI with the answer, its `state` and this server as `iss` (RFC 9207).

@@ -225,9 +225,6 @@ extension LatchkeyServer {
         return decoded
     }
 
-    /// The browser flow's confidential clients, whose sessions `POST /v1/token` does not refresh (it takes no client credentials).
-    var confidentialClients: Set<String> { Set(clients.values.filter { $0.kind == .confidential }.map(\.clientID)) }
-
     /// `POST /v1/token` takes a form (RFC 6749) or JSON.
     private func tokenRequestFields(_ request: Request, _ bytes: [UInt8]) throws -> [String: String] {
         let contentType = request.headers[.contentType]?.lowercased() ?? ""

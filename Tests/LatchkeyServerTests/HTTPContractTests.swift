@@ -123,6 +123,14 @@ struct HTTPContractTests {
         }
     }
 
+    @Test("Apple's user JSON in the browser flow: a name with a control character is left out, a long one cut to 200")
+    func browserFlowNames() throws {
+        let long = String(repeating: "é", count: 300)
+        let names = try #require(LatchkeyServer.appleUser(#"{"name":{"firstName":"A\u0000","lastName":"\#(long)"}}"#))
+        #expect(names.givenName == nil)
+        #expect(names.familyName == String(long.prefix(200)))
+    }
+
     @Test("the OpenAPI document lists every route, and every listed route exists")
     func openAPI() async throws {
         try await ServerHarness.with { harness in
