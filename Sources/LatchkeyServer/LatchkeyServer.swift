@@ -11,7 +11,7 @@ public import ServiceLifecycle
 ///
 /// ```swift
 /// let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: encryptionKey)
-/// let group = ServiceGroup(services: [server.makeApplication()] + server.services, logger: logger)
+/// let group = ServiceGroup(services: server.services(with: server.makeApplication()), logger: logger)
 /// try await group.run()
 /// ```
 public struct LatchkeyServer: Sendable {
@@ -52,7 +52,7 @@ public struct LatchkeyServer: Sendable {
         let box = try SecretBox(base64Key: encryptionKey)
         let metrics = ServerMetrics()
         let accessKeys = AccessTokenKeys(propagationDelay: configuration.keyPropagationDelay)
-        try await KeyMaintenance.ensureActiveKey(store: store, box: box, now: timeSource.now)
+        try await KeyMaintenance.ensureActiveKey(store: store, box: box, now: timeSource.now, overlap: configuration.signingKeyOverlap)
         try await accessKeys.load(try await store.signingKeys(), box: box)
         let accessTokens = AccessTokenService(
             issuer: configuration.issuer, audience: configuration.audience, lifetime: configuration.accessTokenLifetime, keys: accessKeys,
@@ -129,6 +129,12 @@ public struct LatchkeyServer: Sendable {
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
             logger: logger
         )
+    }
+
+    /// The background work, then `application`: the order a `ServiceGroup` needs. A group's graceful shutdown stops its
+    /// services in reverse order, so the server stops taking requests first and the work they rely on stops after.
+    public func services(with application: some Service) -> [any Service] {
+        services + [application]
     }
 
     /// Background work: retrying owed provider revocations, sweeping expired tokens, key upkeep, providers' key refresh.

@@ -7,9 +7,16 @@ import ServiceLifecycle
 /// until every token it signed has expired, then retired.
 public enum KeyMaintenance {
     /// Creates the first key when there is none; retires keys whose overlap has passed.
-    public static func ensureActiveKey(store: any AuthStore, box: SecretBox, now: Date) async throws {
+    ///
+    /// `overlap`: how long after its successor was made this server still needs a retiring key (the successor's
+    /// propagation delay, an access token's lifetime and leeway, by this server's settings). A key is retired only
+    /// past both that and its stored `retireAfter`, which whoever rotated (`latchkey keys rotate` on an admin's
+    /// machine, say) computed from its own settings and clock.
+    public static func ensureActiveKey(store: any AuthStore, box: SecretBox, now: Date, overlap: TimeInterval = 0) async throws {
         let keys = try await store.signingKeys()
-        for var key in keys where key.state == .retiring && (key.retireAfter ?? .distantPast) <= now {
+        let successor = keys.filter { $0.state == .active }.map(\.createdAt).max() ?? .distantPast
+        for var key in keys
+        where key.state == .retiring && (key.retireAfter ?? .distantPast) <= now && successor.addingTimeInterval(overlap) <= now {
             key.state = .retired
             try await store.saveSigningKey(key)
         }
@@ -24,13 +31,15 @@ public enum KeyMaintenance {
     public static func rotate(store: any AuthStore, box: SecretBox, now: Date, propagationDelay: TimeInterval, overlap: TimeInterval) async throws
         -> SigningKeyRecord
     {
-        for var key in try await store.signingKeys() where key.state == .active {
+        let previous = try await store.signingKeys().filter { $0.state == .active }
+        // The new key first: an instance that looked in between would otherwise find no active key and make its own.
+        let fresh = try AccessTokenKeys.generateRecord(box: box, now: now)
+        try await store.saveSigningKey(fresh)
+        for var key in previous {
             key.state = .retiring
             key.retireAfter = now.addingTimeInterval(propagationDelay + overlap)
             try await store.saveSigningKey(key)
         }
-        let fresh = try AccessTokenKeys.generateRecord(box: box, now: now)
-        try await store.saveSigningKey(fresh)
         return fresh
     }
 }
@@ -49,10 +58,13 @@ struct MaintenanceService: Service {
         }
     }
 
-    private func every(_ interval: Duration, _ work: (Int) async -> Void) async {
+    /// `work` is cancelled by a graceful shutdown: an owed call to a provider that is down could hold the process for
+    /// minutes, and a cancelled call is retried after its lease.
+    private func every(_ interval: Duration, _ work: @escaping @Sendable (Int) async -> Void) async {
         var count = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            await work(count)
+            let current = count
+            await cancelWhenGracefulShutdown { await work(current) }
             count += 1
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
@@ -67,7 +79,8 @@ struct MaintenanceService: Service {
 
     func keysAndSweep(_ count: Int) async {
         await report {
-            try await KeyMaintenance.ensureActiveKey(store: server.store, box: server.box, now: server.timeSource.now)
+            try await KeyMaintenance.ensureActiveKey(
+                store: server.store, box: server.box, now: server.timeSource.now, overlap: server.configuration.signingKeyOverlap)
             try await server.accessKeys.load(try await server.store.signingKeys(), box: server.box)
             if count % Self.sweepEvery == 0 { try await server.store.sweep(now: server.timeSource.now) }
         }

@@ -108,6 +108,10 @@ public struct ServerConfiguration: Sendable {
     /// ``maintenanceInterval``, so by then all of them publish and accept it.
     public var keyPropagationDelay: TimeInterval { 2 * maintenanceInterval + 5 }
 
+    /// How long after a rotation the previous signing key must keep verifying: until its successor signs, then
+    /// for an access token's lifetime, with five minutes to spare.
+    public var signingKeyOverlap: TimeInterval { keyPropagationDelay + accessTokenLifetime + 300 }
+
     /// The issuer: ``publicURL`` or `http://host:port`.
     public var issuer: String { publicURL ?? "http://\(host):\(port)" }
 

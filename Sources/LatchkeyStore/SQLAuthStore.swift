@@ -546,11 +546,12 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func updateOutboxItem(_ item: OutboxItem) async throws {
+        // A finished item stays finished: an instance whose lease ran out mid-call may report late.
         try await write { db in
             try await db.raw(
                 """
                 UPDATE outbox SET attempts = \(bind: item.attempts), next_attempt_at = \(bind: item.nextAttemptAt.millis), last_error = \(bind: item.lastError),
-                  completed_at = \(bind: item.completedAt?.millis) WHERE id = \(bind: item.id)
+                  completed_at = \(bind: item.completedAt?.millis) WHERE id = \(bind: item.id) AND completed_at IS NULL
                 """
             ).run()
         }

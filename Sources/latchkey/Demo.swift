@@ -46,7 +46,8 @@ struct Demo: AsyncParsableCommand {
         let store = try await Runtime.openStore(configuration, logger: logger)
         let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), logger: logger)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let group = ServiceGroup(services: [server.makeApplication { continuation.yield($0) }] + server.services, gracefulShutdownSignals: [], logger: logger)
+        let group = ServiceGroup(
+            services: server.services(with: server.makeApplication { continuation.yield($0) }), gracefulShutdownSignals: [], logger: logger)
         let serverTask = Task { try await group.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw CLIError("the server did not start") }

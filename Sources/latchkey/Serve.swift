@@ -139,7 +139,8 @@ struct Serve: AsyncParsableCommand {
             if configuration.servesDemoPage { print("demo sign-in page: http://\(configuration.host):\(bound)/") }
             flushStandardOutput()
         }
-        let group = ServiceGroup(services: [application] + server.services + extraServices, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // The emulator (`--dev`) first, so it stops last: requests in flight may still call it.
+        let group = ServiceGroup(services: extraServices + server.services(with: application), gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         do {
             try await group.run()
         } catch {

@@ -222,7 +222,7 @@ struct DocumentationExamplesTests {
                 services: [
                     ClosureService {
                         let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: encryptionKey)
-                        let group = ServiceGroup(services: [server.makeApplication()] + server.services, logger: logger)
+                        let group = ServiceGroup(services: server.services(with: server.makeApplication()), logger: logger)
                         try await group.run()
                     }
                 ],

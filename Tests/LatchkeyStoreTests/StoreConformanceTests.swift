@@ -236,6 +236,14 @@ struct StoreConformanceTests {
                 try await !store.claimDueOutboxItems(now: Self.now.addingTimeInterval(600), limit: 1000, leaseUntil: Self.now.addingTimeInterval(900)).map(\.id)
                     .contains(item.id))
             #expect(try await store.outboxItems().first { $0.id == item.id }?.attempts == 2)
+            // An instance whose lease ran out mid-call reports a failure after another finished the item: it stays finished.
+            var late = item
+            late.completedAt = nil
+            late.attempts = 1
+            late.lastError = "provider_unavailable"
+            try await store.updateOutboxItem(late)
+            #expect(try await store.outboxItems().first { $0.id == item.id }?.completedAt == item.completedAt)
+            #expect(try await store.outboxItems().first { $0.id == item.id }?.attempts == 2)
 
             let user = newIdentifier()
             try await store.audit(AuditEvent(at: Self.now, userID: user, kind: "signed_in", detail: "d"))

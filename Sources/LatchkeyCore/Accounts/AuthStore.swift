@@ -126,6 +126,7 @@ public protocol OutboxStore: Sendable {
     /// Takes up to `limit` items due at `now` for the caller: each is hidden from every other caller until `leaseUntil`
     /// (by then the caller has updated it, or died and another instance retries it). Concurrent callers never get the same item.
     func claimDueOutboxItems(now: Date, limit: Int, leaseUntil: Date) async throws -> [OutboxItem]
+    /// Records the outcome of a claimed item; an item already completed is left as it is.
     func updateOutboxItem(_ item: OutboxItem) async throws
     func outboxItems() async throws -> [OutboxItem]
 }

@@ -204,7 +204,10 @@ public actor MemoryAuthStore: AuthStore {
             return claimed
         }
     }
-    public func updateOutboxItem(_ item: OutboxItem) { outbox[item.id] = item }
+    public func updateOutboxItem(_ item: OutboxItem) {
+        guard outbox[item.id]?.completedAt == nil else { return }
+        outbox[item.id] = item
+    }
 
     public func createInvite(_ invite: Invite) { invitesByID[invite.id] = invite }
     public func invites() -> [Invite] { invitesByID.values.sorted { $0.createdAt < $1.createdAt } }

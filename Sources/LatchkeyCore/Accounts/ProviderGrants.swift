@@ -238,7 +238,11 @@ public struct ProviderGrants: Sendable {
             let now = timeSource.now
             let items = try await store.claimDueOutboxItems(now: now, limit: min(claimable, limit - taken), leaseUntil: now.addingTimeInterval(lease))
             taken += items.count
-            for item in items { if try await attempt(item) { done += 1 } }
+            for item in items {
+                // Shutting down: the items left keep their lease and are retried after it, here or by another instance.
+                try Task.checkCancellation()
+                if try await attempt(item) { done += 1 }
+            }
             if items.count < claimable { break }
         }
         return done
@@ -258,6 +262,8 @@ public struct ProviderGrants: Sendable {
             item.sealedPayload = ""
             done = true
         } catch {
+            // A call cut short by a shutdown is no answer from the provider; the lease brings the item back.
+            if Task.isCancelled { throw CancellationError() }
             item.attempts += 1
             item.lastError = (error as? LatchkeyError)?.errorCode ?? "error"
             if (error as? LatchkeyError)?.code == .invalidGrant || item.attempts >= Self.maximumOutboxAttempts {
