@@ -55,7 +55,8 @@ extension ServerConfiguration {
         }
         host = config.string(forKey: "host") ?? host
         port = try Self.int(config, "port") ?? port
-        publicURL = config.string(forKey: "publicUrl")
+        // `https://auth.example.com/` means the same issuer as without the slash.
+        publicURL = config.string(forKey: "publicUrl").map { $0.hasSuffix("/") && $0.count > 1 ? String($0.dropLast()) : $0 }
         audience = config.string(forKey: "audience") ?? audience
         if let url = config.string(forKey: "database.url", isSecret: true) {
             do { database = try StoreLocation(url: url) } catch { throw setting("database.url", "is invalid: \(error.reason)") }

@@ -137,11 +137,19 @@ public struct ServerConfiguration: Sendable {
                 throw setting(name, "must be between \(Int(range.lowerBound)) and \(Int(range.upperBound)) seconds")
             }
         }
+        for (name, limit) in [("rateLimit.perIp", rateLimit.perClientIP), ("rateLimit.perSubject", rateLimit.perSubject)] where limit < 1 {
+            throw setting(name, "is \(limit); it must be at least 1 (requests per minute)")
+        }
+        if let publicURL, let problem = Self.publicURLProblem(publicURL) { throw setting("publicUrl", "is \(publicURL.prefix(200)): \(problem)") }
         if let encryptionKey { _ = try SecretBox(base64Key: encryptionKey) }
         if let apple {
             guard !apple.clientIDs.isEmpty else { throw setting("apple.clientIds", "is empty; list your bundle id and, for web sign-ins, your Services ID") }
             _ = try AppleSigningCredentialsCheck.check(apple)
             guard URL(string: apple.baseURL)?.scheme != nil else { throw setting("apple.baseUrl", "is not a URL") }
+            // Apple puts the Services ID in the `aud` of a web sign-in's ID token, which must be one of ours.
+            if let servicesID = apple.servicesID, !apple.clientIDs.contains(servicesID) {
+                throw setting("apple.servicesId", "is \(servicesID.prefix(200)), which apple.clientIds does not list; add it there")
+            }
         }
         let names = providerNames
         if let repeated = names.first(where: { name in names.filter { $0 == name }.count > 1 }) {
@@ -163,8 +171,12 @@ public struct ServerConfiguration: Sendable {
                 throw setting(key + ".providers", "names \(provider.prefix(40)), which is not configured; configured: \(names.joined(separator: ", "))")
             }
         }
-        for provider in openIDProviders where provider.policy.audiences.isEmpty {
-            throw setting("\(provider.policy.configurationKey ?? provider.name).clientIds", "is empty; list the OAuth client ids your apps use")
+        for provider in openIDProviders {
+            let key = provider.policy.configurationKey ?? provider.name
+            guard !provider.policy.audiences.isEmpty else { throw setting("\(key).clientIds", "is empty; list the OAuth client ids your apps use") }
+            if let web = provider.webClientID, !provider.policy.audiences.contains(web) {
+                throw setting("\(key).webClientId", "is \(web.prefix(200)), which \(key).clientIds does not list; add it there")
+            }
         }
         if mode == .production {
             guard !names.isEmpty else {
@@ -182,6 +194,16 @@ public struct ServerConfiguration: Sendable {
 }
 
 extension ServerConfiguration {
+    /// Why `publicUrl` cannot be the issuer: tokens' `iss` and every callback URL are built by appending paths to it.
+    static func publicURLProblem(_ url: String) -> String? {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http",
+            components.host?.isEmpty == false
+        else { return "not an http or https URL with a host (https://auth.example.com)" }
+        if components.query != nil || components.fragment != nil { return "a public URL cannot have a query or a fragment" }
+        if url.hasSuffix("/") { return "leave out the trailing /" }
+        return nil
+    }
+
     /// Why a client's redirect URI cannot be registered: RFC 9700 wants exact, fragment-free URIs; plain `http`
     /// only on loopback (RFC 8252 §7.3); private schemes (`com.example.app:/oauth2redirect`) for native apps.
     static func redirectURIProblem(_ uri: String) -> String? {

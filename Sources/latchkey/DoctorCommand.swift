@@ -198,9 +198,10 @@ struct DoctorCommand: AsyncParsableCommand {
     private func finishChecks(reader: ConfigReader, mode: String, _ record: (Finding.Status, String, String, String?) -> Void) {
         func add(_ status: Finding.Status, _ check: String, _ message: String, fix: String? = nil) { record(status, check, message, fix) }
         // Encryption key and mode.
+        // As `serve` reads it: the file wins when both are set.
         let encryptionKey =
-            reader.string(forKey: "encryptionKey", isSecret: true)
-            ?? reader.string(forKey: "encryptionKeyFile").flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }
+            reader.string(forKey: "encryptionKeyFile").flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }
+            ?? reader.string(forKey: "encryptionKey", isSecret: true)
         if let encryptionKey {
             do {
                 _ = try SecretBox(base64Key: encryptionKey)

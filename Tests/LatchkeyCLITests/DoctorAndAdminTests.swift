@@ -85,6 +85,14 @@ struct DoctorAndAdminTests {
         #expect(result.status == 1)
         #expect(findings(result).contains { $0["check"] == "encryptionKey" && $0["status"] == "error" })
         #expect(findings(result).contains { $0["check"] == "publicUrl" && $0["status"] == "error" })
+        // Both set: the file is the key `serve` uses, so it is the one checked.
+        let keyDirectory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: keyDirectory) }
+        let keyFile = keyDirectory + "/encryption.key"
+        try "c2hvcnQ=".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        var both = Self.goodConfig()
+        both["encryptionKeyFile"] = keyFile
+        #expect(findings(try await doctor(both)).contains { $0["check"] == "encryptionKey" && $0["status"] == "error" })
         let empty = try await doctor(["mode": "development"])
         #expect(
             Set(findings(empty).filter { $0["status"] == "error" }.compactMap { $0["check"] }).isSuperset(of: [

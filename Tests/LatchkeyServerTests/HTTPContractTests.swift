@@ -301,6 +301,18 @@ struct ConfigurationTests {
             ),
             (["apple.teamId": "team", "apple.keyId": "TESTKEY123", "apple.privateKey": Fixtures.p8, "apple.clientIds": "a"], "apple.teamId"),
             (["apple.teamId": "TEAMID1234", "apple.keyId": "TESTKEY123", "apple.privateKey": Fixtures.p384, "apple.clientIds": "a"], "apple.privateKeyFile"),
+            (
+                [
+                    "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID, "apple.privateKey": Fixtures.p8, "apple.clientIds": "a",
+                    "apple.servicesId": "b",
+                ],
+                "apple.servicesId"
+            ),
+            (["google.clientIds": "a", "google.webClientId": "b"], "google.webClientId"),
+            (["rateLimit.perIp": "0"], "rateLimit.perIp"),
+            (["rateLimit.perSubject": "-30"], "rateLimit.perSubject"),
+            (["publicUrl": "auth.example.com"], "publicUrl"),
+            (["publicUrl": "https://auth.example.com/?tenant=1"], "publicUrl"),
         ])
     func invalid(values: [String: String], setting: String) {
         do {
@@ -322,6 +334,7 @@ struct ConfigurationTests {
         ])
         #expect(configuration.apple?.clientIDs == ["com.example.app", "com.example.web"])
         #expect(configuration.issuer == "https://auth.example.com")
+        #expect(try read(["publicUrl": "https://auth.example.com/"]).issuer == "https://auth.example.com")
         #expect(configuration.session.reuseGraceWindow == 5)
         #expect(configuration.session.providerValidationWait == 1.5)
     }
