@@ -208,15 +208,27 @@ public final class LatchkeyClient: Sendable {
         try await engine.validAccessToken()
     }
 
-    /// Sends `request` with `Authorization: Bearer …`. On a 401 it refreshes, only if the rejected token is still the
-    /// current one, and sends the request once more.
+    /// Sends `request` with `Authorization: Bearer …`. On a 401 that blames the token (RFC 6750: `WWW-Authenticate:
+    /// Bearer` without an error or with `invalid_token`, or no challenge at all) it refreshes, only if the rejected
+    /// token is still the current one, and sends the request once more. Other 401s are returned as they are: a new
+    /// token would not change them, and refreshing on each would rotate the session on every call.
     public func data(for request: URLRequest) async throws -> (Data, URLResponse) {
         let token = try await engine.validAccessToken()
         let (data, response) = try await transport.send(Self.authorized(request, token))
-        guard response.statusCode == 401 else { return (data, response) }
+        guard response.statusCode == 401, Self.blamesToken(response.value(forHTTPHeaderField: "WWW-Authenticate")) else { return (data, response) }
         let fresh = try await engine.accessToken(replacing: token)
         let (retryData, retryResponse) = try await transport.send(Self.authorized(request, fresh))
         return (retryData, retryResponse)
+    }
+
+    /// Whether a 401's challenge says the access token itself is the problem.
+    static func blamesToken(_ challenge: String?) -> Bool {
+        guard let challenge = challenge?.trimmingCharacters(in: .whitespaces), !challenge.isEmpty else { return true }
+        let lowered = challenge.lowercased()
+        guard lowered == "bearer" || lowered.hasPrefix("bearer ") else { return false }
+        guard let range = lowered.range(of: "error=") else { return true }
+        let value = lowered[range.upperBound...].drop { $0 == "\"" }.prefix { $0 != "\"" && $0 != "," && $0 != " " }
+        return value == "invalid_token"
     }
 
     private static func authorized(_ request: URLRequest, _ token: String) -> URLRequest {

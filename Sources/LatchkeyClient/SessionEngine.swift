@@ -26,6 +26,9 @@ struct RefreshPolicy: Sendable {
     /// jitter in 0.5...1.
     var backoffBase: TimeInterval = 1
     var backoffMaximum: TimeInterval = 300
+    /// The most a caller's own refresh (a request, the foreground hook) waits after a failure, unless the server asked
+    /// for longer: the timer backs off for minutes while offline, but a user back online must not wait that long.
+    var callerBackoffMaximum: TimeInterval = 5
     /// Whether a timer refreshes ahead of expiry (tests that count requests turn it off).
     var refreshesInBackground = true
     /// The least time between two timer-driven checks, so a failing store is not retried in a loop.
@@ -80,7 +83,10 @@ actor SessionEngine {
     private var generation = 0
     private var refreshTask: Task<StoredSession, any Error>?
     private var failures = 0
+    /// Until when the timer does not try again.
     private var backoffUntil: Date?
+    /// Until when a caller's request does not try again.
+    private var callerBackoffUntil: Date?
     private var scheduled: Task<Void, Never>?
     private var lastScheduledCheck: Date?
 
@@ -149,10 +155,10 @@ actor SessionEngine {
     }
 
     /// The timer's and the foreground hook's check: refresh when due, retry an unsaved write, read a store that was locked.
-    func refreshIfNeeded() async {
+    func refreshIfNeeded(byTimer: Bool = false) async {
         _ = try? loadIfNeeded()
         if unsaved != nil { _ = saveUnsaved() }
-        if let session, clock.now >= session.refreshAt { _ = try? await refresh() }
+        if let session, clock.now >= session.refreshAt { _ = try? await refresh(byTimer: byTimer) }
     }
 
     // MARK: - Sign-in and sign-out
@@ -162,6 +168,7 @@ actor SessionEngine {
         refreshTask = nil
         failures = 0
         backoffUntil = nil
+        callerBackoffUntil = nil
         session = StoredSession(tokens: tokens, userID: userID, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
         storeLoaded = true
         unsaved = .signIn
@@ -196,10 +203,10 @@ actor SessionEngine {
     // MARK: - Refresh
 
     /// Joins the refresh in flight or starts one.
-    private func refresh() async throws -> StoredSession {
+    private func refresh(byTimer: Bool = false) async throws -> StoredSession {
         if let refreshTask { return try await refreshTask.value }
-        if let backoffUntil, clock.now < backoffUntil {
-            throw LatchkeyClientError.unavailable("backing off after a failed refresh until \(backoffUntil)")
+        if let until = byTimer ? backoffUntil : callerBackoffUntil, clock.now < until {
+            throw LatchkeyClientError.unavailable("backing off after a failed refresh until \(until)")
         }
         let started = generation
         let task = Task { try await self.performRefresh(generation: started) }
@@ -256,6 +263,7 @@ actor SessionEngine {
             case .tokens(let tokens):
                 failures = 0
                 backoffUntil = nil
+                callerBackoffUntil = nil
                 let next = StoredSession(tokens: tokens, userID: current.userID, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
                 session = next
                 unsaved = .rotation(spent: claimed.refreshToken)
@@ -273,7 +281,9 @@ actor SessionEngine {
             case .transient(let reason, let retryAfter):
                 failures += 1
                 let backoff = min(policy.backoffMaximum, policy.backoffBase * pow(2, Double(failures - 1))) * Double.random(in: 0.5...1)
-                backoffUntil = clock.now.addingTimeInterval(max(backoff, min(retryAfter ?? 0, policy.backoffMaximum)))
+                let asked = min(retryAfter ?? 0, policy.backoffMaximum)
+                backoffUntil = clock.now.addingTimeInterval(max(backoff, asked))
+                callerBackoffUntil = clock.now.addingTimeInterval(max(min(backoff, policy.callerBackoffMaximum), asked))
                 reschedule()
                 throw LatchkeyClientError.unavailable(reason)
             }
@@ -434,7 +444,7 @@ actor SessionEngine {
 
     private func scheduledCheck() async {
         lastScheduledCheck = clock.now
-        await refreshIfNeeded()
+        await refreshIfNeeded(byTimer: true)
         reschedule()
     }
 }

@@ -145,6 +145,38 @@ struct SessionGuaranteeTests {
         #expect(try await client.validAccessToken() == client.currentAccessToken)
     }
 
+    @Test func aCallerBackOnlineWaitsSecondsNotTheTimersBackoff() async throws {
+        let fixture = Fixture()
+        let client = try await fixture.expiredSession()
+        // Minutes offline: the failures have grown the timer's backoff to its longest.
+        await fixture.server.set(faults: Array(repeating: FakeServer.Fault.answer(503, #"{"error":"temporarily_unavailable"}"#), count: 10))
+        for _ in 1...10 {
+            await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
+            fixture.clock.advance(by: 300)
+        }
+        await fixture.server.set(faults: [FakeServer.Fault.answer(503, #"{"error":"temporarily_unavailable"}"#)])
+        await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
+        #expect(await fixture.server.refreshRequests == 11)
+        // Within the caller's few seconds nothing is sent; after them the next request refreshes.
+        await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
+        #expect(await fixture.server.refreshRequests == 11)
+        fixture.clock.advance(by: 6)
+        #expect(try await client.validAccessToken() == client.currentAccessToken)
+        #expect(await fixture.server.refreshRequests == 12)
+    }
+
+    @Test func aServersRetryAfterHoldsCallersToo() async throws {
+        let fixture = Fixture()
+        let client = try await fixture.expiredSession()
+        await fixture.server.set(faults: [FakeServer.Fault.answer(503, #"{"error":"temporarily_unavailable"}"#, ["Retry-After": "60"])])
+        await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
+        fixture.clock.advance(by: 30)
+        await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
+        #expect(await fixture.server.refreshRequests == 1)
+        fixture.clock.advance(by: 31)
+        #expect(try await client.validAccessToken() == client.currentAccessToken)
+    }
+
     // 5. A late refresh changes nothing.
     @Test func refreshFinishingAfterSignOutChangesNothing() async throws {
         let fixture = Fixture()

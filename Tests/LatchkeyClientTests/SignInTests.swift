@@ -78,6 +78,26 @@ struct SignInTests {
         #expect(rejectEverything.resourceRequests.all.count == 2)
     }
 
+    @Test(
+        "a 401 refreshes only when its challenge blames the token",
+        arguments: [
+            (nil, 1), (#"Bearer error="invalid_token", error_description="expired""#, 1), ("Bearer", 1), (#"Bearer realm="api""#, 1),
+            (#"bearer error=invalid_token"#, 1), (#"Bearer error="invalid_request""#, 0), (#"Basic realm="api""#, 0),
+            (#"Bearer realm="api", error="insufficient_scope""#, 0),
+        ] as [(String?, Int)])
+    func a401RefreshesOnlyWhenItBlamesTheToken(challenge: String?, refreshes: Int) async throws {
+        let fixture = Fixture()
+        let rejecting = RejectingTransport(server: fixture.server, challenge: challenge)
+        let client = fixture.client(store: InMemoryTokenStore(), transport: rejecting)
+        try await client.signInWithApple(identityToken: "user-3", authorizationCode: nil, rawNonce: "n")
+        for _ in 0..<3 {
+            let (_, response) = try await client.data(for: fixture.resource())
+            #expect((response as? HTTPURLResponse)?.statusCode == 401)
+        }
+        #expect(await fixture.server.refreshRequests == 3 * refreshes)
+        #expect(rejecting.resourceRequests.all.count == 3 * (1 + refreshes))
+    }
+
     @Test func concurrent401sForTheSameTokenShareOneRefresh() async throws {
         let fixture = Fixture()
         let client = fixture.client(store: InMemoryTokenStore())
@@ -103,14 +123,15 @@ struct SignInTests {
     }
 }
 
-/// Answers 401 to every resource request; the rest goes to the server.
+/// Answers 401 to every resource request, with `challenge` in `WWW-Authenticate`; the rest goes to the server.
 struct RejectingTransport: LatchkeyTransport {
     let server: FakeServer
+    var challenge: String?
     let resourceRequests = SeenTokens()
 
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
         guard request.url?.host == "api.example.com" else { return try await server.send(request) }
         resourceRequests.append(request.value(forHTTPHeaderField: "Authorization") ?? "", visible: nil)
-        return FakeServer.error(401, "invalid_token")
+        return FakeServer.answer(401, Data(), challenge.map { ["WWW-Authenticate": $0] } ?? [:])
     }
 }
