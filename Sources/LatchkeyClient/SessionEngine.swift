@@ -123,8 +123,9 @@ actor SessionEngine {
     func validAccessToken() async throws -> String {
         while true {
             try loadIfNeeded()
-            guard let current = session else { throw LatchkeyClientError.notSignedIn }
+            // Saved first: the save may find another sign-in or a sign-out in the store, which replaces `session`.
             if unsaved != nil { _ = saveUnsaved() }
+            guard let current = session else { throw LatchkeyClientError.notSignedIn }
             if clock.now < current.refreshAt { return current.accessToken }
             do {
                 return try await refresh().accessToken

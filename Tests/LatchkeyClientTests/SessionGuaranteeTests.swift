@@ -177,6 +177,22 @@ struct SessionGuaranteeTests {
         #expect(try await client.validAccessToken() == client.currentAccessToken)
     }
 
+    @Test func aPendingSaveThatFindsAnotherSignInHandsOutThatSessionsToken() async throws {
+        let fixture = Fixture()
+        let store = FlakyStore()
+        let client = try await fixture.expiredSession(store: store)
+        store.failSaves(10)
+        let rotated = try await client.validAccessToken()  // the rotated pair stays in memory, unsaved
+        // Meanwhile another process signs in as someone else.
+        let other = StoredSession(
+            tokens: TokenPairResponse(accessToken: "other-access", expiresIn: 900, refreshToken: "other-refresh"), userID: "user-9",
+            receivedAt: fixture.clock.now, refreshAhead: 120)
+        #expect(try store.inner.compareAndSwap(expected: try store.inner.load(), new: other))
+        store.failSaves(0)
+        let token = try await client.validAccessToken()
+        #expect(token == "other-access", "handed out \(token == rotated ? "the replaced session's token" : token)")
+    }
+
     // 5. A late refresh changes nothing.
     @Test func refreshFinishingAfterSignOutChangesNothing() async throws {
         let fixture = Fixture()
