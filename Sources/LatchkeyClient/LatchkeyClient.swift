@@ -248,10 +248,18 @@ public final class LatchkeyClient: Sendable {
     /// Ends the session: clears the store (here and for every client sharing it) and, best effort, tells the
     /// server (`POST /v1/logout`). A refresh still in flight changes nothing afterwards.
     public func signOut() async {
-        guard let token = await engine.signOut() else { return }
+        guard let ended = await engine.signOut() else { return }
+        guard await logout(with: ended.accessToken) == 401 else { return }
+        // Access tokens live minutes, so most sign-outs hold an expired one. Without a logout the server's session
+        // would live until its idle expiry: spend the refresh token once more for a token the server takes.
+        if let fresh = await engine.tokens(forSigningOut: ended.refreshToken) { _ = await logout(with: fresh.accessToken) }
+    }
+
+    /// `POST /v1/logout`; the status, or nil without an answer.
+    private func logout(with accessToken: String) async -> Int? {
         var request = URLRequest(url: baseURL.appendingPathComponent("v1/logout"), timeoutInterval: 10)
         request.httpMethod = "POST"
-        _ = try? await transport.send(Self.authorized(request, token))
+        return try? await transport.send(Self.authorized(request, accessToken)).1.statusCode
     }
 }
 

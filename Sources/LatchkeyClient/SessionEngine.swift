@@ -179,13 +179,13 @@ actor SessionEngine {
         reschedule()
     }
 
-    /// Ends the session here and in the store; returns the access token to revoke at the server.
-    func signOut() -> String? {
+    /// Ends the session here and in the store; returns its tokens, to end it at the server too.
+    func signOut() -> (accessToken: String, refreshToken: String)? {
         generation += 1
         refreshTask = nil
         scheduled?.cancel()
         scheduled = nil
-        let token = session?.accessToken
+        let tokens = session.map { ($0.accessToken, $0.refreshToken) }
         session = nil
         unsaved = nil
         snapshot.accessToken = nil
@@ -198,7 +198,13 @@ actor SessionEngine {
             reportStorage(failing: true)
         }
         events.yield(.sessionEnded(.signedOut))
-        return token
+        return tokens
+    }
+
+    /// After a sign-out whose access token the server no longer took: a fresh pair for the logout, or nil.
+    func tokens(forSigningOut refreshToken: String) async -> TokenPairResponse? {
+        if case .tokens(let tokens) = await send(refreshToken: refreshToken) { return tokens }
+        return nil
     }
 
     // MARK: - Refresh

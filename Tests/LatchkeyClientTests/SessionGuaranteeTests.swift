@@ -203,8 +203,11 @@ struct SessionGuaranteeTests {
         await fixture.server.set(beforeRefreshAnswer: { await gate.wait() })
         let pending = Task { try await client.validAccessToken() }
         #expect(await eventually { await fixture.server.refreshRequests == 1 })
-        await client.signOut()
+        // Signed out here at once; telling the server (which refreshes first: the access token has expired) waits for the gate too.
+        let signingOut = Task { await client.signOut() }
+        #expect(await eventually { client.currentAccessToken == nil })
         gate.open()
+        await signingOut.value
         await #expect(throws: LatchkeyClientError.notSignedIn) { try await pending.value }
         #expect(try store.load() == nil)
         #expect(client.currentAccessToken == nil)

@@ -111,6 +111,18 @@ struct SignInTests {
         #expect(await fixture.server.refreshRequests == 1)
     }
 
+    @Test func signOutWithAnExpiredAccessTokenStillEndsTheServersSession() async throws {
+        let fixture = Fixture()
+        let store = InMemoryTokenStore()
+        let client = try await fixture.expiredSession(store: store)
+        let spent = try #require(try store.load()?.refreshToken)
+        await client.signOut()
+        #expect(await fixture.server.logouts == 1)
+        #expect(await fixture.server.refreshRequests == 1)
+        #expect(try store.load() == nil)
+        #expect(await fixture.server.presented[spent] == 1)
+    }
+
     @Test func signOutTellsTheServerAndClearsTheStore() async throws {
         let fixture = Fixture()
         let store = InMemoryTokenStore()
@@ -118,6 +130,7 @@ struct SignInTests {
         try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
         await client.signOut()
         #expect(await fixture.server.logouts == 1)
+        #expect(await fixture.server.refreshRequests == 0)
         #expect(try store.load() == nil)
         #expect(client.currentAccessToken == nil)
     }
