@@ -147,9 +147,11 @@ public final class LatchkeyClient: Sendable {
         guard let state = fields["state"], let authorization = pending.take(state: state) else {
             throw LatchkeyClientError.invalidResponse("the callback's state names no sign-in this client started")
         }
-        // RFC 9207: the answer must come from this server, not from another one the app also talks to.
-        if let issuer = fields["iss"], issuer != Self.issuer(of: baseURL) {
-            throw LatchkeyClientError.invalidResponse("the callback comes from \(issuer), not from \(Self.issuer(of: baseURL))")
+        // RFC 9207: the answer must come from this server, not from another one the app also talks to. The server
+        // always sends `iss` (its metadata says so), so a callback without it is refused too.
+        guard let issuer = fields["iss"], issuer == Self.issuer(of: baseURL) else {
+            throw LatchkeyClientError.invalidResponse(
+                "the callback comes from \(fields["iss"].map { String($0.prefix(200)) } ?? "an unnamed issuer"), not from \(Self.issuer(of: baseURL))")
         }
         if let error = fields["error"] {
             throw LatchkeyClientError.rejected(status: 0, OAuthErrorResponse(error: error, errorDescription: fields["error_description"] ?? ""))

@@ -111,6 +111,22 @@ struct SignInTests {
         #expect(await fixture.server.refreshRequests == 1)
     }
 
+    @Test(
+        "a browser callback without this server as iss is refused before its code is redeemed (RFC 9207)",
+        arguments: [nil, "https://other.example.com", "https://auth.example.com/"] as [String?])
+    func callbackFromAnotherIssuer(issuer: String?) async throws {
+        let fixture = Fixture()
+        let client = fixture.client(store: InMemoryTokenStore())
+        let started = client.authorizationURL(clientID: "web", redirectURI: "com.example.app:/callback")
+        let state = try #require(URLComponents(url: started, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "state" }?.value)
+        var callback = URLComponents(string: "com.example.app:/callback")!
+        callback.queryItems =
+            [URLQueryItem(name: "code", value: "c"), URLQueryItem(name: "state", value: state)] + (issuer.map { [URLQueryItem(name: "iss", value: $0)] } ?? [])
+        await #expect(throws: LatchkeyClientError.self) { try await client.completeAuthorization(callbackURL: callback.url!) }
+        #expect(client.currentAccessToken == nil)
+        #expect(await fixture.server.resourceRequests == 0, "the code went to the token endpoint")  // the fake counts every other path there
+    }
+
     @Test func signOutWithAnExpiredAccessTokenStillEndsTheServersSession() async throws {
         let fixture = Fixture()
         let store = InMemoryTokenStore()
