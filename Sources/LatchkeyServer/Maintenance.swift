@@ -25,19 +25,18 @@ public enum KeyMaintenance {
         }
     }
 
-    /// Makes a new active key. It is published at once and signs after `propagationDelay` (every instance has
-    /// loaded it by then); the previous one signs until then and keeps verifying for `overlap` after.
+    /// Makes a new active key. It is published at once and signs after each instance's propagation delay (every
+    /// instance has loaded it by then); the previous one signs until then and keeps verifying until `overlap` after
+    /// now (``ServerConfiguration/signingKeyOverlap``, the same span ``ensureActiveKey(store:box:now:overlap:)`` keeps it for).
     @discardableResult
-    public static func rotate(store: any AuthStore, box: SecretBox, now: Date, propagationDelay: TimeInterval, overlap: TimeInterval) async throws
-        -> SigningKeyRecord
-    {
+    public static func rotate(store: any AuthStore, box: SecretBox, now: Date, overlap: TimeInterval) async throws -> SigningKeyRecord {
         let previous = try await store.signingKeys().filter { $0.state == .active }
         // The new key first: an instance that looked in between would otherwise find no active key and make its own.
         let fresh = try AccessTokenKeys.generateRecord(box: box, now: now)
         try await store.saveSigningKey(fresh)
         for var key in previous {
             key.state = .retiring
-            key.retireAfter = now.addingTimeInterval(propagationDelay + overlap)
+            key.retireAfter = now.addingTimeInterval(overlap)
             try await store.saveSigningKey(key)
         }
         return fresh

@@ -79,7 +79,7 @@ struct KeysCommand: AsyncParsableCommand {
                 let key = try await KeyMaintenance.rotate(
                     store: server.store,
                     box: try SecretBox(base64Key: try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))), now: Date(),
-                    propagationDelay: configuration.keyPropagationDelay, overlap: configuration.signingKeyOverlap - configuration.keyPropagationDelay)
+                    overlap: configuration.signingKeyOverlap)
                 let signsFrom = key.createdAt.addingTimeInterval(configuration.keyPropagationDelay)
                 if options.json {
                     Printer(json: true).emit(["activeKeyId": key.keyID, "signsFrom": Int(signsFrom.timeIntervalSince1970)])

@@ -19,9 +19,7 @@ struct KeyMaintenanceTests {
 
         // The admin's machine: development defaults (10-minute tokens, 30 s interval).
         let admin = ServerConfiguration()
-        let fresh = try await KeyMaintenance.rotate(
-            store: store, box: box, now: Self.start, propagationDelay: admin.keyPropagationDelay,
-            overlap: admin.signingKeyOverlap - admin.keyPropagationDelay)
+        let fresh = try await KeyMaintenance.rotate(store: store, box: box, now: Self.start, overlap: admin.signingKeyOverlap)
         let states = Dictionary(uniqueKeysWithValues: await store.signingKeys().map { ($0.keyID, $0.state) })
         #expect(states == [old.keyID: .retiring, fresh.keyID: .active])
 
@@ -42,7 +40,7 @@ struct KeyMaintenanceTests {
         let store = MemoryAuthStore()
         try await KeyMaintenance.ensureActiveKey(store: store, box: box, now: Self.start)
         let old = try #require(await store.signingKeys().first)
-        _ = try await KeyMaintenance.rotate(store: store, box: box, now: Self.start, propagationDelay: 65, overlap: 7200)
+        _ = try await KeyMaintenance.rotate(store: store, box: box, now: Self.start, overlap: 7265)
         try await KeyMaintenance.ensureActiveKey(store: store, box: box, now: Self.start.addingTimeInterval(7000), overlap: 900)
         #expect(await store.signingKeys().first { $0.keyID == old.keyID }?.state == .retiring)
         try await KeyMaintenance.ensureActiveKey(store: store, box: box, now: Self.start.addingTimeInterval(7265), overlap: 900)
