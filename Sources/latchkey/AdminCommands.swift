@@ -11,11 +11,16 @@ struct StoreOptions: ParsableArguments {
     @Flag(help: "Print JSON instead.") var json = false
 
     /// Opens the store (and the server wiring, for deletions that must reach Apple), runs `body`, closes.
+    /// An SQLite file must exist already: a mistyped path would otherwise get a new, empty database (and in
+    /// development a new encryption key beside it), and a `keys rotate` there would report success.
     func withServer<T>(_ body: (LatchkeyServer, ServerConfiguration) async throws -> T) async throws -> T {
         var logger = Logger(label: "latchkey")
         logger.logLevel = .error
         do {
             let configuration = try await Runtime.configuration(file: config, overrides: [:])
+            if case .sqlite(let path) = configuration.database, !FileManager.default.fileExists(atPath: path) {
+                throw CLIError("no database at \(path): check database.url, or create it with `latchkey migrate` (or by starting `latchkey serve`)")
+            }
             let key = try Runtime.encryptionKey(configuration, directory: Runtime.dataDirectory(configuration))
             let store = try await Runtime.openStore(configuration, logger: logger)
             do {

@@ -155,6 +155,7 @@ struct DoctorAndAdminTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try CLI.write(["mode": "development", "signup": ["mode": "invite"], "database": ["url": directory + "/latchkey.sqlite"]], to: directory + "/c.json")
         let config = ["--config", directory + "/c.json"]
+        #expect(try await CLI.run(["migrate"] + config, directory: directory).status == 0)
         let created = try await CLI.run(["invites", "create", "--uses", "3", "--note", "beta"] + config, directory: directory)
         #expect(created.status == 0, "\(created.stderr)")
         let code = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -191,6 +192,7 @@ struct DoctorAndAdminTests {
             try CLI.write(config, to: directory + "/latchkey.json")
             let configPath = directory + "/latchkey.json"
 
+            #expect(try await CLI.run(["migrate", "--config", configPath]).status == 0)
             #expect(try await CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
             let keys = try await CLI.run(["keys", "list", "--config", configPath, "--json"]).json["keys"] as? [[String: Any]] ?? []
             #expect(keys.count == 1)
@@ -231,6 +233,20 @@ struct DoctorAndAdminTests {
             #expect(try await CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
             #expect(try await CLI.run(["users", "delete", user.id, "--config", configPath]).status == 1)
         }
+    }
+
+    @Test("administration commands refuse an SQLite path with no database, and create nothing there")
+    func missingDatabase() async throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let mistyped = directory + "/latchky.sqlite"
+        try CLI.write(["mode": "development", "database": ["url": mistyped]], to: directory + "/c.json")
+        for command in [["keys", "rotate"], ["keys", "list"], ["users", "list"], ["sessions", "revoke", "--user", "u"], ["invites", "create"]] {
+            let result = try await CLI.run(command + ["--config", directory + "/c.json"], directory: directory)
+            #expect(result.status == 64, "\(command): \(result.stderr)")
+            #expect(result.stderr.contains("no database at \(mistyped)"), "\(result.stderr)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["c.json"])
     }
 
     @Test("bad configuration files exit 64 with one line that names the problem, not the usage text")
