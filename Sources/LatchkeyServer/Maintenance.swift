@@ -21,7 +21,8 @@ public enum KeyMaintenance {
             try await store.saveSigningKey(key)
         }
         if !keys.contains(where: { $0.state == .active }) {
-            try await store.saveSigningKey(try AccessTokenKeys.generateRecord(box: box, now: now))
+            // Instances starting together on an empty database: one key wins, and every instance loads that one.
+            _ = try await store.saveFirstSigningKey(try AccessTokenKeys.generateRecord(box: box, now: now))
         }
     }
 

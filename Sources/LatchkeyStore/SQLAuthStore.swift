@@ -478,6 +478,23 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
+    public func saveFirstSigningKey(_ key: SigningKeyRecord) async throws -> Bool {
+        let postgres = backend.isPostgres
+        return try await write { db in
+            // SQLite runs one writer at a time; on PostgreSQL two transactions would each see no active key.
+            if postgres { try await db.raw("SELECT pg_advisory_xact_lock(7421002)").run() }
+            return try await !db.raw(
+                """
+                INSERT INTO signing_keys (key_id, algorithm, sealed_private_key, public_key_pem, state, created_at, retire_after)
+                SELECT \(bind: key.keyID), \(bind: key.algorithm), \(bind: key.sealedPrivateKey), \(bind: key.publicKeyPEM), \(bind: key.state.rawValue),
+                  \(bind: key.createdAt.millis), \(bind: key.retireAfter?.millis)
+                WHERE NOT EXISTS (SELECT 1 FROM signing_keys WHERE state = 'active')
+                RETURNING key_id
+                """
+            ).all().isEmpty
+        }
+    }
+
     // MARK: Notifications
 
     public func recordNotification(id: String, type: String, at: Date) async throws -> Bool {

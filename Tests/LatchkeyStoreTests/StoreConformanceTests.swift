@@ -253,6 +253,54 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("a first signing key is saved only while no key is active, also when callers race (on PostgreSQL, three instances)", arguments: kinds)
+    func firstSigningKey(kind: Kind) async throws {
+        switch kind {
+        case .memory, .sqlite:
+            try await withStore(kind) { store in try await firstSigningKey(racing: [store, store, store]) }
+        case .postgres:
+            // Three stores are three instances: each has its own connections and write batches.
+            var stores: [SQLAuthStore] = []
+            do {
+                for _ in 0..<3 {
+                    stores.append(try await SQLAuthStore.open(.postgres(url: ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"]!)))
+                }
+                try await firstSigningKey(racing: stores)
+            } catch {
+                for store in stores { await store.close() }
+                throw error
+            }
+            for store in stores { await store.close() }
+        }
+    }
+
+    func firstSigningKey(racing stores: [any AuthStore]) async throws {
+        func key(_ name: String) -> SigningKeyRecord {
+            SigningKeyRecord(keyID: "\(run)-\(name)", algorithm: "ES256", sealedPrivateKey: "v1.s", publicKeyPEM: "pem", state: .active, createdAt: Self.now)
+        }
+        for store in stores { try await store.ping() }
+        // Rounds, because a race is won by timing (without its lock, PostgreSQL saved several keys in every round).
+        for round in 0..<5 {
+            // The PostgreSQL test database persists across runs and tests: retire whatever is active there.
+            for var key in try await stores[0].signingKeys() where key.state == .active {
+                key.state = .retired
+                try await stores[0].saveSigningKey(key)
+            }
+            let won = try await withThrowingTaskGroup(of: String?.self) { group in
+                for index in 0..<12 {
+                    let store = stores[index % stores.count]
+                    let contender = key("first-\(round)-\(index)")
+                    group.addTask { try await store.saveFirstSigningKey(contender) ? contender.keyID : nil }
+                }
+                return try await group.reduce(into: [String]()) { if let id = $1 { $0.append(id) } }
+            }
+            #expect(won.count == 1, "round \(round)")
+            #expect(try await stores[1].signingKeys().filter { $0.state == .active }.map(\.keyID) == won)
+        }
+        #expect(try await !stores[2].saveFirstSigningKey(key("late")))
+        #expect(try await !stores[2].signingKeys().contains { $0.keyID == key("late").keyID })
+    }
+
     @Test("grants: upsert, validation and deletion only while unchanged; revocation spares newer sessions", arguments: kinds)
     func grantRaces(kind: Kind) async throws {
         try await withStore(kind) { store in

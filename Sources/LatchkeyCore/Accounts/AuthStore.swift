@@ -86,6 +86,9 @@ public protocol ProviderGrantStore: Sendable {
 public protocol SigningKeyStore: Sendable {
     func signingKeys() async throws -> [SigningKeyRecord]
     func saveSigningKey(_ key: SigningKeyRecord) async throws
+    /// Saves `key` only while no key is active, as one step across every instance sharing the store; false when
+    /// one is (then that key signs). Instances starting together on an empty database so agree on one first key.
+    func saveFirstSigningKey(_ key: SigningKeyRecord) async throws -> Bool
 }
 
 /// What must happen once only: provider notifications and sign-ins with one identity token.

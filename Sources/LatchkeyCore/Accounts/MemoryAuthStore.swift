@@ -174,6 +174,11 @@ public actor MemoryAuthStore: AuthStore {
 
     public func signingKeys() -> [SigningKeyRecord] { keys.values.sorted { $0.createdAt < $1.createdAt } }
     public func saveSigningKey(_ key: SigningKeyRecord) { keys[key.keyID] = key }
+    public func saveFirstSigningKey(_ key: SigningKeyRecord) -> Bool {
+        guard !keys.values.contains(where: { $0.state == .active }) else { return false }
+        keys[key.keyID] = key
+        return true
+    }
 
     public func recordNotification(id: String, type: String, at: Date) -> Bool { notifications.insert(id).inserted }
     public func hasProcessedNotification(id: String) -> Bool { notifications.contains(id) }
