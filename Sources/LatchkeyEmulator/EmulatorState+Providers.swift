@@ -321,6 +321,8 @@ extension EmulatorState {
         let access = accessTokens[token].flatMap { $0.teamID == provider.rawValue ? $0 : nil }
         let grant = grants[token].flatMap { $0.provider == provider ? $0 : nil } ?? access?.refreshToken.flatMap { grants[$0] }
         guard let owner = grant?.clientID ?? access?.clientID, clientID == nil || clientID == owner else { return false }
+        // A token revoked already is one the provider no longer knows (Google: 400 invalid_token).
+        if grant?.revoked ?? access?.revoked ?? false { return false }
         if access != nil { accessTokens[token]?.revoked = true }
         guard let grant else { return true }
         grants[grant.refreshToken]?.revoked = true

@@ -57,6 +57,46 @@ struct IdentityProviderTests {
         }
     }
 
+    @Test("validation ends a grant only on invalid_grant; an empty, HTML or unreadable 400/401 is no answer; a revoked token needs no revocation")
+    func refusalsFromAnswersThatSayNothing() async throws {
+        let tokenAnswer = Mutex(Self.json(#"{"access_token":"at"}"#))
+        let revocationAnswer = Mutex(Self.json("{}"))
+        let transport = Self.endpoints([
+            "/.well-known/openid-configuration": { _ in
+                Self.json(
+                    #"{"issuer":"https://id.example.com","jwks_uri":"https://id.example.com/keys","token_endpoint":"https://id.example.com/token","revocation_endpoint":"https://id.example.com/revoke","id_token_signing_alg_values_supported":["RS256"]}"#
+                )
+            },
+            "/token": { _ in tokenAnswer.withLock { $0 } },
+            "/revoke": { _ in revocationAnswer.withLock { $0 } },
+            "/oauth2/token": { _ in tokenAnswer.withLock { $0 } },
+        ])
+        let provider = OpenIDProvider(
+            configuration: .generic(name: "corp", issuer: "https://id.example.com", clientIDs: ["client-1"]), transport: transport,
+            timeSource: .fixed(Self.now))
+        var dropboxConfiguration = DropboxConfiguration(appKey: "app-key")
+        dropboxConfiguration.apiURL = "https://api.example.com"
+        let dropbox = DropboxProvider(configuration: dropboxConfiguration, transport: transport, timeSource: .fixed(Self.now))
+
+        #expect(await provider.validate(refreshToken: "rt", clientID: "client-1") == .valid)
+        tokenAnswer.withLock { $0 = Self.json(#"{"error":"invalid_grant"}"#, status: 400) }
+        #expect(await provider.validate(refreshToken: "rt", clientID: "client-1") == .revoked)
+        #expect(await dropbox.validate(refreshToken: "rt", clientID: "app-key") == .revoked)
+        for status in [400, 401] {
+            for body in ["", "<html><body>Bad Request</body></html>", #"{"error":{"code":400,"message":"Bad Request"}}"#] {
+                tokenAnswer.withLock { $0 = Self.json(body, status: status) }
+                #expect(await provider.validate(refreshToken: "rt", clientID: "client-1") == .unreachable("invalid_provider_response"), "\(status) \(body)")
+                #expect(await dropbox.validate(refreshToken: "rt", clientID: "app-key") == .unreachable("invalid_provider_response"), "\(status) \(body)")
+            }
+        }
+
+        try await provider.revoke(refreshToken: "rt", clientID: "client-1")
+        revocationAnswer.withLock { $0 = Self.json(#"{"error":"invalid_token"}"#, status: 400) }
+        await #expect(throws: LatchkeyError(.invalidGrant, "")) { try await provider.revoke(refreshToken: "rt", clientID: "client-1") }
+        revocationAnswer.withLock { $0 = Self.json("", status: 401) }
+        await #expect(throws: LatchkeyError(.invalidProviderResponse, "")) { try await provider.revoke(refreshToken: "rt", clientID: "client-1") }
+    }
+
     @Test("a generic provider whose discovery names another issuer, or only algorithms Latchkey does not verify, is refused")
     func genericDiscoveryRefusals() async throws {
         let mismatch = OpenIDProvider(

@@ -200,6 +200,26 @@ struct ProviderEndToEndTests {
         }
     }
 
+    @Test("deleting an account whose Google grant was revoked already: Google's invalid_token leaves nothing owed")
+    func deletionAfterRevocationAtProvider() async throws {
+        try await ServerHarness.with { harness in
+            let subjects = try await Self.newUser(harness)
+            let tokens = try await harness.post("/v1/auth/google", json: try await Self.body(.googleCode, harness, subjects: subjects)).decode(
+                SignInResponse.self)
+            let subject = try #require(subjects["google"] as? String)
+            let identity = try #require(try await harness.store.identity(provider: "google", subject: subject))
+            let sealed = try #require(try await harness.store.providerGrant(identityID: identity.id)).sealedRefreshToken
+            let providerToken = try SecretBox(base64Key: harness.encryptionKey).open(sealed)
+            #expect(try await harness.emulator.send("POST", "/google/revoke", form: [("token", providerToken)]).status == 200)
+
+            let deletion = try await harness.send("DELETE", "/v1/me", bearer: tokens.accessToken)
+            #expect(deletion.status == 200, "\(deletion.text)")
+            #expect(deletion.json["tokensRevoked"] as? Int == 1)
+            #expect(deletion.json["revocationsPending"] as? Int == 0)
+            #expect(try await harness.store.outboxItems().allSatisfy { $0.completedAt != nil })
+        }
+    }
+
     @Test("deleting the account revokes the grant at every provider that has a revocation endpoint")
     func deletionRevokesEverywhere() async throws {
         try await ServerHarness.with { harness in

@@ -88,6 +88,9 @@ public struct ProviderGrants: Sendable {
             }
             try await link.revoke(refreshToken: try box.open(grant.sealedRefreshToken), clientID: grant.clientID)
             return true
+        } catch let error as LatchkeyError where error.code == .invalidGrant {
+            // The provider no longer knows the token: nothing is left to revoke.
+            return true
         } catch {
             let now = timeSource.now
             let item = OutboxItem(
@@ -266,10 +269,12 @@ public struct ProviderGrants: Sendable {
             if Task.isCancelled { throw CancellationError() }
             item.attempts += 1
             item.lastError = (error as? LatchkeyError)?.errorCode ?? "error"
-            if (error as? LatchkeyError)?.code == .invalidGrant || item.attempts >= Self.maximumOutboxAttempts {
+            let unknownToken = (error as? LatchkeyError)?.code == .invalidGrant
+            if unknownToken || item.attempts >= Self.maximumOutboxAttempts {
                 // The provider no longer knows the token (nothing left to revoke), or it is hopeless: stop, keep the record.
                 item.completedAt = timeSource.now
                 item.sealedPayload = ""
+                done = unknownToken
             } else {
                 item.nextAttemptAt = timeSource.now.addingTimeInterval(min(30 * pow(2, Double(item.attempts)), 6 * 3600))
             }

@@ -100,7 +100,7 @@ public struct DropboxProvider: IdentityProvider {
             method: "POST", url: configuration.apiURL + "/2/users/get_current_account",
             headers: [("Authorization", "Bearer \(accessToken)"), ("Content-Type", "application/json")], body: Array("null".utf8),
             timeout: configuration.requestTimeout)
-        let account = try calls.decode(Account.self, try await calls.send(request, operation: "account"), what: "get_current_account")
+        let account = try calls.decode(Account.self, try await calls.send(request, operation: "account", bearer: true), what: "get_current_account")
         if account.disabled == true { throw LatchkeyError(.invalidGrant, "the Dropbox account is disabled") }
         return VerifiedIdentity(
             issuer: "https://www.dropbox.com", subject: account.account_id, audience: configuration.appKey, checkedAt: timeSource.now, email: account.email,
@@ -127,6 +127,6 @@ public struct DropboxProvider: IdentityProvider {
             OutboundRequest(
                 method: "POST", url: configuration.apiURL + "/2/auth/token/revoke", headers: [("Authorization", "Bearer \(accessToken)")],
                 timeout: configuration.requestTimeout),
-            operation: "revocation")
+            operation: "revocation", bearer: true)
     }
 }

@@ -68,7 +68,7 @@ public struct FacebookProvider: IdentityProvider {
             Me.self,
             try await calls.send(
                 OutboundRequest(url: graph("/me", [("fields", "id,name,email"), ("access_token", accessToken)]), timeout: configuration.requestTimeout),
-                operation: "profile"),
+                operation: "profile", bearer: true),
             what: "Graph API")
         guard me.id == userID else { throw LatchkeyError(.invalidProviderResponse, "Facebook's /me names another user than debug_token") }
         let identity = VerifiedIdentity(
@@ -95,7 +95,7 @@ public struct FacebookProvider: IdentityProvider {
         let url = graph("/debug_token", [("input_token", accessToken), ("access_token", "\(configuration.appID)|\(secret)")])
         let body: [UInt8]
         do throws(LatchkeyError) {
-            body = try await calls.send(OutboundRequest(url: url, timeout: configuration.requestTimeout), operation: "token_check")
+            body = try await calls.send(OutboundRequest(url: url, timeout: configuration.requestTimeout), operation: "token_check", bearer: true)
         } catch  where error.code == .invalidGrant {
             // debug_token answers 200 with `is_valid: false` for a user token it refuses; an error status means it
             // refused the app's own token: the operator's settings, never a reason to end users' sessions.
@@ -127,7 +127,7 @@ public struct FacebookProvider: IdentityProvider {
     public func revoke(refreshToken: String, clientID: String) async throws(LatchkeyError) {
         _ = try await calls.send(
             OutboundRequest(method: "DELETE", url: graph("/me/permissions", [("access_token", refreshToken)]), timeout: configuration.requestTimeout),
-            operation: "revocation")
+            operation: "revocation", bearer: true)
     }
 
     private func graph(_ path: String, _ query: [(String, String)]) -> String {

@@ -26,10 +26,13 @@ struct ProviderCalls: Sendable {
     }
 
     /// Sends a request; a non-200 answer becomes an error in RFC 6749 terms.
-    func send(_ request: OutboundRequest, operation: String) async throws(LatchkeyError) -> [UInt8] {
+    /// - Parameter bearer: the request presents a token to an API (not to an OAuth endpoint): a 400 or 401 without an
+    ///   RFC 6749 error code then means the API refused that token. From a token, revocation or discovery endpoint the
+    ///   same answer (an empty body, a proxy's HTML page) says nothing about the grant.
+    func send(_ request: OutboundRequest, operation: String, bearer: Bool = false) async throws(LatchkeyError) -> [UInt8] {
         do throws(LatchkeyError) {
             let response = try await transport.send(request)
-            guard response.status == 200 else { throw error(for: response, operation: operation) }
+            guard response.status == 200 else { throw error(for: response, operation: operation, bearer: bearer) }
             observer?(provider, operation, "ok")
             return response.body
         } catch {
@@ -46,7 +49,7 @@ struct ProviderCalls: Sendable {
         }
     }
 
-    private func error(for response: OutboundResponse, operation: String) -> LatchkeyError {
+    private func error(for response: OutboundResponse, operation: String, bearer: Bool) -> LatchkeyError {
         if response.status == 429 { return LatchkeyError(.providerRateLimited, "\(displayName) is throttling requests (HTTP 429); try again later") }
         if response.status >= 500 { return LatchkeyError(.providerUnavailable, "\(displayName) answered HTTP \(response.status); try again later") }
         struct ErrorBody: Decodable { let error: String? }
@@ -58,6 +61,9 @@ struct ProviderCalls: Sendable {
                 operation == "code_exchange"
                     ? "\(displayName) refused the authorization code: it is unknown, expired or already used, or the code verifier or redirect URI does not match the authorization request"
                     : "\(displayName) refused the stored grant (invalid_grant): the user disconnected this app or the token expired")
+        case "invalid_token" where operation == "revocation":
+            // RFC 7009 §2.2: the token is no longer valid (Google answers this for one revoked already): nothing is left to revoke.
+            return LatchkeyError(.invalidGrant, "\(displayName) no longer knows the token (invalid_token): it was revoked or has expired")
         case "invalid_client":
             return LatchkeyError(
                 .invalidClient, "\(displayName) did not accept the client id or secret; check the \(provider).clientIds and \(provider).clientSecret settings")
@@ -65,8 +71,8 @@ struct ProviderCalls: Sendable {
             return LatchkeyError(
                 .invalidRequest, "\(displayName) refused the \(operation.replacingOccurrences(of: "_", with: " ")) request: \(code.prefix(64))")
         case nil:
-            // Bearer-token APIs (Dropbox, Facebook Graph) answer 400/401 for a token they do not accept.
-            if response.status == 400 || response.status == 401 {
+            // Bearer-token APIs (Dropbox, Facebook Graph) answer 400/401, with errors of their own shape, for a token they do not accept.
+            if bearer, response.status == 400 || response.status == 401 {
                 return LatchkeyError(.invalidGrant, "\(displayName) did not accept the token (HTTP \(response.status)): it is invalid, expired or revoked")
             }
             return LatchkeyError(.invalidProviderResponse, "\(displayName) answered HTTP \(response.status) without an error code")
