@@ -146,6 +146,21 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("a retry within the grace window of a session or successor that has expired meanwhile is expired, not retried", arguments: kinds)
+    func retryAfterExpiry(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let (user, identity) = try await makeUser(store)
+            let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-x0")
+            let next = successor(family, parent: "\(run)-x0", hash: "\(run)-x1")  // idle for 30 days; the session lasts 90
+            _ = try await store.rotate(presentedHash: "\(run)-x0", successor: next, now: Self.now, graceWindow: 10)
+            let day = 86_400.0
+            for (after, grace) in [(31 * day, 32 * day), (91 * day, 92 * day)] {
+                #expect(try await store.rotate(presentedHash: "\(run)-x0", successor: next, now: Self.now.addingTimeInterval(after), graceWindow: grace) == .expired)
+            }
+            #expect(try await store.session(id: family.id)?.isRevoked == false)
+        }
+    }
+
     @Test("expired tokens and sessions do not rotate", arguments: kinds)
     func expiry(kind: Kind) async throws {
         try await withStore(kind) { store in

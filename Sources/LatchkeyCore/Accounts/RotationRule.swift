@@ -20,6 +20,8 @@ public enum RotationRule {
             // A retry gets the same successor, but only while that successor is itself unused.
             if now.timeIntervalSince(rotatedAt) <= graceWindow, record.successorHash == successor.hash, let next = tokens[successor.hash], next.rotatedAt == nil
             {
+                // A retry answers with new tokens too: not once the session or the successor has expired.
+                guard now < family.absoluteExpiresAt, now < next.idleExpiresAt else { return .expired }
                 return .retried(family)
             }
             family.revokedAt = now
