@@ -104,9 +104,10 @@ public final class SQLAuthStore: AuthStore {
             if state == "23505" { return AuthStoreError.duplicate }
             // A row another request deleted meanwhile (a sign-in racing its account's deletion): the retry sees it gone.
             if state == "23503" { return AuthStoreError.notFound }
-            // 08 connection exception, 53 insufficient resources, 57P operator intervention (shutdown), 40 rollbacks
-            // (a deadlock, a serialization failure), 57014 a statement timeout, 55P03 a lock timeout (set on the role).
-            if ["08", "53", "40"].contains(String(state.prefix(2))) || state.hasPrefix("57P") || state == "57014" || state == "55P03" {
+            // 08 connection exception, 53 insufficient resources, 58 system error (I/O), 57P operator intervention
+            // (shutdown), 40 rollbacks (a deadlock, a serialization failure), 57014 a statement timeout, 55P03 a lock
+            // timeout (set on the role), 25006 a read-only transaction (a connection to a former primary after a failover).
+            if ["08", "53", "58", "40"].contains(String(state.prefix(2))) || state.hasPrefix("57P") || ["57014", "55P03", "25006"].contains(state) {
                 return AuthStoreError.unavailable("PostgreSQL SQLSTATE \(state)")
             }
             return error
@@ -122,7 +123,7 @@ public final class SQLAuthStore: AuthStore {
                 .ioErrorNoMemory, .ioErrorFailedAccess, .ioErrorFailedLockCheck, .ioErrorFailedAdvisoryLock, .ioErrorFailedClose,
                 .ioErrorFailedSharedMemOpen, .ioErrorFailedSharedMemSize, .ioErrorFailedSharedMemMap, .ioErrorFailedMemoryMap,
                 .ioErrorCantFindTempdir, .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .readOnly, .readonlyCantLock,
-                .readonlyDirectory, .readonlyBackingMoved:
+                .readonlyDirectory, .readonlyBackingMoved, .readonlyInRecovery, .readonlyInRollback, .proto, .permission:
                 return AuthStoreError.unavailable("SQLite: \(error.reason)")
             default:
                 return error
@@ -160,8 +161,17 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
+    /// Also fails on a PostgreSQL that takes no writes (a former primary after a failover, a replica): a server
+    /// behind it could only answer 503s.
     public func ping() async throws {
-        _ = try await read { db in try await db.raw("SELECT 1 AS one").first() != nil }
+        guard backend.isPostgres else {
+            _ = try await read { db in try await db.raw("SELECT 1 AS one").first() != nil }
+            return
+        }
+        let readOnly = try await read { db in
+            try await db.raw("SELECT current_setting('transaction_read_only') AS read_only").first()?.decode(column: "read_only", as: String.self)
+        }
+        if readOnly == "on" { throw AuthStoreError.unavailable("PostgreSQL takes no writes (transaction_read_only is on: a replica, or a primary that failed over)") }
     }
 
     // MARK: Users and identities
