@@ -171,7 +171,9 @@ public final class SQLAuthStore: AuthStore {
         let readOnly = try await read { db in
             try await db.raw("SELECT current_setting('transaction_read_only') AS read_only").first()?.decode(column: "read_only", as: String.self)
         }
-        if readOnly == "on" { throw AuthStoreError.unavailable("PostgreSQL takes no writes (transaction_read_only is on: a replica, or a primary that failed over)") }
+        if readOnly == "on" {
+            throw AuthStoreError.unavailable("PostgreSQL takes no writes (transaction_read_only is on: a replica, or a primary that failed over)")
+        }
     }
 
     // MARK: Users and identities

@@ -10,7 +10,9 @@ import Testing
 /// PostgreSQL's errors as the server sends them (raised with a chosen SQLSTATE), and what the store makes of them.
 @Suite("Store: PostgreSQL errors", .enabled(if: ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] != nil))
 struct RolledBackGroupTests {
-    @Test("a group PostgreSQL rolls back (deadlock) runs again one request at a time; timeouts and a read-only database are outages (503, readiness fails); a vanished row is notFound")
+    @Test(
+        "a group PostgreSQL rolls back (deadlock) runs again one request at a time; timeouts and a read-only database are outages (503, readiness fails); a vanished row is notFound"
+    )
     func rolledBackGroups() async throws {
         let url = try #require(ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"])
         let backend = try PostgresBackend(url: url, maximumBatch: 8, logger: Logger(label: "latchkey.test"))

@@ -155,7 +155,9 @@ struct StoreConformanceTests {
             _ = try await store.rotate(presentedHash: "\(run)-x0", successor: next, now: Self.now, graceWindow: 10)
             let day = 86_400.0
             for (after, grace) in [(31 * day, 32 * day), (91 * day, 92 * day)] {
-                #expect(try await store.rotate(presentedHash: "\(run)-x0", successor: next, now: Self.now.addingTimeInterval(after), graceWindow: grace) == .expired)
+                #expect(
+                    try await store.rotate(presentedHash: "\(run)-x0", successor: next, now: Self.now.addingTimeInterval(after), graceWindow: grace) == .expired
+                )
             }
             #expect(try await store.session(id: family.id)?.isRevoked == false)
         }
