@@ -45,27 +45,26 @@ public enum KeyMaintenance {
 }
 
 /// Periodic upkeep, every `maintenance.interval`: reloading signing keys (another instance or the CLI may have
-/// rotated them), expired-record sweeps, and owed provider calls. The outbox runs apart, so a slow provider never
-/// delays a key reload (a new key's propagation delay counts on it).
+/// rotated them), expired-record sweeps (every 120th interval), and owed provider calls. Each runs in its own loop,
+/// so a slow provider or a long sweep never delays a key reload (a new key's propagation delay counts on it).
 struct MaintenanceService: Service {
     let server: LatchkeyServer
 
     func run() async throws {
         let interval = Duration.milliseconds(Int64(server.configuration.maintenanceInterval * 1000))
+        // Three loops: a sweep waiting on a lock, or an owed call waiting on a provider, must not hold up key reloads.
         await withDiscardingTaskGroup { group in
-            group.addTask { await every(interval) { count in await keysAndSweep(count) } }
-            group.addTask { await every(interval) { _ in await outbox() } }
+            group.addTask { await every(interval) { await keys() } }
+            group.addTask { await every(interval * Self.sweepEvery) { await sweep() } }
+            group.addTask { await every(interval) { await outbox() } }
         }
     }
 
     /// `work` is cancelled by a graceful shutdown: an owed call to a provider that is down could hold the process for
     /// minutes, and a cancelled call is retried after its lease.
-    private func every(_ interval: Duration, _ work: @escaping @Sendable (Int) async -> Void) async {
-        var count = 0
+    private func every(_ interval: Duration, _ work: @escaping @Sendable () async -> Void) async {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            let current = count
-            await cancelWhenGracefulShutdown { await work(current) }
-            count += 1
+            await cancelWhenGracefulShutdown { await work() }
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
             } catch {
@@ -74,16 +73,19 @@ struct MaintenanceService: Service {
         }
     }
 
-    /// Sweeps about once an hour at the default interval.
+    /// Sweeps about once an hour at the default interval (and once at start).
     static let sweepEvery = 120
 
-    func keysAndSweep(_ count: Int) async {
+    func keys() async {
         await report {
             try await KeyMaintenance.ensureActiveKey(
                 store: server.store, box: server.box, now: server.timeSource.now, overlap: server.configuration.signingKeyOverlap)
             try await server.accessKeys.load(try await server.store.signingKeys(), box: server.box)
-            if count % Self.sweepEvery == 0 { try await server.store.sweep(now: server.timeSource.now) }
         }
+    }
+
+    func sweep() async {
+        await report { try await server.store.sweep(now: server.timeSource.now) }
     }
 
     func outbox() async {

@@ -196,6 +196,17 @@ final class Fleet: Sendable {
         }
     }
 
+    /// Runs `body` while another session holds an exclusive lock on `table` of this fleet's database.
+    func whileLocked<T: Sendable>(_ table: String, _ body: () async throws -> T) async throws -> T {
+        try await Self.withConnection(database) { connection in
+            _ = try await connection.query("BEGIN", logger: Self.logger)
+            _ = try await connection.query(PostgresQuery(unsafeSQL: "LOCK TABLE \(table) IN ACCESS EXCLUSIVE MODE"), logger: Self.logger)
+            let value = try await body()
+            _ = try await connection.query("COMMIT", logger: Self.logger)
+            return value
+        }
+    }
+
     private static let logger = Logger(label: "latchkey.tests.fleet")
 
     private static func execute(_ statement: String, on url: String, database: String?) async throws {

@@ -194,6 +194,24 @@ struct FleetTests {
         Issue.record("no token was signed with the new key within 30 s")
     }
 
+    @Test("a sweep waiting on a lock does not hold up key reloads: a rotation is still published within seconds")
+    func sweepWaitingOnLock() async throws {
+        let fleet = try await Fleet(instances: 1)
+        defer { fleet.stop() }
+        try await fleet.whileLocked("used_sign_in_tokens") {
+            // Restarted, the instance sweeps at once, and its sweep waits for the lock.
+            fleet.kill(0)
+            try await fleet.start(0)
+            let rotated = try await CLI.run(["keys", "rotate", "--json"], environment: fleet.environment, directory: fleet.directory)
+            #expect(rotated.status == 0, "\(rotated.stderr)")
+            let newKey = try #require(rotated.json["activeKeyId"] as? String)
+            try await waitUntil(seconds: 10) {
+                let keys = try await fleet.get(0, "/.well-known/jwks.json").json["keys"] as? [[String: Any]] ?? []
+                return keys.contains { $0["kid"] as? String == newKey }
+            }
+        }
+    }
+
     @Test("rate limits are per instance: each applies the configured numbers (divide them by the instance count)")
     func rateLimitsPerInstance() async throws {
         let fleet = try await Fleet(instances: 2, environment: ["LATCHKEY_RATE_LIMIT_PER_IP": "5"])
