@@ -218,6 +218,78 @@ struct JWKSCacheTests {
         #expect(!cache.cachedKeys.isEmpty)
     }
 
+    /// A key server that answers only once `release()` is called, ignoring cancellation (a provider that does not answer).
+    final class HangingKeyServer: Sendable {
+        private final class Gate: Sendable { let open = Mutex(false) }
+        private let gate = Gate()
+        let transport: InMemoryTransport
+
+        init() {
+            let gate = gate
+            transport = InMemoryTransport { _ throws(LatchkeyError) in
+                while !gate.open.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(5)) }
+                return OutboundResponse(status: 200, body: Array(jwks(Fixtures.appleKey).utf8))
+            }
+        }
+
+        func release() { gate.open.withLock { $0 = true } }
+
+        func waitForFetch() async throws {
+            while transport.count == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        }
+    }
+
+    final class Ended: Sendable { let value = Mutex(false) }
+
+    /// Whether `task` ends within `seconds` (without waiting for it past them: awaiting a task's value ignores cancellation).
+    static func ends<T: Sendable>(_ task: Task<T, Never>, within seconds: Double) async -> Bool {
+        let ended = Ended()
+        Task {
+            _ = await task.value
+            ended.value.withLock { $0 = true }
+        }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
+        while !ended.value.withLock({ $0 }), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        return ended.value.withLock { $0 }
+    }
+
+    @Test("a graceful shutdown ends the refresh service at once while its key fetch hangs; the fetch runs on for its other callers")
+    func refreshServiceShutdownWhileFetchHangs() async throws {
+        let provider = HangingKeyServer()
+        defer { provider.release() }
+        let cache = JWKSCache(url: Self.url, transport: provider.transport, timeSource: .fixed(Fixtures.now))
+        let group = ServiceGroup(services: [JWKSRefreshService(caches: [cache])], logger: .init(label: "test"))
+        let running = Task { try? await group.run() }
+        try await provider.waitForFetch()
+        await group.triggerGracefulShutdown()
+        #expect(await Self.ends(running, within: 5), "the refresh service was still waiting for the provider 5 s after a graceful shutdown")
+        provider.release()
+        try await cache.refresh()
+        #expect(provider.transport.count == 1)
+        #expect(!cache.cachedKeys.isEmpty)
+    }
+
+    @Test("a cancelled caller stops waiting for a shared key fetch with keys_unavailable; the callers still waiting get its keys")
+    func cancelledCallerStopsWaiting() async throws {
+        let provider = HangingKeyServer()
+        defer { provider.release() }
+        let cache = JWKSCache(url: Self.url, transport: provider.transport, timeSource: .fixed(Fixtures.now))
+        let cancelled = Task { () -> LatchkeyError? in
+            do {
+                _ = try await cache.key(forKeyID: "W6WcOKB")
+                return nil
+            } catch { return error as? LatchkeyError }
+        }
+        try await provider.waitForFetch()
+        let waiting = Task { try? await cache.key(forKeyID: "W6WcOKB") }
+        cancelled.cancel()
+        #expect(await Self.ends(cancelled, within: 5), "a cancelled caller kept waiting for the provider")
+        provider.release()
+        #expect(await cancelled.value?.code == .keysUnavailable)
+        #expect(await waiting.value != nil)
+        #expect(provider.transport.count == 1)
+    }
+
     @Test("an identity token verifies end to end through the cache")
     func endToEnd() async throws {
         let cache = JWKSCache(url: Self.url, transport: KeyServer().transport(), timeSource: .fixed(Fixtures.now))

@@ -202,13 +202,38 @@ public final class JWKSCache: VerificationKeyResolver {
         return task
     }
 
+    /// The keys `fetch` brings, or `keys_unavailable` as soon as the caller is cancelled: the fetch is shared and runs on for
+    /// its other callers, but a caller that is shutting down (the refresh service, a request cut short) stops waiting,
+    /// where awaiting the task's value would hold it until the provider answered or the request timed out.
     private func result(of fetch: Task<VerificationKeySet, any Error>) async throws(LatchkeyError) -> VerificationKeySet {
-        do {
-            return try await fetch.value
-        } catch let error as LatchkeyError {
-            throw error
-        } catch {
-            throw LatchkeyError(.keysUnavailable, "fetching keys was interrupted")
+        let waiter = Waiter()
+        let outcome = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                waiter.wait(continuation)
+                // Cancelled before the continuation was stored, the handler below found nothing to resume.
+                if Task.isCancelled { waiter.resume(.failure(CancellationError())) }
+                Task { waiter.resume(await fetch.result) }
+            }
+        } onCancel: {
+            waiter.resume(.failure(CancellationError()))
+        }
+        switch outcome {
+        case .success(let keys): return keys
+        case .failure(let error as LatchkeyError): throw error
+        case .failure: throw LatchkeyError(.keysUnavailable, "fetching keys was interrupted")
+        }
+    }
+
+    /// One caller's wait for a shared fetch, resumed once: by the fetch's end or by the caller's cancellation.
+    private final class Waiter: Sendable {
+        private let continuation = Mutex<CheckedContinuation<Result<VerificationKeySet, any Error>, Never>?>(nil)
+
+        func wait(_ continuation: CheckedContinuation<Result<VerificationKeySet, any Error>, Never>) {
+            self.continuation.withLock { $0 = continuation }
+        }
+
+        func resume(_ result: Result<VerificationKeySet, any Error>) {
+            continuation.withLock { $0.take() }?.resume(returning: result)
         }
     }
 

@@ -17,14 +17,16 @@ public struct JWKSRefreshService: Service {
     }
 
     public func run() async throws {
-        await refreshDue()
+        // A graceful shutdown also cuts short a refresh under way: a provider that does not answer would otherwise hold
+        // the shutdown for the whole request timeout.
+        await cancelWhenGracefulShutdown { await refreshDue() }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: checkInterval) }
             } catch {
                 return
             }
-            await refreshDue()
+            await cancelWhenGracefulShutdown { await refreshDue() }
         }
     }
 
@@ -36,6 +38,7 @@ public struct JWKSRefreshService: Service {
             do {
                 try await cache.refresh()
             } catch {
+                if Task.isCancelled { return }
                 logger.warning("could not refresh signing keys; the cached keys keep serving", metadata: ["error": "\(error.errorCode)"])
             }
         }
