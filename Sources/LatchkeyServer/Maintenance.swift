@@ -84,8 +84,11 @@ struct MaintenanceService: Service {
         }
     }
 
+    /// One instance of a fleet sweeps per period: a sweep reads whole tables. The margin of one interval keeps an
+    /// instance's own next sweep from falling just inside the period it recorded.
     func sweep() async {
-        await report { try await server.store.sweep(now: server.timeSource.now) }
+        let period = server.configuration.maintenanceInterval * Double(Self.sweepEvery - 1)
+        await report { try await server.store.sweep(now: server.timeSource.now, unlessSweptWithin: period) }
     }
 
     func outbox() async {

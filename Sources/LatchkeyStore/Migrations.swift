@@ -122,6 +122,14 @@ enum Migrations {
                 "DROP INDEX sessions_identity"
             ]
         ),
+        (
+            8,
+            [
+                // When periodic work last ran anywhere in the fleet, so that one instance does it per period (the sweep
+                // reads whole tables; every instance used to).
+                "CREATE TABLE maintenance_runs (name TEXT PRIMARY KEY, last_run_at BIGINT NOT NULL)"
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -698,10 +698,23 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
-    public func sweep(now: Date) async throws -> Int {
+    public func sweep(now: Date, unlessSweptWithin interval: TimeInterval) async throws -> Int? {
         let dayAgo = now.addingTimeInterval(-86_400).millis
         let monthAgo = now.addingTimeInterval(-30 * 86_400).millis
-        return try await longWrite { db in
+        return try await longWrite { db -> Int? in
+            if interval > 0 {
+                // Claimed in the sweep's transaction: another instance's claim waits for it, then finds it recorded.
+                let claimed = try await db.raw(
+                    """
+                    INSERT INTO maintenance_runs (name, last_run_at) VALUES ('sweep', \(bind: now.millis))
+                    ON CONFLICT (name) DO UPDATE SET last_run_at = excluded.last_run_at
+                    WHERE maintenance_runs.last_run_at <= \(bind: now.addingTimeInterval(-interval).millis)
+                      OR maintenance_runs.last_run_at >= \(bind: now.addingTimeInterval(interval).millis)
+                    RETURNING last_run_at
+                    """
+                ).first()
+                if claimed == nil { return nil }
+            }
             let expired =
                 try await db.raw(
                     """

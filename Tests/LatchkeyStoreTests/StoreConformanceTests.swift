@@ -582,6 +582,40 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "a sweep with an interval runs once per interval across the instances sharing a store, and a record from a clock far ahead does not hold it back",
+        arguments: kinds)
+    func sweepOncePerInterval(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            // A month after the sessions below were revoked, so a sweep that runs removes them. A persistent PostgreSQL
+            // keeps the last record of an earlier run, 800 s after this start: outside the window of 600.
+            let start = Self.now.addingTimeInterval(86_400 * 31)
+            let (user, identity) = try await makeUser(store)
+            func deadSession(_ name: String) async throws -> SessionFamily {
+                let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-\(name)")
+                try await store.revokeSession(id: family.id, reason: "x", at: Self.now)
+                return family
+            }
+            let first = try await deadSession("m0")
+            #expect(try await store.sweep(now: start, unlessSweptWithin: 600) != nil)
+            #expect(try await store.session(id: first.id) == nil)
+
+            // Another instance 300 s later: skipped, and what it would have swept stays.
+            let second = try await deadSession("m1")
+            #expect(try await store.sweep(now: start.addingTimeInterval(300), unlessSweptWithin: 600) == nil)
+            #expect(try await store.session(id: second.id) != nil)
+            #expect(try await store.refreshToken(hash: "\(run)-m1") != nil)
+
+            // Past the interval, the next one sweeps.
+            #expect(try await store.sweep(now: start.addingTimeInterval(700), unlessSweptWithin: 600) != nil)
+            #expect(try await store.session(id: second.id) == nil)
+
+            // A clock an hour ahead records its sweep; the others are not held back by it.
+            #expect(try await store.sweep(now: start.addingTimeInterval(5_000), unlessSweptWithin: 600) != nil)
+            #expect(try await store.sweep(now: start.addingTimeInterval(800), unlessSweptWithin: 600) != nil)
+        }
+    }
+
     @Test("sweep removes expired tokens and long-dead sessions", arguments: kinds)
     func sweep(kind: Kind) async throws {
         try await withStore(kind) { store in
@@ -601,7 +635,7 @@ struct StoreConformanceTests {
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         try await store.migrate()
         try await store.migrate()
-        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7])
+        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8])
         await store.close()
     }
 

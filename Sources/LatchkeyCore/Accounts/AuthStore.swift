@@ -21,7 +21,18 @@ public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningK
     func signIn(_ plan: SignInPlan) async throws -> SignInStepResult
     /// Deletes expired refresh tokens and sign-in records, one-time records expired for a day, sessions dead for
     /// 30 days and sealed payloads of finished outbox items; returns how many rows went.
-    @discardableResult func sweep(now: Date) async throws -> Int
+    ///
+    /// With an `interval` above zero, it sweeps only when no sweep with an interval (by any instance sharing the store)
+    /// was recorded within `interval` of `now`, and returns nil when it skipped; the record and the sweep commit
+    /// together. A record further ahead of `now` than `interval` (from a clock that ran ahead) does not hold sweeps back.
+    @discardableResult func sweep(now: Date, unlessSweptWithin interval: TimeInterval) async throws -> Int?
+}
+
+extension AuthStore {
+    /// Sweeps now, whenever any instance last swept (see ``sweep(now:unlessSweptWithin:)``).
+    @discardableResult public func sweep(now: Date) async throws -> Int {
+        try await sweep(now: now, unlessSweptWithin: 0) ?? 0
+    }
 }
 
 /// Users and the provider accounts linked to them.

@@ -11,6 +11,7 @@ public actor MemoryAuthStore: AuthStore {
     private var keys: [String: SigningKeyRecord] = [:]
     private var notifications: Set<String> = []
     private var signInTokens: [String: Date] = [:]
+    private var lastSweep: Date?
     private var outbox: [String: OutboxItem] = [:]
     private var events: [AuditEvent] = []
     private var invitesByID: [String: Invite] = [:]
@@ -244,7 +245,11 @@ public actor MemoryAuthStore: AuthStore {
         Array(events.filter { userID == nil || $0.userID == userID }.suffix(limit))
     }
 
-    public func sweep(now: Date) -> Int {
+    public func sweep(now: Date, unlessSweptWithin interval: TimeInterval) -> Int? {
+        if interval > 0 {
+            if let last = lastSweep, abs(now.timeIntervalSince(last)) < interval { return nil }
+            lastSweep = now
+        }
         let before = tokens.count + families.count + signInTokens.count
         signInTokens = signInTokens.filter { $0.value > now }
         let oneTimeBefore = oneTimeRecords.count
