@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "LatchkeyServer", targets: ["LatchkeyServer"]),
         .library(name: "LatchkeyClient", targets: ["LatchkeyClient"]),
         .executable(name: "latchkey", targets: ["latchkey"]),
+        .executable(name: "latchkey-bench", targets: ["latchkey-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
@@ -120,7 +121,7 @@ let package = Package(
         ),
         .target(name: "CMallocTuning"),
         .target(name: "CSystemRandom"),
-        // The client SDK in a process of its own, for tests and `latchkey bench`: URLSession stays out of the server.
+        // The client SDK in a process of its own, for tests and `latchkey-bench`: URLSession stays out of the server.
         .executableTarget(
             name: "latchkey-sdk-probe",
             dependencies: [
@@ -147,12 +148,30 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The benchmarks, outside the shipped `latchkey`: they start the `latchkey` built beside them as their server.
+        .executableTarget(
+            name: "latchkey-bench",
+            dependencies: [
+                "LatchkeyCore",
+                "LatchkeyProviders",
+                "LatchkeyEmulator",
+                "LatchkeyBenchReport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
+        // A benchmark row and its units, apart so that its test builds without the harness.
+        .target(name: "LatchkeyBenchReport", swiftSettings: swiftSettings),
+        .testTarget(name: "LatchkeyBenchReportTests", dependencies: ["LatchkeyBenchReport"], swiftSettings: testSwiftSettings),
         .testTarget(name: "LatchkeyModelsTests", dependencies: ["LatchkeyModels"], swiftSettings: swiftSettings),
         .testTarget(name: "LatchkeyClientTests", dependencies: ["LatchkeyClient", "LatchkeyTestSupport"], swiftSettings: testSwiftSettings),
         .target(

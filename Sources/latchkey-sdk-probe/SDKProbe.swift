@@ -8,7 +8,7 @@ import LatchkeyClient
 #endif
 
 /// `latchkey-sdk-probe`: `LatchkeyClient` in a process of its own, for the SDK's two-process test and the SDK rows of
-/// `latchkey bench`. It is a separate executable so that `latchkey serve` does not load URLSession's networking
+/// `latchkey-bench`. It is a separate executable so that `latchkey serve` does not load URLSession's networking
 /// stack (libcurl and the TLS and Kerberos libraries behind it, about 6 MB resident) that only the SDK needs.
 @main
 struct SDKProbe: AsyncParsableCommand {

@@ -179,7 +179,7 @@ struct Demo: AsyncParsableCommand {
             let wrong = try await http.json(
                 "POST", latchkey + "/v1/auth/apple", ["identityToken": other["identityToken"], "rawNonce": "some-other-nonce"], expectError: true)
             say.detail("\(wrong["error"]): \(wrong["error_description"])")
-            say.step("Done. Next: `latchkey serve --dev` to run both for your app, `latchkey bench` for figures.")
+            say.step("Done. Next: `latchkey serve --dev` to run both for your app, `swift run -c release latchkey-bench` for figures.")
         } catch {
             await http.shutdown()
             await group.triggerGracefulShutdown()

@@ -1,12 +1,13 @@
 import AsyncHTTPClient
 import Foundation
+import LatchkeyBenchReport
 import LatchkeyCore
 import LatchkeyEmulator
 import NIOCore
 import NIOHTTP1
 import Synchronization
 
-/// `latchkey bench --soak MINUTES`: mixed traffic against a `latchkey serve` child on SQLite, sampled every 10 s.
+/// `latchkey-bench --soak MINUTES`: mixed traffic against a `latchkey serve` child on SQLite, sampled every 10 s.
 struct SoakBench {
     let minutes: Double
     let workers = 16
@@ -108,27 +109,28 @@ struct SoakBench {
             try await group.waitForAll()
         }
         await emulator.stop()
-        guard let last = samples.last else { throw CLIError("the soak ran for less than one sample (10 s)") }
+        guard let last = samples.last else { throw BenchError("the soak ran for less than one sample (10 s)") }
         let firstMinute = samples.last { $0.elapsed <= 65 } ?? samples[0]
         return [
             BenchRow(
-                name: "soak_rss_megabytes_at_end", opsPerSecond: last.rss, baselineName: "soak_rss_megabytes_after_1_min", baselineOpsPerSecond: firstMinute.rss
-            ),
+                name: "soak_rss_megabytes_at_end", opsPerSecond: last.rss, baselineName: "soak_rss_megabytes_after_1_min",
+                baselineOpsPerSecond: firstMinute.rss, unit: .megabytes),
             BenchRow(
                 name: "soak_open_descriptors_at_end", opsPerSecond: Double(last.descriptors), baselineName: "soak_open_descriptors_after_1_min",
-                baselineOpsPerSecond: Double(firstMinute.descriptors)),
+                baselineOpsPerSecond: Double(firstMinute.descriptors), unit: .descriptors),
             BenchRow(
                 name: "soak_p99_ms_last_10_s", opsPerSecond: last.p99Milliseconds, baselineName: "soak_p99_ms_at_1_min",
-                baselineOpsPerSecond: firstMinute.p99Milliseconds),
+                baselineOpsPerSecond: firstMinute.p99Milliseconds, unit: .milliseconds),
             BenchRow(
                 name: "soak_requests_per_second_last_10_s", opsPerSecond: Double(last.requests) / interval.seconds,
-                baselineName: "soak_requests_per_second_at_1_min", baselineOpsPerSecond: Double(firstMinute.requests) / interval.seconds),
+                baselineName: "soak_requests_per_second_at_1_min", baselineOpsPerSecond: Double(firstMinute.requests) / interval.seconds,
+                unit: .requestsPerSecond),
             BenchRow(
                 name: "soak_failed_requests", opsPerSecond: Double(recorder.failed), baselineName: "soak_requests",
-                baselineOpsPerSecond: Double(samples.reduce(0) { $0 + $1.requests })),
+                baselineOpsPerSecond: Double(samples.reduce(0) { $0 + $1.requests }), unit: .requests),
             BenchRow(
                 name: "soak_database_megabytes_at_end", opsPerSecond: last.databaseMegabytes, baselineName: "soak_database_megabytes_after_1_min",
-                baselineOpsPerSecond: firstMinute.databaseMegabytes),
+                baselineOpsPerSecond: firstMinute.databaseMegabytes, unit: .megabytes),
         ]
     }
 

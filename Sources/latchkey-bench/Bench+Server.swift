@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CoreFoundation
 import Crypto
 import Foundation
+import LatchkeyBenchReport
 import LatchkeyCore
 import LatchkeyEmulator
 import Logging
@@ -15,14 +16,36 @@ enum BenchSetUp {
         var logger = Logger(label: "latchkey.bench")
         logger.logLevel = .critical
         let directory = NSTemporaryDirectory() + "latchkey-bench-\(UUID().uuidString.prefix(8))"
-        let team = try TestTeam.createOrLoad(in: directory + "/team")
-        var configuration = try Runtime.emulatorConfiguration(team: team, clientIDs: [clientID], notificationURL: "")
-        configuration.apps[0].notificationURL = nil
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // A team of the bench's own: its key, written where `latchkey serve` reads it, signs the client secrets.
+        let key = P256.Signing.PrivateKey()
+        let team = (teamID: "BENCHTEAM1", keyID: "BENCHKEY01", keyFile: directory + "/AuthKey_BENCHKEY01.p8")
+        try key.pemRepresentation.write(toFile: team.keyFile, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: team.keyFile)
+        var configuration = EmulatorConfiguration()
+        configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
+        configuration.addApp(clientID: clientID, teamID: team.teamID, redirectURIs: ["https://app.example.com/callback"])
+        configuration.addClientEverywhere(clientID, redirectURIs: ["https://app.example.com/callback"])
         return (logger, directory, team, configuration)
+    }
+
+    /// The directory of this executable, where `swift build` also puts `latchkey` and `latchkey-sdk-probe`.
+    static var binDirectory: URL { URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent() }
+
+    /// The `latchkey` the server rows start: `LATCHKEY_BENCH_SERVER` (another build, to compare two builds under one
+    /// bench), else the one beside this executable.
+    static func serverExecutable() throws -> URL {
+        if let path = ProcessInfo.processInfo.environment["LATCHKEY_BENCH_SERVER"] { return URL(fileURLWithPath: path).resolvingSymlinksInPath() }
+        let beside = binDirectory.appendingPathComponent("latchkey")
+        guard FileManager.default.isExecutableFile(atPath: beside.path) else {
+            throw BenchError(
+                "no latchkey beside this binary (\(beside.path)): build it first (swift build -c release builds every product), or set LATCHKEY_BENCH_SERVER")
+        }
+        return beside
     }
 }
 
-/// The server rows of `latchkey bench`: a real `latchkey serve` child process on loopback, the Apple emulator
+/// The server rows of `latchkey-bench`: a real `latchkey serve` child process on loopback, the Apple emulator
 /// in this process, and a load generator with 32 concurrent connections.
 struct ServerBench {
     let seconds: Double
@@ -87,22 +110,28 @@ struct ServerBench {
             }
             let healthzMicroseconds = healthzCPU / Double(healthzCount) * 1e6
             let me = try await load(http, seconds: seconds) { _ in (server.url + "/v1/me", "GET", nil, accessToken) }
-            rows.append(BenchRow(name: "get_v1_me_bearer", opsPerSecond: me, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
+            rows.append(
+                BenchRow(name: "get_v1_me_bearer", opsPerSecond: me, baselineName: "get_healthz", baselineOpsPerSecond: healthz, unit: .operationsPerSecond))
             rows.append(
                 BenchRow(
                     name: "google_sign_in_sqlite_durable", opsPerSecond: googleRate, baselineName: "google_sign_in_sqlite_one_commit_each",
-                    baselineOpsPerSecond: Double(unbatchedGoogleSignIns.count) / unbatchedGoogleSeconds))
+                    baselineOpsPerSecond: Double(unbatchedGoogleSignIns.count) / unbatchedGoogleSeconds, unit: .operationsPerSecond))
             rows.append(
-                BenchRow(name: "apple_sign_in_with_code_exchange", opsPerSecond: signInRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
-            rows.append(BenchRow(name: "google_id_token_sign_in", opsPerSecond: googleRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz))
+                BenchRow(
+                    name: "apple_sign_in_with_code_exchange", opsPerSecond: signInRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz,
+                    unit: .operationsPerSecond))
+            rows.append(
+                BenchRow(
+                    name: "google_id_token_sign_in", opsPerSecond: googleRate, baselineName: "get_healthz", baselineOpsPerSecond: healthz,
+                    unit: .operationsPerSecond))
             rows.append(
                 BenchRow(
                     name: "server_cpu_us_per_apple_sign_in", opsPerSecond: signInCPU / Double(signIns.count) * 1e6, baselineName: "server_cpu_us_per_healthz",
-                    baselineOpsPerSecond: healthzMicroseconds))
+                    baselineOpsPerSecond: healthzMicroseconds, unit: .microseconds))
             rows.append(
                 BenchRow(
                     name: "server_cpu_us_per_google_sign_in", opsPerSecond: googleCPU / Double(googleSignIns.count) * 1e6,
-                    baselineName: "server_cpu_us_per_healthz", baselineOpsPerSecond: healthzMicroseconds))
+                    baselineName: "server_cpu_us_per_healthz", baselineOpsPerSecond: healthzMicroseconds, unit: .microseconds))
 
             if let batched = googleStorage.perOperation(googleSignIns.count),
                 let unbatched = unbatchedGoogleStorage.perOperation(unbatchedGoogleSignIns.count)
@@ -110,7 +139,7 @@ struct ServerBench {
                 rows.append(
                     BenchRow(
                         name: "storage_bytes_written_per_google_sign_in", opsPerSecond: batched,
-                        baselineName: "storage_bytes_written_per_google_sign_in_one_commit_each", baselineOpsPerSecond: unbatched))
+                        baselineName: "storage_bytes_written_per_google_sign_in_one_commit_each", baselineOpsPerSecond: unbatched, unit: .bytes))
             }
 
             rows += try await sdkRows(server: server, signIn: try await mintSignIns(emulator: emulator, http: http, count: 1)[0])
@@ -122,39 +151,41 @@ struct ServerBench {
             rows.insert(
                 BenchRow(
                     name: "refresh_rotation_sqlite_durable", opsPerSecond: batched.rate, baselineName: "refresh_rotation_sqlite_one_commit_each",
-                    baselineOpsPerSecond: unbatched.rate), at: 1)
+                    baselineOpsPerSecond: unbatched.rate, unit: .operationsPerSecond), at: 1)
             if let batchedBytes = batched.storage.perOperation(batched.count), let unbatchedBytes = unbatched.storage.perOperation(unbatched.count) {
                 rows.append(
                     BenchRow(
                         name: "storage_bytes_written_per_durable_rotation", opsPerSecond: batchedBytes,
-                        baselineName: "storage_bytes_written_per_rotation_one_commit_each", baselineOpsPerSecond: unbatchedBytes))
+                        baselineName: "storage_bytes_written_per_rotation_one_commit_each", baselineOpsPerSecond: unbatchedBytes, unit: .bytes))
             }
             let busiestThread = batched.threadCPU.values.max() ?? 0
             rows.append(
                 BenchRow(
                     name: "server_cpu_us_per_durable_rotation", opsPerSecond: rotationCPU / Double(rotationCount) * 1e6,
                     baselineName: "server_cpu_us_per_healthz",
-                    baselineOpsPerSecond: healthzMicroseconds))
+                    baselineOpsPerSecond: healthzMicroseconds, unit: .microseconds))
             rows.append(
                 BenchRow(
                     name: "server_cores_busy_during_rotations", opsPerSecond: rotationCPU / rotationWall, baselineName: "cores",
-                    baselineOpsPerSecond: Double(ProcessInfo.processInfo.activeProcessorCount)))
+                    baselineOpsPerSecond: Double(ProcessInfo.processInfo.activeProcessorCount), unit: .cores))
             // The load generator shares the cores: together they show whether the machine was the limit.
             rows.append(
                 BenchRow(
                     name: "machine_cores_busy_during_rotations", opsPerSecond: (rotationCPU + benchCPU) / rotationWall,
-                    baselineName: "cores", baselineOpsPerSecond: Double(ProcessInfo.processInfo.activeProcessorCount)))
+                    baselineName: "cores", baselineOpsPerSecond: Double(ProcessInfo.processInfo.activeProcessorCount), unit: .cores))
             // No one thread (the database's, an event loop) may carry the server: its share of the server's CPU.
             rows.append(
                 BenchRow(
                     name: "server_busiest_thread_cpu_during_rotations", opsPerSecond: busiestThread / rotationWall,
-                    baselineName: "server_cores_busy_during_rotations", baselineOpsPerSecond: rotationCPU / rotationWall))
+                    baselineName: "server_cores_busy_during_rotations", baselineOpsPerSecond: rotationCPU / rotationWall, unit: .cores))
             rows.append(
-                BenchRow(name: "peak_rss_megabytes", opsPerSecond: server.peakMegabytes, baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS))
+                BenchRow(
+                    name: "peak_rss_megabytes", opsPerSecond: server.peakMegabytes, baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS,
+                    unit: .megabytes))
             rows.append(
                 BenchRow(
                     name: "rss_after_26000_sign_ins_and_refreshes", opsPerSecond: try await heavyLoadRSS(server: server, emulator: emulator, http: http),
-                    baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS))
+                    baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS, unit: .megabytes))
             server.stop()
 
             if let url = ProcessInfo.processInfo.environment["LATCHKEY_BENCH_DATABASE_URL"] {
@@ -176,7 +207,8 @@ struct ServerBench {
         -> [BenchRow]
     {
         // A bench database keeps its signing keys between runs, so its encryption key must stay the same:
-        // derived from the URL (a bench-only key; never point the bench at a real database).
+        // derived from the URL (a bench-only key; never point the bench at a real database). The phrase is the one
+        // `latchkey bench` used, so databases it made keep working.
         let stableKey = Data(SHA256.hash(data: Array(("latchkey bench " + url).utf8))).base64EncodedString()
         let postgresEnvironment = environment.merging(["LATCHKEY_DATABASE_URL": url, "LATCHKEY_ENCRYPTION_KEY": stableKey]) { $1 }
         let first = try ChildServer(environment: postgresEnvironment)
@@ -200,13 +232,13 @@ struct ServerBench {
         return [
             BenchRow(
                 name: "refresh_rotation_postgres_durable", opsPerSecond: one, baselineName: "refresh_rotation_sqlite_alongside",
-                baselineOpsPerSecond: sqliteTurns.rate),
+                baselineOpsPerSecond: sqliteTurns.rate, unit: .operationsPerSecond),
             BenchRow(
                 name: "refresh_rotation_postgres_two_instances", opsPerSecond: two, baselineName: "refresh_rotation_postgres_one_instance",
-                baselineOpsPerSecond: one),
+                baselineOpsPerSecond: one, unit: .operationsPerSecond),
             BenchRow(
                 name: "server_cpu_us_per_postgres_rotation", opsPerSecond: postgres.cpu / Double(postgres.count) * 1e6, baselineName: "required_at_most",
-                baselineOpsPerSecond: 300),
+                baselineOpsPerSecond: 300, unit: .microseconds),
         ] + postgresCostRows(postgres: postgres, sqlite: sqliteTurns)
     }
 
@@ -217,10 +249,10 @@ struct ServerBench {
         return [
             BenchRow(
                 name: "postgres_processes_cpu_us_per_rotation", opsPerSecond: postgres.postgresCPU / Double(postgres.count) * 1e6,
-                baselineName: "server_cpu_us_per_postgres_rotation", baselineOpsPerSecond: postgres.cpu / Double(postgres.count) * 1e6),
+                baselineName: "server_cpu_us_per_postgres_rotation", baselineOpsPerSecond: postgres.cpu / Double(postgres.count) * 1e6, unit: .microseconds),
             BenchRow(
                 name: "machine_cpu_us_per_postgres_rotation", opsPerSecond: postgres.machineMicroseconds,
-                baselineName: "machine_cpu_us_per_sqlite_rotation_alongside", baselineOpsPerSecond: sqlite.machineMicroseconds),
+                baselineName: "machine_cpu_us_per_sqlite_rotation_alongside", baselineOpsPerSecond: sqlite.machineMicroseconds, unit: .microseconds),
         ]
     }
 
@@ -235,7 +267,7 @@ struct ServerBench {
                     if index >= concurrency { try await group.next() }
                     group.addTask {
                         let answer = try await json(http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": session.refreshToken])
-                        guard answer["refreshToken"] != nil else { throw CLIError("refresh failed: \(answer)") }
+                        guard answer["refreshToken"] != nil else { throw BenchError("refresh failed: \(answer)") }
                     }
                 }
                 try await group.waitForAll()
@@ -249,11 +281,10 @@ struct ServerBench {
     /// refreshes they cause (must be 1), and their rate against the same requests sent with a fixed bearer header.
     /// The client runs in `latchkey-sdk-probe`, built beside this binary; without it these rows are left out.
     private func sdkRows(server: ChildServer, signIn: MintedSignIn) async throws -> [BenchRow] {
-        let probe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("latchkey-sdk-probe")
+        let probe = BenchSetUp.binDirectory.appendingPathComponent("latchkey-sdk-probe")
         guard FileManager.default.isExecutableFile(atPath: probe.path) else {
             FileHandle.standardError.write(
-                Data("bench: no latchkey-sdk-probe beside this binary, so no SDK rows (swift build -c release builds it)\n".utf8))
+                Data("latchkey-bench: no latchkey-sdk-probe beside this binary, so no SDK rows (swift build -c release builds every product)\n".utf8))
             return []
         }
         let input = try JSONSerialization.data(withJSONObject: signIn.body.filter { ["identityToken", "authorizationCode", "rawNonce"].contains($0.key) })
@@ -261,12 +292,12 @@ struct ServerBench {
         guard status == 0, let line = output.split(separator: "\n").last,
             let result = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Double],
             let fixed = result["fixedPerSecond"], let sdk = result["sdkPerSecond"], let refreshes = result["refreshCalls"]
-        else { throw CLIError("latchkey-sdk-probe burst failed (exit \(status)): \(output)") }
+        else { throw BenchError("latchkey-sdk-probe burst failed (exit \(status)): \(output)") }
         return [
             BenchRow(
-                name: "sdk_data_for_1000_concurrent_across_expiry", opsPerSecond: sdk, baselineName: "fixed_bearer_1000_concurrent", baselineOpsPerSecond: fixed
-            ),
-            BenchRow(name: "sdk_refresh_calls_for_1000_concurrent", opsPerSecond: refreshes, baselineName: "required", baselineOpsPerSecond: 1),
+                name: "sdk_data_for_1000_concurrent_across_expiry", opsPerSecond: sdk, baselineName: "fixed_bearer_1000_concurrent",
+                baselineOpsPerSecond: fixed, unit: .operationsPerSecond),
+            BenchRow(name: "sdk_refresh_calls_for_1000_concurrent", opsPerSecond: refreshes, baselineName: "required", baselineOpsPerSecond: 1, unit: .calls),
         ]
     }
 
@@ -344,7 +375,7 @@ struct ServerBench {
                 group.addTask {
                     let answer = try await json(http, server.url + item.path, item.body)
                     guard let access = answer["accessToken"] as? String, let refresh = answer["refreshToken"] as? String else {
-                        throw CLIError("sign-in failed: \(answer)")
+                        throw BenchError("sign-in failed: \(answer)")
                     }
                     return Session(accessToken: access, refreshToken: refresh)
                 }
@@ -374,7 +405,7 @@ struct ServerBench {
                     var count = 0
                     while ContinuousClock.now < deadline {
                         let answer = try await json(http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": current])
-                        guard let next = answer["refreshToken"] as? String else { throw CLIError("rotation failed: \(answer)") }
+                        guard let next = answer["refreshToken"] as? String else { throw BenchError("rotation failed: \(answer)") }
                         current = next
                         count += 1
                     }
@@ -457,7 +488,7 @@ struct ServerBench {
                         if let bearer = spec.bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
                         let response = try await http.execute(request, timeout: .seconds(10))
                         _ = try await response.body.collect(upTo: 1 << 16)
-                        guard response.status == .ok else { throw CLIError("\(spec.url) answered \(response.status.code)") }
+                        guard response.status == .ok else { throw BenchError("\(spec.url) answered \(response.status.code)") }
                         count += 1
                     }
                     return count
@@ -486,9 +517,7 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
 
     init(environment: [String: String]) throws {
         let output = Pipe()
-        // Another build's `latchkey` can be the server, to compare two builds under one bench.
-        let server = ProcessInfo.processInfo.environment["LATCHKEY_BENCH_SERVER"] ?? "/proc/self/exe"
-        process.executableURL = URL(fileURLWithPath: server).resolvingSymlinksInPath()
+        process.executableURL = try BenchSetUp.serverExecutable()
         process.arguments = ["serve", "--port", "0"]
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment) { $1 }
         process.standardOutput = output
@@ -498,11 +527,11 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
         let handle = output.fileHandleForReading
         while !collected.contains("Latchkey listening on ") || !collected.contains("(") {
             let chunk = handle.availableData
-            guard !chunk.isEmpty else { throw CLIError("the benchmark server exited early: \(collected)") }
+            guard !chunk.isEmpty else { throw BenchError("the benchmark server exited early: \(collected)") }
             collected += String(decoding: chunk, as: UTF8.self)
         }
         guard let range = collected.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression) else {
-            throw CLIError("no server URL in: \(collected)")
+            throw BenchError("no server URL in: \(collected)")
         }
         url = String(collected[range])
     }

@@ -1,11 +1,12 @@
 import AsyncHTTPClient
 import Foundation
+import LatchkeyBenchReport
 import LatchkeyEmulator
 import Logging
 import NIOCore
 import NIOHTTP1
 
-/// The emulator row of `latchkey bench`: native sign-ins minted through `POST /emulator/authorizations` on
+/// The emulator row of `latchkey-bench`: native sign-ins minted through `POST /emulator/authorizations` on
 /// loopback, as test suites do, with 100,000 users against 100 users. The cost of a request must not grow with
 /// the number of users, so the ratio should stay near 1.
 struct EmulatorBench {
@@ -42,8 +43,7 @@ struct EmulatorBench {
             return [
                 BenchRow(
                     name: "emulator_authorization_100000_users", opsPerSecond: manyRates.reduce(0, +) / 2,
-                    baselineName: "emulator_authorization_100_users", baselineOpsPerSecond: fewRates.reduce(0, +) / 2
-                )
+                    baselineName: "emulator_authorization_100_users", baselineOpsPerSecond: fewRates.reduce(0, +) / 2, unit: .operationsPerSecond)
             ]
         } catch {
             await few.stop()
@@ -66,7 +66,7 @@ struct EmulatorBench {
         }
         guard response.status == .created, let created = try? JSONDecoder().decode(Created.self, from: Data(Array(buffer: body))), created.users.count == count
         else {
-            throw CLIError("creating \(count) emulator users answered \(response.status.code)")
+            throw BenchError("creating \(count) emulator users answered \(response.status.code)")
         }
         return created.users.map(\.sub)
     }
@@ -82,7 +82,7 @@ struct EmulatorBench {
             request.body = .bytes(ByteBuffer(string: #"{"sub":"\#(subjects.randomElement()!)","clientId":"\#(Self.clientID)"}"#))
             let response = try await http.execute(request, timeout: .seconds(30))
             _ = try await response.body.collect(upTo: 1 << 16)
-            guard response.status == .created else { throw CLIError("POST /emulator/authorizations answered \(response.status.code)") }
+            guard response.status == .created else { throw BenchError("POST /emulator/authorizations answered \(response.status.code)") }
         }
         func run(for duration: Double) async throws -> (count: Int, elapsed: Double) {
             let start = ContinuousClock.now

@@ -3,24 +3,31 @@ import Crypto
 import CryptoExtras
 import Foundation
 import JWTKit
+import LatchkeyBenchReport
 import LatchkeyCore
 import LatchkeyProviders
 
-/// `latchkey bench`: hot paths measured against baselines in the same run, reported as ratios.
+/// `latchkey-bench`: hot paths measured against baselines in the same run, reported as ratios.
+@main
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "latchkey-bench",
         abstract: "Measure Latchkey's hot paths against baselines measured in the same run.",
         discussion: """
-            Build in release mode for meaningful figures (the SDK rows also need latchkey-sdk-probe):
-              swift build -c release --product latchkey-sdk-probe
-              swift run -c release latchkey bench
-              swift run -c release latchkey bench --json > bench.jsonl
-              swift run -c release latchkey bench --soak 10       # mixed traffic for 10 minutes, sampled every 10 s
-            Each row is Latchkey's operations per second, the baseline's, and their ratio (higher is better for Latchkey).
+            Build every product in release mode first: the server rows start the `latchkey` built beside this \
+            binary (or LATCHKEY_BENCH_SERVER), the SDK rows `latchkey-sdk-probe`.
+              swift build -c release
+              swift run -c release latchkey-bench
+              swift run -c release latchkey-bench --json > bench.jsonl
+              swift run -c release latchkey-bench --soak 10   # 10 minutes of mixed traffic
+            Each row is Latchkey's figure and the baseline's, both in the row's unit, and their ratio. \
+            BENCHMARKS.md says what each row measures and its target.
             """
     )
 
-    @Flag(help: "One JSON object per line: name, opsPerSecond, baselineOpsPerSecond, baselineName, ratio.")
+    @Flag(
+        help: "One JSON object per line: name, opsPerSecond, baselineOpsPerSecond, baselineName, ratio, unit (opsPerSecond holds the row's figure in its unit)."
+    )
     var json = false
 
     @Option(help: "Seconds to measure each side of each row.")
@@ -49,7 +56,7 @@ struct Bench: AsyncParsableCommand {
                 if !json { print(line) }
                 flushStandardOutput()
             }
-            for row in rows { print(json ? row.jsonLine : row.humanLine) }
+            printRows(rows)
             return
         }
         let fixture = try await BenchFixture()
@@ -61,7 +68,11 @@ struct Bench: AsyncParsableCommand {
         if ["all", "core"].contains(only) { rows += try await coreRows(fixture) }
         if ["all", "server"].contains(only) { rows += try await ServerBench(seconds: seconds).rows() }
         if ["all", "emulator"].contains(only) { rows += try await EmulatorBench(seconds: seconds).rows() }
-        for row in rows { print(json ? row.jsonLine : row.humanLine) }
+        printRows(rows)
+    }
+
+    private func printRows(_ rows: [BenchRow]) {
+        for line in json ? rows.map(\.jsonLine) : BenchRow.humanLines(rows) { print(line) }
     }
 
     private func coreRows(_ fixture: BenchFixture) async throws -> [BenchRow] {
@@ -70,14 +81,22 @@ struct Bench: AsyncParsableCommand {
         let ours = try await measure(seconds: seconds) { try await fixture.verifyWithLatchkey() }
         let jwtKit = try await measure(seconds: seconds) { try await fixture.verifyWithJWTKit() }
         rows.append(
-            BenchRow(name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "jwtkit_apple_identity_token_verify", baselineOpsPerSecond: jwtKit))
+            BenchRow(
+                name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "jwtkit_apple_identity_token_verify", baselineOpsPerSecond: jwtKit,
+                unit: .operationsPerSecond))
 
         let rawRSA = try await measure(seconds: seconds) { try fixture.verifyRawRSA() }
-        rows.append(BenchRow(name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "raw_rsa2048_pkcs1_sha256_verify", baselineOpsPerSecond: rawRSA))
+        rows.append(
+            BenchRow(
+                name: "apple_id_token_verify", opsPerSecond: ours, baselineName: "raw_rsa2048_pkcs1_sha256_verify", baselineOpsPerSecond: rawRSA,
+                unit: .operationsPerSecond))
 
         let cached = try await measure(seconds: seconds) { _ = try await fixture.secrets.secret() }
         let fresh = try await measure(seconds: seconds) { try fixture.signFreshSecret() }
-        rows.append(BenchRow(name: "apple_client_secret_cached", opsPerSecond: cached, baselineName: "apple_client_secret_sign", baselineOpsPerSecond: fresh))
+        rows.append(
+            BenchRow(
+                name: "apple_client_secret_cached", opsPerSecond: cached, baselineName: "apple_client_secret_sign", baselineOpsPerSecond: fresh,
+                unit: .operationsPerSecond))
 
         // Header parsing (duplicate-member check included) runs before any signature check, so its cost per header
         // byte must not grow with the header: header bytes per second for a 16 KiB header of distinct members
@@ -87,8 +106,8 @@ struct Bench: AsyncParsableCommand {
         let normalRate = try await measure(seconds: seconds) { _ = try CompactJWS(parsing: normal.token, maximumSize: 64 * 1024) } * Double(normal.headerBytes)
         rows.append(
             BenchRow(
-                name: "jws_header_16kib_bytes_parsed", opsPerSecond: largeRate, baselineName: "jws_header_apple_bytes_parsed", baselineOpsPerSecond: normalRate)
-        )
+                name: "jws_header_16kib_bytes_parsed", opsPerSecond: largeRate, baselineName: "jws_header_apple_bytes_parsed", baselineOpsPerSecond: normalRate,
+                unit: .bytesPerSecond))
         return rows
     }
 
@@ -106,37 +125,6 @@ struct Bench: AsyncParsableCommand {
         }
         let elapsed = clock.now - start
         return Double(operations) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-    }
-}
-
-struct BenchRow: Encodable {
-    let name: String
-    let opsPerSecond: Double
-    let baselineName: String
-    let baselineOpsPerSecond: Double
-    var ratio: Double { opsPerSecond / baselineOpsPerSecond }
-
-    enum CodingKeys: String, CodingKey { case name, opsPerSecond, baselineOpsPerSecond, baselineName, ratio }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(name, forKey: .name)
-        try container.encode(opsPerSecond.rounded(), forKey: .opsPerSecond)
-        try container.encode(baselineOpsPerSecond.rounded(), forKey: .baselineOpsPerSecond)
-        try container.encode(baselineName, forKey: .baselineName)
-        try container.encode((ratio * 1000).rounded() / 1000, forKey: .ratio)
-    }
-
-    var jsonLine: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self)
-    }
-
-    var humanLine: String {
-        func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
-        return pad(name, 28) + pad(String(format: "%10.0f ops/s", opsPerSecond), 18) + "vs " + pad(baselineName, 36)
-            + pad(String(format: "%10.0f ops/s", baselineOpsPerSecond), 18) + String(format: "ratio %.2f", ratio)
     }
 }
 
