@@ -104,6 +104,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // openapi.yaml compiled into LatchkeyServer as a string: a resource bundle would have to stay beside every binary
+        // that links the server, and Bundle.module stops the process where it is missing.
+        .plugin(name: "EmbedOpenAPI", capability: .buildTool(), dependencies: ["embed-text"]),
+        .executableTarget(name: "embed-text", swiftSettings: swiftSettings),
         .target(name: "LatchkeyClient", dependencies: ["LatchkeyModels"], swiftSettings: swiftSettings),
         .target(
             name: "LatchkeyEmulator",
