@@ -6,10 +6,13 @@ import NIOHTTP1
 import ServiceLifecycle
 
 /// POSTs `{"payload": JWT}` to apps' notification URLs, retrying with backoff until one answers 200.
-struct NotificationDeliveryService: Service {
+struct NotificationDeliveryService: Service, CustomStringConvertible {
     let state: EmulatorState
     let configuration: EmulatorConfiguration
     let logger: Logger
+
+    /// The name swift-service-lifecycle logs: nothing of the configuration, which holds the emulated team's keys.
+    var description: String { "NotificationDeliveryService" }
 
     func run() async throws {
         await cancelWhenGracefulShutdown {

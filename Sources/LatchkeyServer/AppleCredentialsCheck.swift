@@ -9,7 +9,7 @@ enum AppleSigningCredentialsCheck {
         try named("apple.teamId") { () throws(LatchkeyError) in try AppleSigningCredentials.checkTeamID(apple.teamID) }
         try named("apple.keyId") { () throws(LatchkeyError) in try AppleSigningCredentials.checkKeyID(apple.keyID) }
         do {
-            return try AppleSigningCredentials(teamID: apple.teamID, keyID: apple.keyID, privateKeyPEM: apple.privateKeyPEM)
+            return try AppleSigningCredentials(teamID: apple.teamID, keyID: apple.keyID, privateKeyPEM: apple.privateKeyPEM.revealed)
         } catch {
             throw LatchkeyError(.invalidConfiguration, "setting apple.privateKeyFile: \(error.reason)")
         }

@@ -125,7 +125,10 @@ public struct LatchkeyServer: Sendable {
     public func makeApplication(onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         Application(
             router: makeRouter(),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "latchkey"),
+            server: .latchkey(configuration.connections),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "latchkey",
+                availableConnectionsDelegate: .maximum(configuration.connections.effectiveMaxConnections, logger: logger)),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
             logger: logger
         )

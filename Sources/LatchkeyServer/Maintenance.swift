@@ -47,8 +47,12 @@ public enum KeyMaintenance {
 /// Periodic upkeep, every `maintenance.interval`: reloading signing keys (another instance or the CLI may have
 /// rotated them), expired-record sweeps (every 120th interval), and owed provider calls. Each runs in its own loop,
 /// so a slow provider or a long sweep never delays a key reload (a new key's propagation delay counts on it).
-struct MaintenanceService: Service {
+struct MaintenanceService: Service, CustomStringConvertible {
     let server: LatchkeyServer
+
+    /// The name swift-service-lifecycle logs for this service (at debug level, for each service): the default would
+    /// print the whole server, configuration and secrets included.
+    var description: String { "MaintenanceService" }
 
     func run() async throws {
         let interval = Duration.milliseconds(Int64(server.configuration.maintenanceInterval * 1000))

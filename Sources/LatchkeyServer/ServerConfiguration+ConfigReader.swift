@@ -37,6 +37,9 @@ extension ServerConfiguration {
     /// | `maintenance.interval` | seconds between key reloads, outbox retries and sweeps | 30 |
     /// | `outbox.lease` | seconds an instance holds the owed provider calls it took | 300 |
     /// | `http.maxBodySize` | bytes | 16384 |
+    /// | `http.idleTimeout` | seconds a connection with no request under way stays open | 60 |
+    /// | `http.readTimeout` | seconds a request may take to arrive, head and body, from its first byte | 10 |
+    /// | `http.maxConnections` | connections open at once; more wait in the listen backlog | descriptor limit − 256, at most 10000 |
     /// | `cors.allowedOrigins` | comma-separated origins | none |
     /// | `google.clientIds`, `google.clientSecret`, `google.hostedDomains`, `google.discoveryUrl` | Google sign-in | off |
     /// | `microsoft.clientIds`, `microsoft.tenants`, `microsoft.clientSecret`, `microsoft.authority` | Microsoft sign-in | off |
@@ -62,7 +65,7 @@ extension ServerConfiguration {
             do { database = try StoreLocation(url: url) } catch { throw setting("database.url", "is invalid: \(error.reason)") }
         }
         databaseMaximumWriteBatch = try Self.int(config, "database.maxWriteBatch") ?? databaseMaximumWriteBatch
-        encryptionKey = try Self.secret(config, "encryptionKey", fileKey: "encryptionKeyFile")
+        encryptionKey = try Self.secret(config, "encryptionKey", fileKey: "encryptionKeyFile").map { Secret($0) }
         accessTokenLifetime = try Self.double(config, "accessToken.lifetime") ?? accessTokenLifetime
         session.refreshIdleLifetime = try Self.double(config, "session.idleLifetime") ?? session.refreshIdleLifetime
         session.refreshAbsoluteLifetime = try Self.double(config, "session.absoluteLifetime") ?? session.refreshAbsoluteLifetime
@@ -76,6 +79,9 @@ extension ServerConfiguration {
         maintenanceInterval = try Self.double(config, "maintenance.interval") ?? maintenanceInterval
         outboxLease = try Self.double(config, "outbox.lease") ?? outboxLease
         maximumBodySize = try Self.int(config, "http.maxBodySize") ?? maximumBodySize
+        connections.idleTimeout = try Self.double(config, "http.idleTimeout") ?? connections.idleTimeout
+        connections.readTimeout = try Self.double(config, "http.readTimeout") ?? connections.readTimeout
+        connections.maxConnections = try Self.int(config, "http.maxConnections") ?? connections.maxConnections
         corsAllowedOrigins = Self.list(config, "cors.allowedOrigins") ?? []
         if let proxies = Self.list(config, "http.trustedProxies") ?? config.int(forKey: "http.trustedProxies").map({ [String($0)] }) {
             do { trustedProxies = try TrustedProxies(parsing: proxies) } catch { throw setting("http.trustedProxies", error.reason) }

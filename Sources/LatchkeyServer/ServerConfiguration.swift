@@ -19,7 +19,7 @@ public struct ServerConfiguration: Sendable {
     /// How many concurrent writes may share one durable commit.
     public var databaseMaximumWriteBatch = 512
     /// 32 bytes in base64; seals Apple refresh tokens and signing keys at rest.
-    public var encryptionKey: String?
+    public var encryptionKey: Secret?
     public var accessTokenLifetime: TimeInterval = 600
     /// How often each instance reloads signing keys, retries owed provider calls and sweeps (seconds).
     public var maintenanceInterval: TimeInterval = 30
@@ -40,6 +40,8 @@ public struct ServerConfiguration: Sendable {
     public var rateLimit = RateLimits()
     /// Largest request body accepted, in bytes.
     public var maximumBodySize = 16 * 1024
+    /// Idle and read timeouts, and the cap on open connections.
+    public var connections = ConnectionLimits()
     /// Origins allowed by CORS; empty disables CORS headers.
     public var corsAllowedOrigins: [String] = []
     /// The reverse proxies in front of the server, whose `X-Forwarded-For` entries are believed.
@@ -58,7 +60,7 @@ public struct ServerConfiguration: Sendable {
     public struct Apple: Sendable {
         public var teamID: String
         public var keyID: String
-        public var privateKeyPEM: String
+        public var privateKeyPEM: Secret
         /// Bundle ids and Services IDs.
         public var clientIDs: [String]
         public var baseURL = "https://appleid.apple.com"
@@ -78,7 +80,7 @@ public struct ServerConfiguration: Sendable {
         ) {
             self.teamID = teamID
             self.keyID = keyID
-            self.privateKeyPEM = privateKeyPEM
+            self.privateKeyPEM = Secret(privateKeyPEM)
             self.clientIDs = clientIDs
             self.baseURL = baseURL
             self.redirectURIs = redirectURIs
@@ -120,6 +122,7 @@ public struct ServerConfiguration: Sendable {
         guard (1...65_535).contains(port) || port == 0 else { throw setting("port", "must be between 1 and 65535") }
         guard accessTokenLifetime >= 30, accessTokenLifetime <= 86_400 else { throw setting("accessToken.lifetime", "must be between 30 and 86400 seconds") }
         guard maximumBodySize >= 1024 else { throw setting("http.maxBodySize", "must be at least 1024 bytes") }
+        try connections.validate()
         guard (1...SQLAuthStore.maximumWriteBatchLimit).contains(databaseMaximumWriteBatch) else {
             throw setting("database.maxWriteBatch", "must be between 1 and \(SQLAuthStore.maximumWriteBatchLimit)")
         }
@@ -141,7 +144,7 @@ public struct ServerConfiguration: Sendable {
             throw setting(name, "is \(limit); it must be at least 1 (requests per minute)")
         }
         if let publicURL, let problem = Self.publicURLProblem(publicURL) { throw setting("publicUrl", "is \(publicURL.prefix(200)): \(problem)") }
-        if let encryptionKey { _ = try SecretBox(base64Key: encryptionKey) }
+        if let encryptionKey { _ = try SecretBox(base64Key: encryptionKey.revealed) }
         if let apple {
             guard !apple.clientIDs.isEmpty else { throw setting("apple.clientIds", "is empty; list your bundle id and, for web sign-ins, your Services ID") }
             _ = try AppleSigningCredentialsCheck.check(apple)
@@ -164,7 +167,7 @@ public struct ServerConfiguration: Sendable {
             for uri in client.redirectURIs {
                 if let problem = Self.redirectURIProblem(uri) { throw setting(key + ".redirectUris", "has \(uri.prefix(200)): \(problem)") }
             }
-            if client.kind == .confidential, (client.secret ?? "").count < 16 {
+            if client.kind == .confidential, (client.secret?.revealed ?? "").count < 16 {
                 throw setting(key + ".clientSecret", "is missing or shorter than 16 characters (a confidential client authenticates with it)")
             }
             for provider in client.providers ?? [] where !names.contains(provider) {

@@ -57,7 +57,7 @@ enum Runtime {
 
     /// The configured key, or in development a key kept in `directory` (created on first use, mode 0600).
     static func encryptionKey(_ configuration: ServerConfiguration, directory: String) throws -> String {
-        if let key = configuration.encryptionKey { return key }
+        if let key = configuration.encryptionKey { return key.revealed }
         guard configuration.mode == .development else { throw CLIError("setting encryptionKey is required in production") }
         let path = (directory as NSString).appendingPathComponent("dev-encryption.key")
         if let existing = try? String(contentsOfFile: path, encoding: .utf8) { return existing.trimmingCharacters(in: .whitespacesAndNewlines) }

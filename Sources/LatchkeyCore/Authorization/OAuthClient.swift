@@ -16,14 +16,14 @@ public struct OAuthClient: Sendable, Equatable {
     public var providers: [String]?
     public var kind: Kind
     /// The secret of a confidential client.
-    public var secret: String?
+    public var secret: Secret?
 
     public init(clientID: String, redirectURIs: [String], providers: [String]? = nil, kind: Kind = .public, secret: String? = nil) {
         self.clientID = clientID
         self.redirectURIs = redirectURIs
         self.providers = providers
         self.kind = kind
-        self.secret = secret
+        self.secret = secret.map { Secret($0) }
     }
 
     /// Whether `uri` is one of the registered redirect URIs.
@@ -42,15 +42,38 @@ public struct OAuthClient: Sendable, Equatable {
     public func authenticates(secret presented: String) -> Bool {
         guard let secret else { return false }
         // Digests first: the comparison then takes the same time whatever the lengths.
-        return constantTimeEquals(Array(SHA256.hash(data: Array(secret.utf8))), Array(SHA256.hash(data: Array(presented.utf8))))
+        return constantTimeEquals(Array(SHA256.hash(data: Array(secret.revealed.utf8))), Array(SHA256.hash(data: Array(presented.utf8))))
     }
 
-    /// A loopback `http` URI with its port removed, or nil for any other URI.
+    /// A loopback `http` URI with its port removed, or nil for any other URI and for one whose port is not a port.
     static func loopbackWithoutPort(_ uri: String) -> String? {
         guard var components = URLComponents(string: uri), components.scheme == "http", let host = components.host,
-            ["127.0.0.1", "::1", "[::1]", "localhost"].contains(host), components.fragment == nil
+            ["127.0.0.1", "::1", "[::1]", "localhost"].contains(host), components.fragment == nil, hasPortOrNone(uri)
         else { return nil }
         components.port = nil
         return components.string
+    }
+
+    /// Whether the authority of `uri` has no port, or a port: 1 to 65535 in ASCII digits, with no sign and not empty
+    /// after its colon. Read from the text itself, since Foundation's parser let `:99999999999999999999` through.
+    private static func hasPortOrNone(_ uri: String) -> Bool {
+        guard let start = uri.range(of: "://")?.upperBound else { return false }
+        var authority = uri[start...].prefix { !"/?#".contains($0) }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        let port: Substring
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return false }
+            let rest = authority[authority.index(after: close)...]
+            if rest.isEmpty { return true }
+            guard rest.first == ":" else { return false }
+            port = rest.dropFirst()
+        } else {
+            guard let colon = authority.firstIndex(of: ":") else { return true }
+            port = authority[authority.index(after: colon)...]
+        }
+        let digits = port.utf8
+        guard (1...5).contains(digits.count), digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let value = Int(port)
+        else { return false }
+        return (1...65_535).contains(value)
     }
 }

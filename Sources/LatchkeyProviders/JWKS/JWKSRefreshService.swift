@@ -4,7 +4,7 @@ public import Logging
 public import ServiceLifecycle
 
 /// Keeps JWKS caches warm: refreshes each one shortly before its keys go stale, so no sign-in waits for a fetch.
-public struct JWKSRefreshService: Service {
+public struct JWKSRefreshService: Service, CustomStringConvertible {
     public let caches: [JWKSCache]
     /// How often the caches are looked at.
     public let checkInterval: Duration
@@ -15,6 +15,9 @@ public struct JWKSRefreshService: Service {
         self.checkInterval = checkInterval
         self.logger = logger
     }
+
+    /// The name swift-service-lifecycle logs for this service: nothing of the providers' configuration.
+    public var description: String { "JWKSRefreshService" }
 
     public func run() async throws {
         // A graceful shutdown also cuts short a refresh under way: a provider that does not answer would otherwise hold

@@ -7,7 +7,7 @@ import LatchkeyModels
 public struct DropboxConfiguration: Sendable {
     /// The app key, Dropbox's client id.
     public var appKey: String
-    public var appSecret: String?
+    public var appSecret: Secret?
     public var apiURL = "https://api.dropboxapi.com"
     /// Where the browser flow signs in.
     public var authorizeURL = "https://www.dropbox.com/oauth2/authorize"
@@ -18,7 +18,7 @@ public struct DropboxConfiguration: Sendable {
 
     public init(appKey: String, appSecret: String? = nil) {
         self.appKey = appKey
-        self.appSecret = appSecret
+        self.appSecret = appSecret.map { Secret($0) }
     }
 }
 
@@ -78,7 +78,7 @@ public struct DropboxProvider: IdentityProvider {
 
     private func tokenCall(_ fields: [(String, String)], operation: String) async throws(LatchkeyError) -> OAuthTokenAnswer {
         var fields = fields
-        if let secret = configuration.appSecret { fields.append(("client_secret", secret)) }
+        if let secret = configuration.appSecret { fields.append(("client_secret", secret.revealed)) }
         return try calls.decode(
             OAuthTokenAnswer.self, try await calls.postForm(configuration.apiURL + "/oauth2/token", fields, operation: operation), what: "token endpoint")
     }

@@ -7,7 +7,7 @@ public import Logging
 public struct FacebookConfiguration: Sendable {
     public var appID: String
     /// Needed for classic access tokens (`debug_token` takes `{app-id}|{app-secret}`).
-    public var appSecret: String?
+    public var appSecret: Secret?
     public var graphURL = "https://graph.facebook.com"
     /// Which `iss` Limited Login tokens carry is not documented firmly; both seen values are accepted by default.
     public var limitedLoginIssuers: Set<String> = ["https://www.facebook.com", "https://limited.facebook.com"]
@@ -18,7 +18,7 @@ public struct FacebookConfiguration: Sendable {
 
     public init(appID: String, appSecret: String? = nil) {
         self.appID = appID
-        self.appSecret = appSecret
+        self.appSecret = appSecret.map { Secret($0) }
     }
 }
 
@@ -92,7 +92,7 @@ public struct FacebookProvider: IdentityProvider {
             }
             let data: Data
         }
-        let url = graph("/debug_token", [("input_token", accessToken), ("access_token", "\(configuration.appID)|\(secret)")])
+        let url = graph("/debug_token", [("input_token", accessToken), ("access_token", "\(configuration.appID)|\(secret.revealed)")])
         let body: [UInt8]
         do throws(LatchkeyError) {
             body = try await calls.send(OutboundRequest(url: url, timeout: configuration.requestTimeout), operation: "token_check", bearer: true)

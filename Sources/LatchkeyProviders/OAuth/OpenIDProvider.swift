@@ -17,7 +17,7 @@ public struct OpenIDProviderConfiguration: Sendable {
     /// Issuers, client ids (audiences), nonce rules and leeway. A generic provider's algorithms come from discovery.
     public var policy: IdentityTokenPolicy
     /// For confidential clients; public clients with PKCE send none.
-    public var clientSecret: String?
+    public var clientSecret: Secret?
     /// The client id of the browser flow (a web client); nil uses the first of the policy's audiences.
     public var webClientID: String?
     /// Provider-specific checks after the token verified (Google's `azp` and `hd`, Microsoft's tenants).
@@ -33,7 +33,7 @@ public struct OpenIDProviderConfiguration: Sendable {
         self.discoveryURL = discoveryURL
         self.expectedIssuer = expectedIssuer
         self.policy = policy
-        self.clientSecret = clientSecret
+        self.clientSecret = clientSecret.map { Secret($0) }
         self.checks = checks
     }
 
@@ -169,7 +169,7 @@ public final class OpenIDProvider: IdentityProvider {
         let clientID = try chooseClientID(credential.clientID)
         var fields = [("grant_type", "authorization_code"), ("code", code), ("code_verifier", verifier), ("client_id", clientID)]
         if let redirectURI = credential.redirectURI { fields.append(("redirect_uri", redirectURI)) }
-        if let secret = configuration.clientSecret { fields.append(("client_secret", secret)) }
+        if let secret = configuration.clientSecret { fields.append(("client_secret", secret.revealed)) }
         let answer = try calls.decode(
             OAuthTokenAnswer.self, try await calls.postForm(tokenEndpoint, fields, operation: "code_exchange"), what: "token endpoint")
         guard let idToken = answer.id_token else {
@@ -206,7 +206,7 @@ public final class OpenIDProvider: IdentityProvider {
         do {
             guard let tokenEndpoint = try await resolve().tokenEndpoint else { return .valid }
             var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)]
-            if let secret = configuration.clientSecret { fields.append(("client_secret", secret)) }
+            if let secret = configuration.clientSecret { fields.append(("client_secret", secret.revealed)) }
             let answer = try await calls.postForm(tokenEndpoint, fields, operation: "refresh_validation")
             // A provider that rotates refresh tokens (Microsoft, and OpenID Connect providers set up to) answers a new one.
             struct Refreshed: Decodable { let refresh_token: String? }
@@ -226,7 +226,7 @@ public final class OpenIDProvider: IdentityProvider {
         // Without a revocation endpoint (Microsoft) there is nothing to call; the grant is forgotten.
         guard let revocationEndpoint = endpoints.revocationEndpoint else { return }
         var fields = [("token", refreshToken), ("token_type_hint", "refresh_token"), ("client_id", clientID)]
-        if let secret = configuration.clientSecret { fields.append(("client_secret", secret)) }
+        if let secret = configuration.clientSecret { fields.append(("client_secret", secret.revealed)) }
         _ = try await calls.postForm(revocationEndpoint, fields, operation: "revocation")
     }
 

@@ -1,0 +1,80 @@
+import Foundation
+import LatchkeyTestSupport
+import Testing
+
+/// `serve` in production mode with every kind of secret configured, at log level trace, in both formats: its whole
+/// output (start-up, services, shutdown) holds none of them.
+@Suite("CLI: no configured secret reaches the log, at any level")
+struct SecretsInLogTests {
+    static let secrets = [
+        "encryptionKey": "c2VjcmV0LWVuY3J5cHRpb24ta2V5LTMyLWJ5dGVzISE=",
+        "google": "google-secret-9f2c41d7e3",
+        "microsoft": "microsoft-secret-6b0e83a5c1",
+        "oidc": "oidc-secret-2d7f19c4e8",
+        "facebook": "facebook-secret-4a8c62e0b9",
+        "dropbox": "dropbox-secret-8e1b57d3f6",
+        "client": "confidential-client-secret-5c9a",
+    ]
+
+    /// The private key's base64 lines: any one of them in the log gives part of the key away.
+    static var privateKeyLines: [String] {
+        Fixtures.p8.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("-----") && $0.count >= 16 }
+    }
+
+    @Test("serve at trace, text and JSON: the log never holds the encryption key, the .p8 key or any client secret", arguments: ["text", "json"])
+    func noSecretInLog(format: String) async throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let nowhere = "http://127.0.0.1:9"
+        let config: [String: Any] = [
+            "mode": "production", "publicUrl": "https://auth.example.com", "port": 0, "encryptionKey": Self.secrets["encryptionKey"]!,
+            "log": ["level": "trace", "format": format], "database": ["url": directory + "/latchkey.sqlite"],
+            "apple": [
+                "teamId": Fixtures.teamID, "keyId": Fixtures.keyID, "privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"), "clientIds": Fixtures.bundleID,
+                "baseUrl": nowhere,
+            ],
+            "google": ["clientIds": "g.apps", "clientSecret": Self.secrets["google"]!, "discoveryUrl": nowhere + "/google"],
+            "microsoft": ["clientIds": "m-app", "clientSecret": Self.secrets["microsoft"]!, "authority": nowhere + "/microsoft"],
+            "oidc": ["providers": "corp", "corp": ["issuer": nowhere + "/oidc", "clientIds": "corp-app", "clientSecret": Self.secrets["oidc"]!]],
+            "facebook": ["appId": "fb-app", "appSecret": Self.secrets["facebook"]!, "graphUrl": nowhere, "jwksUrl": nowhere + "/jwks"],
+            "dropbox": ["appKey": "db-app", "appSecret": Self.secrets["dropbox"]!, "apiUrl": nowhere],
+            "clients": [
+                ["clientId": "web", "redirectUris": "https://app.example.com/cb", "type": "confidential", "clientSecret": Self.secrets["client"]!]
+            ],
+        ]
+        try CLI.write(config, to: directory + "/latchkey.json")
+        _ = try await CLI.run(["migrate", "--config", directory + "/latchkey.json"], directory: directory)
+        let log = try await Self.serveOnce(config: directory + "/latchkey.json", directory: directory)
+        #expect(log.contains("Latchkey listening"), "serve did not start: \(log.suffix(2000))")
+        // The test means something only if trace lines were written, services' among them.
+        #expect(log.contains("trace") && log.contains("MaintenanceService"), "\(log.suffix(2000))")
+        for (name, secret) in Self.secrets { #expect(!log.contains(secret), "the \(name) secret is in the log") }
+        for line in Self.privateKeyLines { #expect(!log.contains(line), "a line of the Apple private key is in the log") }
+    }
+
+    /// Runs `serve` until it listens, a second more (the services start, the JWKS refresh fails), then stops it with
+    /// SIGTERM (sent only once it listens: a signal before its handler is set up would be lost) and returns all it wrote.
+    static func serveOnce(config: String, directory: String) async throws -> String {
+        let logPath = directory + "/serve.log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        defer { try? output.close() }
+        let process = Process()
+        process.executableURL = CLI.executable
+        process.arguments = ["serve", "--config", config]
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }
+        (process.standardOutput, process.standardError) = (output, output)
+        try process.run()
+        func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+        for _ in 0..<600 where !log().contains("Latchkey listening") && process.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        try await Task.sleep(for: .seconds(1))
+        process.terminate()
+        for _ in 0..<300 where process.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            Issue.record("serve did not stop within 30 s of SIGTERM")
+        }
+        return log()
+    }
+}
