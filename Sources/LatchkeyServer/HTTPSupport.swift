@@ -6,6 +6,7 @@ import LatchkeyModels
 import LatchkeyStore
 import Logging
 import NIOCore
+import NIOHTTP1
 
 /// Hummingbird's request context with the client's address, for rate limits.
 public struct LatchkeyRequestContext: RequestContext {
@@ -68,6 +69,9 @@ struct ErrorMiddleware: RouterMiddleware {
             return apiError(error)
         case is NIOTooManyBytesError:
             return APIError(status: .contentTooLarge, code: "invalid_request", description: "the request body is too large")
+        case is HTTPParserError:
+            // The client's bytes are not HTTP/1.1 (a chunk size that is not hexadecimal, say): its fault, not ours.
+            return .invalidRequest("the request is not well-formed HTTP/1.1 (its body's chunked encoding, say)")
         case let error as HTTPError:
             return APIError(
                 status: error.status, code: error.status == .notFound ? "not_found" : "invalid_request", description: error.body ?? error.status.reasonPhrase)
@@ -121,14 +125,18 @@ struct ErrorMiddleware: RouterMiddleware {
             return APIError(status: .forbidden, code: error.errorCode, description: error.reason)
         case .invalidNotification:
             return APIError(status: .badRequest, code: "invalid_request", description: error.reason)
-        default:
+        case .malformedToken, .tokenTooLarge, .unsupportedAlgorithm, .unsupportedCriticalHeader, .unknownKeyID, .invalidSignature, .missingClaim,
+            .duplicateClaim, .invalidClaim, .unexpectedIssuer, .unexpectedAudience, .tokenExpired, .tokenNotYetValid, .issuedInFuture, .nonceMissing,
+            .nonceMismatch, .nonceRequired, .tokenAlreadyUsed, .codeHashMismatch, .accessTokenHashMismatch:
             // Identity-token verification failures: the code says which check failed.
             return APIError(status: .unauthorized, code: error.errorCode, description: error.reason)
         }
     }
 }
 
-/// Per-IP limits on the sign-in and token endpoints.
+/// Per-IP limits on every route that may call a provider: sign-ins, refreshes (the daily grant check), the browser flow,
+/// linking and unlinking, and account deletion (revocations). One session must not be able to make this server hammer a
+/// provider, however valid its token.
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = LatchkeyRequestContext
     let limiter: RateLimiter
@@ -138,7 +146,7 @@ struct RateLimitMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // The matched route, not the raw path: the router also serves `//v1/token` and `/v1/token/` there.
         let path = context.endpointPath ?? request.uri.path
-        if (request.method == .post && (path.hasPrefix("/v1/auth/") || path == "/v1/token")) || path.hasPrefix("/oauth2/") {
+        if Self.callsProviders(request.method, path) {
             let client = clientAddress(request, context) ?? "unknown"
             if let wait = limiter.check("ip:" + client) {
                 throw APIError(
@@ -147,6 +155,15 @@ struct RateLimitMiddleware: RouterMiddleware {
             }
         }
         return try await next(request, context)
+    }
+
+    /// Whether the route (its template, as matched) may call a provider.
+    static func callsProviders(_ method: HTTPRequest.Method, _ path: String) -> Bool {
+        switch method {
+        case .post: path.hasPrefix("/v1/auth/") || path == "/v1/token" || path.hasPrefix("/v1/me/identities/") || path.hasPrefix("/oauth2/")
+        case .delete: path == "/v1/me" || path.hasPrefix("/v1/me/identities/")
+        default: path.hasPrefix("/oauth2/")
+        }
     }
 
     func clientAddress(_ request: Request, _ context: Context) -> String? {

@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import LatchkeyCore
 import LatchkeyModels
+import LatchkeyProviders
 import LatchkeyStore
 import LatchkeyTestSupport
 import Testing
@@ -76,6 +77,32 @@ struct HTTPContractTests {
         }
     }
 
+    @Test("an Apple code exchange answered without an id_token is refused: nothing proves the code is the same Apple ID's")
+    func codeExchangeWithoutIDToken() async throws {
+        try await ServerHarness.with(transport: WithoutIDToken()) { harness in
+            let sub = try await harness.emulator.createUser()
+            let answer = try await harness.signIn(sub: sub)
+            #expect(answer.status == 502, "\(answer.text)")
+            #expect(answer.error == "invalid_provider_response")
+            #expect(try await harness.store.identity(provider: "apple", subject: sub) == nil)
+            // Without a code there is no exchange to doubt.
+            #expect(try await harness.signIn(sub: sub, withCode: false).status == 200)
+        }
+    }
+
+    /// The network, except that Apple's token endpoint answers without its `id_token`.
+    final class WithoutIDToken: HTTPTransport {
+        private let network = AsyncHTTPClientTransport()
+        func send(_ request: OutboundRequest) async throws(LatchkeyError) -> OutboundResponse {
+            var response = try await network.send(request)
+            if request.url.hasSuffix("/auth/token"), var json = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any] {
+                json["id_token"] = nil
+                response.body = Array((try? JSONSerialization.data(withJSONObject: json)) ?? Data())
+            }
+            return response
+        }
+    }
+
     @Test("request bodies are capped")
     func bodyCap() async throws {
         try await ServerHarness.with { harness in
@@ -97,6 +124,23 @@ struct HTTPContractTests {
             #expect(limited.error == "rate_limited")
             #expect(Int(limited.headers["retry-after"] ?? "") != nil)
             #expect(try await harness.send("GET", "/healthz").status == 200)
+        }
+    }
+
+    @Test("every route that may call a provider is limited per address: linking, unlinking and account deletion too")
+    func rateLimitsProviderRoutes() async throws {
+        // The first sign-in spends one of the address's 4 requests; the one session then makes the rest.
+        try await ServerHarness.with(configure: { $0.rateLimit.perClientIP = 4 }) { harness in
+            let bearer = try await harness.signedIn().tokens.accessToken
+            let link = { try await harness.send("POST", "/v1/me/identities/google", body: #"{"idToken":"x"}"#, bearer: bearer).status }
+            #expect(try await link() != 429)
+            #expect(try await harness.send("DELETE", "/v1/me/identities/google/someone", bearer: bearer).status != 429)
+            #expect(try await harness.send("DELETE", "/v1/me", bearer: bearer).status != 429)
+            for _ in 0..<3 { #expect(try await link() == 429) }
+            #expect(try await harness.send("DELETE", "/v1/me/identities/google/someone", bearer: bearer).status == 429)
+            #expect(try await harness.send("DELETE", "/v1/me", bearer: bearer).status == 429)
+            // Reading what is stored calls no provider and is not limited.
+            #expect(try await harness.send("GET", "/v1/me", bearer: bearer).status != 429)
         }
     }
 

@@ -4,67 +4,66 @@
 /// Errors compare by code, so tests and callers can write `error == .unexpectedAudience`.
 /// Reasons never contain a token, an authorization code or a key.
 public struct LatchkeyError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A stable, bounded, snake_case error code. Codes are never renamed.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
+    /// A stable, bounded, snake_case error code. Codes are never renamed. An enum, so that every `switch` mapping codes
+    /// to answers (HTTP statuses, exit codes) is exhaustive and a new code is flagged by the compiler where it matters.
+    public enum Code: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
         public var description: String { rawValue }
 
         // Token shape
-        public static let malformedToken = Code(rawValue: "malformed_token")
-        public static let tokenTooLarge = Code(rawValue: "token_too_large")
-        public static let unsupportedAlgorithm = Code(rawValue: "unsupported_algorithm")
-        public static let unsupportedCriticalHeader = Code(rawValue: "unsupported_critical_header")
-        public static let unknownKeyID = Code(rawValue: "unknown_key_id")
-        public static let invalidSignature = Code(rawValue: "invalid_signature")
-        public static let missingClaim = Code(rawValue: "missing_claim")
-        public static let duplicateClaim = Code(rawValue: "duplicate_claim")
-        public static let invalidClaim = Code(rawValue: "invalid_claim")
+        case malformedToken = "malformed_token"
+        case tokenTooLarge = "token_too_large"
+        case unsupportedAlgorithm = "unsupported_algorithm"
+        case unsupportedCriticalHeader = "unsupported_critical_header"
+        case unknownKeyID = "unknown_key_id"
+        case invalidSignature = "invalid_signature"
+        case missingClaim = "missing_claim"
+        case duplicateClaim = "duplicate_claim"
+        case invalidClaim = "invalid_claim"
         // Claims
-        public static let unexpectedIssuer = Code(rawValue: "unexpected_issuer")
-        public static let unexpectedAudience = Code(rawValue: "unexpected_audience")
-        public static let tokenExpired = Code(rawValue: "token_expired")
-        public static let tokenNotYetValid = Code(rawValue: "token_not_yet_valid")
-        public static let issuedInFuture = Code(rawValue: "issued_in_future")
-        public static let nonceMissing = Code(rawValue: "nonce_missing")
-        public static let nonceMismatch = Code(rawValue: "nonce_mismatch")
+        case unexpectedIssuer = "unexpected_issuer"
+        case unexpectedAudience = "unexpected_audience"
+        case tokenExpired = "token_expired"
+        case tokenNotYetValid = "token_not_yet_valid"
+        case issuedInFuture = "issued_in_future"
+        case nonceMissing = "nonce_missing"
+        case nonceMismatch = "nonce_mismatch"
         /// A sign-in that cannot prove it holds the nonce: the token carries one and no raw nonce was sent,
         /// or the token carries none while the provider's `requireNonce` setting is on.
-        public static let nonceRequired = Code(rawValue: "nonce_required")
+        case nonceRequired = "nonce_required"
         /// An identity token that already started a session (sign-ins are single use).
-        public static let tokenAlreadyUsed = Code(rawValue: "token_already_used")
-        public static let codeHashMismatch = Code(rawValue: "code_hash_mismatch")
-        public static let accessTokenHashMismatch = Code(rawValue: "access_token_hash_mismatch")
+        case tokenAlreadyUsed = "token_already_used"
+        case codeHashMismatch = "code_hash_mismatch"
+        case accessTokenHashMismatch = "access_token_hash_mismatch"
         // Keys and configuration
-        public static let keysUnavailable = Code(rawValue: "keys_unavailable")
-        public static let invalidKey = Code(rawValue: "invalid_key")
-        public static let invalidConfiguration = Code(rawValue: "invalid_configuration")
+        case keysUnavailable = "keys_unavailable"
+        case invalidKey = "invalid_key"
+        case invalidConfiguration = "invalid_configuration"
         // Talking to a provider (RFC 6749 §5.2 codes keep their names)
-        public static let invalidRequest = Code(rawValue: "invalid_request")
-        public static let invalidClient = Code(rawValue: "invalid_client")
-        public static let invalidGrant = Code(rawValue: "invalid_grant")
-        public static let unauthorizedClient = Code(rawValue: "unauthorized_client")
-        public static let unsupportedGrantType = Code(rawValue: "unsupported_grant_type")
-        public static let invalidScope = Code(rawValue: "invalid_scope")
-        public static let providerUnavailable = Code(rawValue: "provider_unavailable")
-        public static let providerRateLimited = Code(rawValue: "provider_rate_limited")
-        public static let invalidProviderResponse = Code(rawValue: "invalid_provider_response")
+        case invalidRequest = "invalid_request"
+        case invalidClient = "invalid_client"
+        case invalidGrant = "invalid_grant"
+        case unauthorizedClient = "unauthorized_client"
+        case unsupportedGrantType = "unsupported_grant_type"
+        case invalidScope = "invalid_scope"
+        case providerUnavailable = "provider_unavailable"
+        case providerRateLimited = "provider_rate_limited"
+        case invalidProviderResponse = "invalid_provider_response"
         // Notifications
-        public static let invalidNotification = Code(rawValue: "invalid_notification")
+        case invalidNotification = "invalid_notification"
         // Latchkey's own API (RFC 6750 and RFC 6749 names)
         /// The caller's request lacks or garbles a field (answered as RFC 6749 `invalid_request`, 400).
-        public static let malformedRequest = Code(rawValue: "malformed_request")
-        public static let invalidToken = Code(rawValue: "invalid_token")
-        public static let temporarilyUnavailable = Code(rawValue: "temporarily_unavailable")
-        public static let notFound = Code(rawValue: "not_found")
-        public static let rateLimited = Code(rawValue: "rate_limited")
+        case malformedRequest = "malformed_request"
+        case invalidToken = "invalid_token"
+        case temporarilyUnavailable = "temporarily_unavailable"
+        case notFound = "not_found"
+        case rateLimited = "rate_limited"
         // Accounts
         /// The provider account is already linked to another user.
-        public static let identityInUse = Code(rawValue: "identity_in_use")
+        case identityInUse = "identity_in_use"
         /// Unlinking would leave the user with no way to sign in.
-        public static let lastIdentity = Code(rawValue: "last_identity")
+        case lastIdentity = "last_identity"
         /// Sign-up needs an invitation (`signup.mode` is `invite`) and none valid was sent.
-        public static let signupClosed = Code(rawValue: "signup_closed")
+        case signupClosed = "signup_closed"
     }
 
     /// What went wrong, as a stable code.

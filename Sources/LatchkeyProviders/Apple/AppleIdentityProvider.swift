@@ -67,12 +67,14 @@ public struct AppleIdentityProvider: IdentityProvider {
         let tokens = try await observed("code_exchange") { () throws(LatchkeyError) in
             try await client.exchangeCode(code, clientID: signIn.identity.audience, redirectURI: credential.redirectURI)
         }
-        // The code must belong to the same Apple ID as the identity token; an unverifiable answer proves nothing.
-        if let idToken = tokens.idToken {
-            let exchanged = try await verifier.verify(idToken)
-            guard exchanged.subject == signIn.identity.subject else {
-                throw LatchkeyError(.invalidGrant, "the authorization code belongs to another Apple ID than the identity token")
-            }
+        // The code must belong to the same Apple ID as the identity token. Apple always answers with an ID token; an
+        // answer without one proves nothing, and its refresh token could be anyone's.
+        guard let idToken = tokens.idToken else {
+            throw LatchkeyError(.invalidProviderResponse, "Apple's answer to the code exchange had no id_token, so the code's Apple ID is unknown")
+        }
+        let exchanged = try await verifier.verify(idToken)
+        guard exchanged.subject == signIn.identity.subject else {
+            throw LatchkeyError(.invalidGrant, "the authorization code belongs to another Apple ID than the identity token")
         }
         var completed = signIn
         completed.grant = tokens.refreshToken
