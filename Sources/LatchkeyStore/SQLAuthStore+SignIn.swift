@@ -117,6 +117,11 @@ extension SQLAuthStore {
                 results[index] = .declined
                 continue
             }
+            // The invite's use is spent with the user it creates, or not at all.
+            if let invite = plans[index].inviteRedemption(for: record), try await !redeemInvite(codeHash: invite.codeHash, at: invite.at, db) {
+                results[index] = .declined
+                continue
+            }
             records.append(record)
             recorded.append((index, account))
             for after in leaves { leftBy[AccountKey(after.identity)] = after }

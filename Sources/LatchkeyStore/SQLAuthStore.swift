@@ -229,6 +229,26 @@ public final class SQLAuthStore: AuthStore {
         }
     }
 
+    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink {
+        let postgres = backend.isPostgres
+        return try await write { db in
+            // The count and the delete in one transaction, the user's row locked on PostgreSQL (SQLite has one writer):
+            // two unlinks racing cannot both see a second identity and leave the user with none.
+            if postgres { try await db.raw("SELECT id FROM users WHERE id = \(bind: userID) FOR UPDATE").run() }
+            let linked = try await db.raw("SELECT id FROM identities WHERE user_id = \(bind: userID)").all().map {
+                try $0.decode(column: "id", as: String.self)
+            }
+            guard linked.contains(id) else { return .notFound }
+            guard linked.count > 1 else { return .lastIdentity }
+            let grant = try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: id)").first().map(Self.providerGrant)
+            let revoke: BoundStatement = "UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE "
+            try await (revoke + Self.sessionsOfIdentity(id) + " AND revoked_at IS NULL").run(on: db)
+            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+            return .unlinked(grant)
+        }
+    }
+
     public func deleteIdentity(id: String) async throws {
         try await write { db in
             try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
@@ -313,15 +333,17 @@ public final class SQLAuthStore: AuthStore {
 
     public func providerGrant(identityID: String) async throws -> ProviderGrant? {
         try await read { db in
-            try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: identityID)").first().map { row in
-                ProviderGrant(
-                    identityID: try row.decode(column: "identity_id", as: String.self), provider: try row.decode(column: "provider", as: String.self),
-                    clientID: try row.decode(column: "client_id", as: String.self),
-                    sealedRefreshToken: try row.decode(column: "sealed_refresh_token", as: String.self),
-                    lastValidatedAt: try row.date("last_validated_at"), createdAt: try row.date("created_at")
-                )
-            }
+            try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: identityID)").first().map(Self.providerGrant)
         }
+    }
+
+    static func providerGrant(_ row: any SQLRow) throws -> ProviderGrant {
+        ProviderGrant(
+            identityID: try row.decode(column: "identity_id", as: String.self), provider: try row.decode(column: "provider", as: String.self),
+            clientID: try row.decode(column: "client_id", as: String.self),
+            sealedRefreshToken: try row.decode(column: "sealed_refresh_token", as: String.self),
+            lastValidatedAt: try row.date("last_validated_at"), createdAt: try row.date("created_at")
+        )
     }
 
     public func saveProviderGrant(_ grant: ProviderGrant) async throws {
@@ -622,16 +644,18 @@ public final class SQLAuthStore: AuthStore {
     }
 
     public func redeemInvite(codeHash: String, at now: Date) async throws -> Bool {
-        try await write { db in
-            // One conditional update: two sign-ins racing for the last use cannot both win.
-            let spent = try await db.raw(
-                """
-                UPDATE invites SET uses = uses + 1 WHERE code_hash = \(bind: codeHash) AND revoked_at IS NULL AND uses < max_uses
-                  AND (expires_at IS NULL OR expires_at > \(bind: now.millis)) RETURNING id
-                """
-            ).first()
-            return spent != nil
-        }
+        try await write { db in try await Self.redeemInvite(codeHash: codeHash, at: now, db) }
+    }
+
+    /// One conditional update: two sign-ins racing for the last use cannot both win.
+    static func redeemInvite(codeHash: String, at now: Date, _ db: any SQLDatabase) async throws -> Bool {
+        let spent = try await db.raw(
+            """
+            UPDATE invites SET uses = uses + 1 WHERE code_hash = \(bind: codeHash) AND revoked_at IS NULL AND uses < max_uses
+              AND (expires_at IS NULL OR expires_at > \(bind: now.millis)) RETURNING id
+            """
+        ).first()
+        return spent != nil
     }
 
     // MARK: One-time records

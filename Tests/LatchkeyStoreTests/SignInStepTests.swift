@@ -222,7 +222,7 @@ extension StoreConformanceTests {
             func plan(_ subject: String, givenName: String? = nil, familyName: String? = nil, token: String) throws -> SignInPlan {
                 try signIns.makePlan(
                     identity: googleIdentity(subject), provider: "google", givenName: givenName, familyName: familyName, providerRefreshToken: nil,
-                    startsSession: true, userAgent: nil, claiming: token)
+                    startsSession: true, userAgent: nil, inviteCode: nil, claiming: token)
             }
 
             // A returning user: one sign-in brings a given name, the next (in the same group) only a family name.

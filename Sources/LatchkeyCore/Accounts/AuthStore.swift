@@ -46,6 +46,10 @@ public protocol UserStore: Sendable {
     func addIdentity(_ identity: LinkedIdentity) async throws
     /// Unlinks an identity, with its provider grant; the user's sessions begun through it are revoked by the caller.
     func deleteIdentity(id: String) async throws
+    /// Unlinks the user's identity `id` unless it is the user's last one, deciding in the same transaction as the
+    /// delete, so that two unlinks racing cannot both succeed and leave the user with no way in. With it go its provider
+    /// grant (returned, for the caller to revoke at the provider) and the sessions it began (revoked for `reason`).
+    func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink
     func user(id: String) async throws -> UserAccount?
     func identities(userID: String) async throws -> [LinkedIdentity]
     /// The user and identities behind a live session, in one read; nil when the session is revoked or gone.
@@ -158,6 +162,16 @@ extension AuthStore {
         }
         return (user, try await identities(userID: userID))
     }
+}
+
+/// What ``UserStore/unlinkIdentity(id:userID:reason:at:)`` did.
+public enum IdentityUnlink: Sendable, Equatable {
+    /// Unlinked, with the provider grant it held (nil: none).
+    case unlinked(ProviderGrant?)
+    /// Nothing changed: it is the user's only identity.
+    case lastIdentity
+    /// Nothing changed: the user has no such identity.
+    case notFound
 }
 
 /// Store errors that callers act on.

@@ -58,6 +58,7 @@ public actor MemoryAuthStore: AuthStore {
         // The actor runs this whole method at once: nothing can link the identity between the look-up and the write.
         let found = account(provider: plan.provider, subject: plan.subject)
         guard let record = plan.record(for: found) else { return .declined }
+        if let invite = plan.inviteRedemption(for: record), !redeemInvite(codeHash: invite.codeHash, at: invite.at) { return .declined }
         try recordSignIn(record)
         return .recorded(found)
     }
@@ -66,10 +67,18 @@ public actor MemoryAuthStore: AuthStore {
     public func updateIdentity(_ identity: LinkedIdentity) { identitiesByID[identity.id] = identity }
 
     public func addIdentity(_ identity: LinkedIdentity) throws {
-        guard self.identity(provider: identity.provider, subject: identity.subject) == nil, usersByID[identity.userID] != nil else {
-            throw AuthStoreError.duplicate
-        }
+        guard usersByID[identity.userID] != nil else { throw AuthStoreError.notFound }
+        guard self.identity(provider: identity.provider, subject: identity.subject) == nil else { throw AuthStoreError.duplicate }
         identitiesByID[identity.id] = identity
+    }
+
+    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date) -> IdentityUnlink {
+        guard let identity = identitiesByID[id], identity.userID == userID else { return .notFound }
+        guard identities(userID: userID).count > 1 else { return .lastIdentity }
+        let grant = grants[id]
+        _ = revokeSessions(identityID: id, reason: reason, at: at)
+        deleteIdentity(id: id)
+        return .unlinked(grant)
     }
 
     public func deleteIdentity(id: String) {

@@ -82,6 +82,11 @@ public struct ProviderGrants: Sendable {
     /// Revokes the identity's provider grant at its provider, or queues the revocation; true when revoked now.
     func revoke(of identity: LinkedIdentity) async throws -> Bool? {
         guard let grant = try await store.providerGrant(identityID: identity.id) else { return nil }
+        return try await revoke(grant)
+    }
+
+    /// Revokes `grant` at its provider, or queues the revocation; true when revoked now.
+    func revoke(_ grant: ProviderGrant) async throws -> Bool {
         do {
             guard let link = links[grant.provider] else {
                 throw LatchkeyError(.providerUnavailable, "the \(grant.provider) provider is not configured")

@@ -25,8 +25,11 @@ public struct SignInPlan: Sendable {
     public let subject: String
     /// The identity token to claim in the same transaction; nil when it was claimed before, or there is none.
     public internal(set) var claim: SignInTokenClaim?
-    /// A new user may be created (sign-up is open, or their invite was redeemed).
-    var mayCreateUser: Bool
+    /// Sign-up needs an invite: a new user is created only with ``inviteCodeHash``, whose use the store spends in the
+    /// step that creates them (see ``inviteRedemption(for:)``).
+    let requiresInvite: Bool
+    /// The SHA-256 (hex) of the invite code the sign-in sent, if any.
+    let inviteCodeHash: String?
 
     let verified: VerifiedIdentity
     let now: Date
@@ -59,9 +62,17 @@ public struct SignInPlan: Sendable {
         return (resolved.record, account.identities.map { StoredAccount(identity: $0, user: account.user, identities: account.identities) })
     }
 
+    /// The invite whose use `record` spends, to be redeemed in the same transaction as the record is written: a new
+    /// user's, while sign-up needs an invite. A store that cannot redeem it writes neither (``SignInStepResult/declined``),
+    /// and a sign-up sent twice at once spends one use, by the one that creates the user.
+    public func inviteRedemption(for record: SignInRecord) -> (codeHash: String, at: Date)? {
+        guard requiresInvite, case .create = record.account, let inviteCodeHash else { return nil }
+        return (inviteCodeHash, now)
+    }
+
     func resolution(for found: StoredAccount?) -> Resolution? {
         if let found { return existing(found) }
-        guard mayCreateUser else { return nil }
+        guard !requiresInvite || inviteCodeHash != nil else { return nil }
         let user = UserAccount(
             id: newUserID, createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
         let identity = LinkedIdentity(
@@ -128,7 +139,8 @@ public enum SignInStepResult: Sendable, Equatable {
     case tokenUsed
     /// The plan's record for this account (nil: none was linked) was written, with the claim.
     case recorded(StoredAccount?)
-    /// The plan makes no record for this account (a new user who needs an invite): only the claim was written.
+    /// The plan makes no record for this account (a new user who needs an invite and sent none, or one that cannot be
+    /// redeemed): only the claim was written.
     case declined
     /// The plan created an identity that another sign-in linked first: only the claim was written.
     case duplicate

@@ -43,8 +43,8 @@ public struct SignInService: Sendable {
     ) async throws -> SignInOutcome {
         let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            startsSession: true, userAgent: userAgent, claiming: token)
-        let resolved = try await resolve(plan, inviteCode: inviteCode)
+            startsSession: true, userAgent: userAgent, inviteCode: inviteCode, claiming: token)
+        let resolved = try await resolve(plan)
         // A plan that starts a session resolves to one.
         guard let session = resolved.session else { throw AuthStoreError.notFound }
         return SignInOutcome(
@@ -59,19 +59,20 @@ public struct SignInService: Sendable {
     ) async throws -> ResolvedAccount {
         let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            startsSession: false, userAgent: nil, claiming: token)
-        return try await resolve(plan, inviteCode: inviteCode).account
+            startsSession: false, userAgent: nil, inviteCode: inviteCode, claiming: token)
+        return try await resolve(plan).account
     }
 
     /// Draws everything random a sign-in needs, so the store can write it in the step that finds the account.
     func makePlan(
         identity verified: VerifiedIdentity, provider: String, givenName: String?, familyName: String?, providerRefreshToken: String?,
-        startsSession: Bool, userAgent: String?, claiming token: String?
+        startsSession: Bool, userAgent: String?, inviteCode: String?, claiming token: String?
     ) throws -> SignInPlan {
         let now = timeSource.now
         return SignInPlan(
             provider: provider, subject: verified.subject, claim: token.map { signInClaim($0, provider: provider, identity: verified) },
-            mayCreateUser: !policy.requireInvite, verified: verified, now: now, email: verified.email.flatMap { $0.isEmpty ? nil : $0 },
+            requiresInvite: policy.requireInvite, inviteCodeHash: inviteCode.flatMap { $0.isEmpty ? nil : sha256Hex($0) }, verified: verified, now: now,
+            email: verified.email.flatMap { $0.isEmpty ? nil : $0 },
             givenName: givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName,
             familyName: familyName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.familyName, newUserID: newIdentifier(), newIdentityID: newIdentifier(),
             // Its user and identity are filled in by the plan once the account is known.
@@ -80,23 +81,25 @@ public struct SignInService: Sendable {
             sealedGrant: try providerRefreshToken.map { try grants.box.seal($0) }, auditIDs: (newIdentifier(), newIdentifier()))
     }
 
-    /// Runs a plan: in one store step when it can (the common case); otherwise redeems the invite a new user needs, or
-    /// follows a concurrent first sign-in that linked the identity first. A failure after the claim releases it.
-    private func resolve(_ plan: SignInPlan, inviteCode: String?) async throws -> SignInPlan.Resolution {
+    /// Runs a plan: in one store step when it can (the common case); otherwise follows a concurrent first sign-in that
+    /// linked the identity first. A failure after the claim releases it.
+    private func resolve(_ plan: SignInPlan) async throws -> SignInPlan.Resolution {
         var result = try await store.signIn(plan)
         if result == .tokenUsed { throw Self.tokenAlreadyUsed }
         var plan = plan
         let claim = plan.claim
         plan.claim = nil
         do {
-            // Each further step finds something new: the redeemed invite lets it create the user, or the identity
-            // that a concurrent first sign-in linked.
+            // Each further step finds the identity that a concurrent first sign-in linked.
             for _ in 0..<3 {
                 switch result {
                 case .recorded(let found): if let resolved = plan.resolution(for: found) { return resolved }
                 case .declined:
-                    try await redeemInvite(inviteCode)
-                    plan.mayCreateUser = true
+                    throw LatchkeyError(
+                        .signupClosed,
+                        plan.inviteCodeHash == nil
+                            ? "sign-up needs an invitation on this server: send the inviteCode you were given"
+                            : "the invite code is unknown, used up, expired or revoked")
                 case .duplicate, .tokenUsed: break
                 }
                 result = try await store.signIn(plan)
@@ -106,16 +109,6 @@ public struct SignInService: Sendable {
         } catch {
             if let claim { await release(claim) }
             throw error
-        }
-    }
-
-    private func redeemInvite(_ inviteCode: String?) async throws {
-        guard let inviteCode, !inviteCode.isEmpty, try await store.redeemInvite(codeHash: sha256Hex(inviteCode), at: timeSource.now) else {
-            throw LatchkeyError(
-                .signupClosed,
-                inviteCode == nil
-                    ? "sign-up needs an invitation on this server: send the inviteCode you were given"
-                    : "the invite code is unknown, used up, expired or revoked")
         }
     }
 
@@ -177,20 +170,22 @@ public struct SignInService: Sendable {
 
     /// Unlinks one of the user's identities, never the last: its sessions end and its provider grant is revoked
     /// (through the outbox when the provider cannot be reached).
+    /// The decision and the delete are one store step; the provider hears of it after.
     public func unlink(userID: String, provider: String, subject: String) async throws -> [LinkedIdentity] {
-        let identities = try await store.identities(userID: userID)
-        guard let identity = identities.first(where: { $0.provider == provider && $0.subject == subject }) else {
-            throw LatchkeyError(.notFound, "no \(provider) identity with this subject is linked to this account")
+        let notLinked = LatchkeyError(.notFound, "no \(provider) identity with this subject is linked to this account")
+        guard let identity = try await store.identities(userID: userID).first(where: { $0.provider == provider && $0.subject == subject }) else {
+            throw notLinked
         }
-        guard identities.count > 1 else {
+        switch try await store.unlinkIdentity(id: identity.id, userID: userID, reason: "identity_unlinked", at: timeSource.now) {
+        case .notFound:
+            throw notLinked
+        case .lastIdentity:
             throw LatchkeyError(.lastIdentity, "this is the account's only identity; link another one first, or delete the account")
+        case .unlinked(let grant):
+            try await store.audit(at: timeSource.now, userID, "identity_unlinked", "provider=\(provider)")
+            if let grant { _ = try await grants.revoke(grant) }
         }
-        _ = try await grants.revoke(of: identity)
-        let now = timeSource.now
-        try await store.revokeSessions(identityID: identity.id, reason: "identity_unlinked", at: now)
-        try await store.deleteIdentity(id: identity.id)
-        try await store.audit(at: timeSource.now, userID, "identity_unlinked", "provider=\(provider)")
-        return identities.filter { $0.id != identity.id }
+        return try await store.identities(userID: userID)
     }
 
     /// Claims a verified identity token for one sign-in: the first claim succeeds, any later one (from this
