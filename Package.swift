@@ -185,6 +185,7 @@ let package = Package(
             name: "LatchkeyTestSupport",
             dependencies: [
                 "LatchkeyCore",
+                "LatchkeyClient",
                 "LatchkeyProviders",
                 "LatchkeyEmulator",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

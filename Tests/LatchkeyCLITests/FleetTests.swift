@@ -123,7 +123,9 @@ struct FleetTests {
         #expect(try await fleet.send(.DELETE, fleet.emulatorURL + "/emulator/faults").status < 300)
         #expect(try await fleet.send(.DELETE, fleet.emulatorURL + "/emulator/requests").status < 300)
         try await fleet.execute("UPDATE outbox SET next_attempt_at = 0")  // due now, for all three instances at once
-        try await waitUntil { try await fleet.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL") == 0 }
+        try await poll(until: "every owed revocation to be made", within: .seconds(20), every: .milliseconds(100)) {
+            try await fleet.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL") == 0
+        }
         let revocations = try await fleet.emulatorRequests().filter { ($0["endpoint"] as? String)?.hasSuffix("/auth/revoke") == true }
         #expect(revocations.count == 5, "\(revocations)")
     }
@@ -147,12 +149,16 @@ struct FleetTests {
             ).status == 201)
         let claimedAt = ContinuousClock.now
         try await fleet.execute("UPDATE outbox SET next_attempt_at = 0 WHERE completed_at IS NULL")
-        try await waitUntil { try await fleet.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL AND next_attempt_at > 0") == 1 }
+        try await poll(until: "instance 2 to take the owed revocation", within: .seconds(20), every: .milliseconds(100)) {
+            try await fleet.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL AND next_attempt_at > 0") == 1
+        }
         try await Task.sleep(for: .milliseconds(500))
         fleet.kill(2)
         #expect(try await fleet.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL") == 1)
         try await fleet.start(2)
-        try await waitUntil(seconds: 40) { try await fleet.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL") == 0 }
+        try await poll(until: "another instance to make the killed one's revocation", within: .seconds(40), every: .milliseconds(100)) {
+            try await fleet.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL") == 0
+        }
         let waited = ContinuousClock.now - claimedAt
         print("fleet: the revocation a killed instance had taken was made after", waited)
         #expect(waited >= .seconds(14))  // not before the lease (15 s) ended
@@ -205,7 +211,7 @@ struct FleetTests {
             let rotated = try await CLI.run(["keys", "rotate", "--json"], environment: fleet.environment, directory: fleet.directory)
             #expect(rotated.status == 0, "\(rotated.stderr)")
             let newKey = try #require(rotated.json["activeKeyId"] as? String)
-            try await waitUntil(seconds: 10) {
+            try await poll(until: "the rotated key in the JWKS", within: .seconds(10), every: .milliseconds(100)) {
                 let keys = try await fleet.get(0, "/.well-known/jwks.json").json["keys"] as? [[String: Any]] ?? []
                 return keys.contains { $0["kid"] as? String == newKey }
             }
@@ -221,14 +227,5 @@ struct FleetTests {
             for _ in 0..<6 { statuses.append(try await fleet.post(index, "/v1/token", json: ["refreshToken": "unknown"]).status) }
             #expect(statuses == [400, 400, 400, 400, 400, 429], "instance \(index): \(statuses)")
         }
-    }
-
-    func waitUntil(seconds: Int = 20, _ condition: () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        Issue.record("the condition did not hold within \(seconds) s")
     }
 }

@@ -1,51 +1,12 @@
 import Foundation
 import LatchkeyModels
+import LatchkeyTestSupport
 
 @testable import LatchkeyClient
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
-
-/// A clock that stands still until the test moves it; sleepers wake when it passes their deadline.
-final class ManualClock: LatchkeyClock, @unchecked Sendable {
-    // @unchecked: every field is only used while holding `lock`.
-    private let lock = NSLock()
-    private var current: Date
-    private var sleepers: [UUID: (deadline: Date, continuation: CheckedContinuation<Void, any Error>)] = [:]
-
-    init(_ start: Date = Date(timeIntervalSince1970: 1_750_000_000)) {
-        current = start
-    }
-
-    var now: Date { lock.withLock { current } }
-
-    func sleep(until deadline: Date) async throws {
-        let id = UUID()
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resumeNow = lock.withLock {
-                    if deadline <= current || Task.isCancelled { return true }
-                    sleepers[id] = (deadline, continuation)
-                    return false
-                }
-                if resumeNow { Task.isCancelled ? continuation.resume(throwing: CancellationError()) : continuation.resume() }
-            }
-        } onCancel: {
-            lock.withLock { sleepers.removeValue(forKey: id) }?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
-    func advance(by seconds: TimeInterval) {
-        let due = lock.withLock {
-            current = current.addingTimeInterval(seconds)
-            let due = sleepers.filter { $0.value.deadline <= current }
-            for id in due.keys { sleepers.removeValue(forKey: id) }
-            return due.values.map(\.continuation)
-        }
-        for continuation in due { continuation.resume() }
-    }
-}
 
 /// Opens once; everyone waiting goes on.
 final class Gate: @unchecked Sendable {
@@ -94,7 +55,7 @@ actor FakeServer: LatchkeyTransport {
         var successor: TokenPairResponse?
     }
 
-    let clock: ManualClock
+    let clock: MutableClock
     var accessLifetime = 900
     var recoversUnusedSuccessor = true
     /// Answers the next refresh requests, in order.
@@ -113,7 +74,7 @@ actor FakeServer: LatchkeyTransport {
     private var revokedFamilies: Set<Int> = []
     private var counter = 0
 
-    init(clock: ManualClock) {
+    init(clock: MutableClock) {
         self.clock = clock
     }
 

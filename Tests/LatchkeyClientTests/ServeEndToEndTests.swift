@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyModels
+import LatchkeyTestSupport
 import Testing
 
 @testable import LatchkeyClient
@@ -183,7 +184,7 @@ struct ServeEndToEndTests {
 
     static func signedInClient(
         _ server: DevServer, store: any TokenStore = InMemoryTokenStore(), transport: FaultyTransport = FaultyTransport(),
-        clock: ManualClock = ManualClock(Date())
+        clock: MutableClock = MutableClock(Date())
     ) async throws -> LatchkeyClient {
         let client = LatchkeyClient(baseURL: server.baseURL, tokenStore: store, transport: transport, clock: clock)
         let url = client.authorizationURL(provider: "google", clientID: clientID, redirectURI: redirectURI)
@@ -220,10 +221,10 @@ struct ServeEndToEndTests {
     func oneRefresh() async throws {
         try await Self.withServer { server in
             let transport = FaultyTransport()
-            let clock = ManualClock(Date())
+            let clock = MutableClock(Date())
             let client = try await Self.signedInClient(server, transport: transport, clock: clock)
             let before = try await server.metric(#"latchkey_refreshes_total{outcome="ok"}"#)
-            clock.advance(by: 31)
+            clock.advance(31)
             let tokens = try await withThrowingTaskGroup(of: String.self) { group in
                 for _ in 0..<50 { group.addTask { try await client.validAccessToken() } }
                 return try await group.reduce(into: Set<String>()) { $0.insert($1) }
@@ -245,14 +246,14 @@ struct ServeEndToEndTests {
             #expect(killed.status == 3, "\(killed.output)")
             #expect(killed.presented.count == 1)
             // Next launch: the marker's process is gone, so the recorded token is presented again.
-            let clock = ManualClock(Date().addingTimeInterval(3600))
+            let clock = MutableClock(Date().addingTimeInterval(3600))
             let transport = FaultyTransport()
             let relaunched = LatchkeyClient(
                 baseURL: server.baseURL, tokenStore: FileTokenStore(url: URL(fileURLWithPath: file)), transport: transport, clock: clock)
             #expect(try await Self.me(relaunched, server) == 200)
             #expect(transport.refreshCount == 1)
             #expect(try await server.metric(#"latchkey_refreshes_total{outcome="invalid_grant"}"#) == 0, "no reuse revocation")
-            clock.advance(by: 3600)
+            clock.advance(3600)
             _ = try await relaunched.validAccessToken()
             #expect(try await Self.me(relaunched, server) == 200, "the recovered successor rotates on")
         }
@@ -264,13 +265,13 @@ struct ServeEndToEndTests {
             let file = URL(fileURLWithPath: server.directory + "/session.json")
             let transport = FaultyTransport()
             // The stopped client's clock never moves again, so it never retries: it is as good as killed.
-            let stopped = ManualClock(Date())
+            let stopped = MutableClock(Date())
             let first = try await Self.signedInClient(server, store: FileTokenStore(url: file), transport: transport, clock: stopped)
-            stopped.advance(by: 31)
+            stopped.advance(31)
             transport.loseAnswers(1)
             await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await first.validAccessToken() }
             #expect(transport.refreshCount == 1)
-            let clock = ManualClock(stopped.now.addingTimeInterval(RefreshPolicy().pendingRefreshLease + 1))
+            let clock = MutableClock(stopped.now.addingTimeInterval(RefreshPolicy().pendingRefreshLease + 1))
             let relaunched = LatchkeyClient(baseURL: server.baseURL, tokenStore: FileTokenStore(url: file), transport: FaultyTransport(), clock: clock)
             #expect(try await Self.me(relaunched, server) == 200)
             #expect(try await server.metric(#"latchkey_refreshes_total{outcome="invalid_grant"}"#) == 0, "no reuse revocation")
@@ -281,13 +282,13 @@ struct ServeEndToEndTests {
     func storeFailsOnce() async throws {
         try await Self.withServer { server in
             let store = FlakyStore()
-            let clock = ManualClock(Date())
+            let clock = MutableClock(Date())
             let client = try await Self.signedInClient(server, store: store, clock: clock)
             let events = EventLog(client.events)
             store.failSaves(1)
-            clock.advance(by: 31)
+            clock.advance(31)
             let token = try await client.validAccessToken()
-            #expect(await events.wait { $0.contains(.storageUnavailable) }.contains(.storageUnavailable))
+            #expect(try await events.wait { $0.contains(.storageUnavailable) }.contains(.storageUnavailable))
             await client.refreshIfNeeded()
             #expect(try store.inner.load()?.accessToken == token)
             #expect(try await Self.me(client, server) == 200)
@@ -299,12 +300,12 @@ struct ServeEndToEndTests {
     func droppedRequests() async throws {
         try await Self.withServer { server in
             let transport = FaultyTransport()
-            let clock = ManualClock(Date())
+            let clock = MutableClock(Date())
             let client = try await Self.signedInClient(server, transport: transport, clock: clock)
             transport.dropRequests(1)
-            clock.advance(by: 31)
+            clock.advance(31)
             await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
-            clock.advance(by: 120)
+            clock.advance(120)
             _ = try await client.validAccessToken()
             #expect(try await Self.me(client, server) == 200)
         }
@@ -314,10 +315,10 @@ struct ServeEndToEndTests {
     func delayedRefresh() async throws {
         try await Self.withServer { server in
             let transport = FaultyTransport()
-            let clock = ManualClock(Date())
+            let clock = MutableClock(Date())
             let client = try await Self.signedInClient(server, transport: transport, clock: clock)
             transport.delayRefreshes(milliseconds: 400)
-            clock.advance(by: 31)
+            clock.advance(31)
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<20 { group.addTask { try await Self.me(client, server) } }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -331,14 +332,14 @@ struct ServeEndToEndTests {
     func refreshAhead() async throws {
         try await Self.withServer { server in
             let transport = FaultyTransport()
-            let clock = ManualClock(Date())
+            let clock = MutableClock(Date())
             let client = try await Self.signedInClient(server, transport: transport, clock: clock)
             let events = EventLog(client.events)
             transport.dropRequests(1)
-            clock.advance(by: 29)
-            #expect(await eventually { transport.refreshCount == 1 }, "the timer tried once, and the attempt was dropped")
+            clock.advance(29)
+            try await poll(until: "the timer's first refresh attempt (dropped)", within: .seconds(30)) { transport.refreshCount == 1 }
             // Time passes in small steps, so the next attempt comes due whenever the client schedules it after the drop.
-            #expect(await eventually { events.all.contains(.refreshed) || tick(clock) }, "a later attempt succeeded without any caller")
+            try await poll(until: "a later attempt to succeed without any caller", within: .seconds(30)) { events.all.contains(.refreshed) || tick(clock) }
             #expect(transport.refreshCount == 2)
             #expect(try await Self.me(client, server) == 200)
         }
@@ -351,10 +352,10 @@ struct ServeEndToEndTests {
             _ = try await Self.signedInClient(server, store: inner)
             let locked = FlakyStore(inner)
             locked.failLoads(true)
-            let relaunched = LatchkeyClient(baseURL: server.baseURL, tokenStore: locked, transport: FaultyTransport(), clock: ManualClock(Date()))
+            let relaunched = LatchkeyClient(baseURL: server.baseURL, tokenStore: locked, transport: FaultyTransport(), clock: MutableClock(Date()))
             let events = EventLog(relaunched.events)
             await #expect(throws: LatchkeyClientError.storageUnavailable) { try await relaunched.validAccessToken() }
-            #expect(await events.wait { $0.contains(.storageUnavailable) }.first == .storageUnavailable)
+            #expect(try await events.wait { $0.contains(.storageUnavailable) }.first == .storageUnavailable)
             #expect(try inner.load() != nil, "nothing was deleted")
             locked.failLoads(false)
             await relaunched.refreshIfNeeded()
@@ -367,9 +368,9 @@ struct ServeEndToEndTests {
     func signOutDuringRefresh() async throws {
         try await Self.withServer { server in
             let store = InMemoryTokenStore()
-            let clock = ManualClock(Date())
+            let clock = MutableClock(Date())
             let client = try await Self.signedInClient(server, store: store, clock: clock)
-            clock.advance(by: 31)
+            clock.advance(31)
             async let refreshed = try? client.validAccessToken()
             await client.signOut()
             _ = await refreshed

@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyModels
+import LatchkeyTestSupport
 import Testing
 
 @testable import LatchkeyClient
@@ -56,7 +57,7 @@ struct SessionGuaranteeTests {
         let spent = try #require(try store.inner.load()?.refreshToken)
         store.failSaves(10)
         let token = try await client.validAccessToken()
-        #expect(await events.wait { $0.contains(.storageUnavailable) }.contains(.storageUnavailable))
+        #expect(try await events.wait { $0.contains(.storageUnavailable) }.contains(.storageUnavailable))
         // The store still holds the spent token, marked as in flight: a relaunch would re-present it.
         let onDisk = try #require(try store.inner.load())
         #expect(onDisk.refreshToken == spent && onDisk.isClaimed)
@@ -65,7 +66,7 @@ struct SessionGuaranteeTests {
         store.failSaves(0)
         #expect(try await client.validAccessToken() == token)
         #expect(try store.inner.load()?.accessToken == token)
-        fixture.clock.advance(by: 901)
+        fixture.clock.advance(901)
         let next = try await client.validAccessToken()
         #expect(next != token)
         #expect(await fixture.server.presented[spent] == 1)
@@ -78,7 +79,7 @@ struct SessionGuaranteeTests {
         let client = try await fixture.expiredSession(store: store)
         store.failSaves(1000)
         let token = try await client.validAccessToken()
-        fixture.clock.advance(by: 901)
+        fixture.clock.advance(901)
         await #expect(throws: LatchkeyClientError.storageUnavailable) { try await client.validAccessToken() }
         #expect(await fixture.server.refreshRequests == 1)
         #expect(client.currentAccessToken == token)
@@ -113,7 +114,7 @@ struct SessionGuaranteeTests {
         #expect(try store.load() != nil)
         #expect(client.currentAccessToken != nil)
 
-        fixture.clock.advance(by: 301)
+        fixture.clock.advance(301)
         let token = try await client.validAccessToken()
         #expect(client.currentAccessToken == token)
         #expect(!events.all.contains(.sessionEnded(.revoked)) && !events.all.contains(.sessionEnded(.signedOut)))
@@ -129,7 +130,7 @@ struct SessionGuaranteeTests {
         await #expect(throws: LatchkeyClientError.notSignedIn) { try await client.validAccessToken() }
         #expect(try store.load() == nil)
         #expect(client.currentAccessToken == nil)
-        #expect(await events.wait { $0.contains(.sessionEnded(.revoked)) }.contains(.sessionEnded(.revoked)))
+        #expect(try await events.wait { $0.contains(.sessionEnded(.revoked)) }.contains(.sessionEnded(.revoked)))
     }
 
     @Test func backoffGrowsAndStaysBounded() async throws {
@@ -140,7 +141,7 @@ struct SessionGuaranteeTests {
         for attempt in 1...12 {
             await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
             #expect(await fixture.server.refreshRequests == attempt)
-            fixture.clock.advance(by: 300)  // the longest backoff
+            fixture.clock.advance(300)  // the longest backoff
         }
         #expect(try await client.validAccessToken() == client.currentAccessToken)
     }
@@ -152,7 +153,7 @@ struct SessionGuaranteeTests {
         await fixture.server.set(faults: Array(repeating: FakeServer.Fault.answer(503, #"{"error":"temporarily_unavailable"}"#), count: 10))
         for _ in 1...10 {
             await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
-            fixture.clock.advance(by: 300)
+            fixture.clock.advance(300)
         }
         await fixture.server.set(faults: [FakeServer.Fault.answer(503, #"{"error":"temporarily_unavailable"}"#)])
         await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
@@ -160,7 +161,7 @@ struct SessionGuaranteeTests {
         // Within the caller's few seconds nothing is sent; after them the next request refreshes.
         await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
         #expect(await fixture.server.refreshRequests == 11)
-        fixture.clock.advance(by: 6)
+        fixture.clock.advance(6)
         #expect(try await client.validAccessToken() == client.currentAccessToken)
         #expect(await fixture.server.refreshRequests == 12)
     }
@@ -170,10 +171,10 @@ struct SessionGuaranteeTests {
         let client = try await fixture.expiredSession()
         await fixture.server.set(faults: [FakeServer.Fault.answer(503, #"{"error":"temporarily_unavailable"}"#, ["Retry-After": "60"])])
         await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
-        fixture.clock.advance(by: 30)
+        fixture.clock.advance(30)
         await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
         #expect(await fixture.server.refreshRequests == 1)
-        fixture.clock.advance(by: 31)
+        fixture.clock.advance(31)
         #expect(try await client.validAccessToken() == client.currentAccessToken)
     }
 
@@ -202,16 +203,16 @@ struct SessionGuaranteeTests {
         let gate = Gate()
         await fixture.server.set(beforeRefreshAnswer: { await gate.wait() })
         let pending = Task { try await client.validAccessToken() }
-        #expect(await eventually { await fixture.server.refreshRequests == 1 })
+        try await poll(until: "one refresh request at the server", within: .seconds(30)) { await fixture.server.refreshRequests == 1 }
         // Signed out here at once; telling the server (which refreshes first: the access token has expired) waits for the gate too.
         let signingOut = Task { await client.signOut() }
-        #expect(await eventually { client.currentAccessToken == nil })
+        try await poll(until: "the access token to be dropped", within: .seconds(30)) { client.currentAccessToken == nil }
         gate.open()
         await signingOut.value
         await #expect(throws: LatchkeyClientError.notSignedIn) { try await pending.value }
         #expect(try store.load() == nil)
         #expect(client.currentAccessToken == nil)
-        let log = await events.wait { $0.contains(.sessionEnded(.signedOut)) }
+        let log = try await events.wait { $0.contains(.sessionEnded(.signedOut)) }
         #expect(!log.contains(.refreshed))
     }
 
@@ -222,7 +223,7 @@ struct SessionGuaranteeTests {
         let gate = Gate()
         await fixture.server.set(beforeRefreshAnswer: { await gate.wait() })
         let pending = Task { try await client.validAccessToken() }
-        #expect(await eventually { await fixture.server.refreshRequests == 1 })
+        try await poll(until: "one refresh request at the server", within: .seconds(30)) { await fixture.server.refreshRequests == 1 }
         await fixture.server.set(beforeRefreshAnswer: nil)
         try await client.signInWithApple(identityToken: "user-2", authorizationCode: nil, rawNonce: "n")
         let second = try #require(client.currentAccessToken)
@@ -239,20 +240,20 @@ struct SessionGuaranteeTests {
         let client = fixture.client(store: InMemoryTokenStore(), background: true)
         try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
         let first = try #require(client.currentAccessToken)
-        fixture.clock.advance(by: 900 - 121)
+        fixture.clock.advance(900 - 121)
         #expect(await fixture.server.refreshRequests == 0)
-        fixture.clock.advance(by: 2)  // two minutes before expiry
-        #expect(await eventually { client.currentAccessToken != first })
+        fixture.clock.advance(2)  // two minutes before expiry
+        try await poll(until: "a refreshed access token", within: .seconds(30)) { client.currentAccessToken != first }
         #expect(await fixture.server.refreshRequests == 1)
 
         let second = try #require(client.currentAccessToken)
         await fixture.server.set(faults: [.fail(URLError(.timedOut)), .answer(503, "")])
-        fixture.clock.advance(by: 900 - 119)
-        #expect(await eventually { await fixture.server.refreshRequests >= 2 || tick(fixture.clock) })
+        fixture.clock.advance(900 - 119)
+        try await poll(until: "a second refresh request", within: .seconds(30)) { await fixture.server.refreshRequests >= 2 || tick(fixture.clock) }
         // Time passes in small steps: the failures back off, and the attempts go on.
-        #expect(await eventually { await fixture.server.refreshRequests == 3 || tick(fixture.clock) })
+        try await poll(until: "a third refresh request", within: .seconds(30)) { await fixture.server.refreshRequests == 3 || tick(fixture.clock) }
         #expect(client.currentAccessToken == second)
-        #expect(await eventually { client.currentAccessToken != second || tick(fixture.clock) })
+        try await poll(until: "the third refresh's access token", within: .seconds(30)) { client.currentAccessToken != second || tick(fixture.clock) }
         #expect(await fixture.server.refreshRequests == 4)
     }
 
@@ -262,7 +263,7 @@ struct SessionGuaranteeTests {
         try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
         await client.refreshIfNeeded()
         #expect(await fixture.server.refreshRequests == 0)
-        fixture.clock.advance(by: 800)
+        fixture.clock.advance(800)
         await client.refreshIfNeeded()
         #expect(await fixture.server.refreshRequests == 1)
     }
@@ -273,7 +274,7 @@ struct SessionGuaranteeTests {
         try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
         let token = try #require(client.currentAccessToken)
         await fixture.server.set(faults: [.fail(URLError(.notConnectedToInternet))])
-        fixture.clock.advance(by: 800)
+        fixture.clock.advance(800)
         #expect(try await client.validAccessToken() == token)
     }
 
@@ -291,7 +292,7 @@ struct SessionGuaranteeTests {
         store.failLoads(false)
         let token = try await client.validAccessToken()
         #expect(client.currentAccessToken == token)
-        let log = await events.wait { $0.count >= 2 }
+        let log = try await events.wait { $0.count >= 2 }
         #expect(log.first == .storageUnavailable)
         #expect(log.dropFirst().first == .signedIn)
         #expect(!log.contains { if case .sessionEnded = $0 { true } else { false } })

@@ -25,7 +25,7 @@ struct SignInTests {
         #expect(body["rawNonce"] as? String == "raw")
         #expect(body["fullName"] as? [String: String] == ["givenName": "Ada", "familyName": "Lovelace"])
         #expect(try await client.validAccessToken() == client.currentAccessToken)
-        #expect(await events.wait { $0.count >= 2 } == [.sessionEnded(.noStoredSession), .signedIn])
+        #expect(try await events.wait { $0.count >= 2 } == [.sessionEnded(.noStoredSession), .signedIn])
     }
 
     @Test func providerSignIns() async throws {

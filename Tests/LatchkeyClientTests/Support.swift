@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyModels
+import LatchkeyTestSupport
 
 @testable import LatchkeyClient
 
@@ -58,32 +59,22 @@ final class EventLog: @unchecked Sendable {
 
     var all: [SessionEvent] { lock.withLock { events } }
 
-    /// Waits in real time (up to 30 s, as ``eventually``) until `predicate` holds for the events so far. Every caller
-    /// waits for something that must happen: on a loaded machine a refresh through `serve` took more than the 2 s
-    /// this once allowed.
-    func wait(until predicate: ([SessionEvent]) -> Bool) async -> [SessionEvent] {
-        for _ in 0..<3000 {
-            let events = all
-            if predicate(events) { return events }
-            try? await Task.sleep(nanoseconds: 10_000_000)
+    /// Waits in real time (up to 30 s, as every poll in these tests) until `predicate` holds for the events so far.
+    /// Every caller waits for something that must happen: on a loaded machine a refresh through `serve` took more
+    /// than the 2 s this once allowed.
+    func wait(until predicate: ([SessionEvent]) -> Bool, file: String = #fileID, line: Int = #line) async throws -> [SessionEvent] {
+        var events: [SessionEvent] = []
+        try await poll(until: "the client's events to match (seen: \(events))", within: .seconds(30), file: file, line: line) {
+            events = all
+            return predicate(events)
         }
-        return all
+        return events
     }
-}
-
-/// Waits in real time (up to 30 s) for something another task does.
-func eventually(_ condition: () async -> Bool) async -> Bool {
-    // Up to 30 s of real time: the whole suite runs on two cores beside the server tests.
-    for _ in 0..<3000 {
-        if await condition() { return true }
-        try? await Task.sleep(nanoseconds: 10_000_000)
-    }
-    return false
 }
 
 /// A server, a clock and a way to start clients that share them.
 struct Fixture {
-    let clock = ManualClock()
+    let clock = MutableClock(Date(timeIntervalSince1970: 1_750_000_000))
     let server: FakeServer
     let baseURL = URL(string: "https://auth.example.com")!
 
@@ -101,7 +92,7 @@ struct Fixture {
     func expiredSession(store: any TokenStore = InMemoryTokenStore(), user: String = "user-1") async throws -> LatchkeyClient {
         let client = client(store: store)
         try await client.signInWithApple(identityToken: user, authorizationCode: nil, rawNonce: "n")
-        clock.advance(by: 901)
+        clock.advance(901)
         return client
     }
 
@@ -114,8 +105,8 @@ extension StoredSession {
     var isClaimed: Bool { pendingRefresh != nil }
 }
 
-/// Moves the clock a second; false, so `eventually` keeps polling while time passes in small steps.
-func tick(_ clock: ManualClock) -> Bool {
-    clock.advance(by: 1)
+/// Moves the clock a second; false, so `poll` keeps polling while time passes in small steps.
+func tick(_ clock: MutableClock) -> Bool {
+    clock.advance(1)
     return false
 }

@@ -211,7 +211,7 @@ struct JWKSCacheTests {
         let group = ServiceGroup(services: [service], logger: .init(label: "test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            while transport.count == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await poll(until: "the refresh service's first key fetch", within: .seconds(60), every: .milliseconds(5)) { transport.count > 0 }
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
@@ -235,24 +235,22 @@ struct JWKSCacheTests {
         func release() { gate.open.withLock { $0 = true } }
 
         func waitForFetch() async throws {
-            while transport.count == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await poll(until: "a key fetch at the hanging provider", within: .seconds(60), every: .milliseconds(5)) { transport.count > 0 }
         }
     }
 
     final class Ended: Sendable { let value = Mutex(false) }
 
-    /// Whether `task` ends within `seconds` (without waiting for it past them: awaiting a task's value ignores cancellation).
-    /// The provider hangs until the test releases it, so without the fix the task never ends first; the bound only has
-    /// to outlast the whole suite's contention for the two cores (a test there takes up to about 50 s of wall time).
-    static func ends<T: Sendable>(_ task: Task<T, Never>, within seconds: Double) async -> Bool {
+    /// Whether `task` has ended, as a flag to poll (awaiting a task's value would ignore cancellation and wait past any
+    /// bound). The provider hangs until the test releases it, so without the fix the task never ends; the 60 s bound at
+    /// the call sites only has to outlast the whole suite's contention for the two cores.
+    static func watch<T: Sendable>(_ task: Task<T, Never>) -> Ended {
         let ended = Ended()
         Task {
             _ = await task.value
             ended.value.withLock { $0 = true }
         }
-        let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
-        while !ended.value.withLock({ $0 }), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-        return ended.value.withLock { $0 }
+        return ended
     }
 
     @Test("a graceful shutdown ends the refresh service at once while its key fetch hangs; the fetch runs on for its other callers")
@@ -264,7 +262,10 @@ struct JWKSCacheTests {
         let running = Task { try? await group.run() }
         try await provider.waitForFetch()
         await group.triggerGracefulShutdown()
-        #expect(await Self.ends(running, within: 60), "the refresh service was still waiting for the provider 60 s after a graceful shutdown")
+        let ended = Self.watch(running)
+        try await poll(until: "the refresh service to end after a graceful shutdown while the provider hangs", within: .seconds(60)) {
+            ended.value.withLock { $0 }
+        }
         provider.release()
         try await cache.refresh()
         #expect(provider.transport.count == 1)
@@ -285,7 +286,8 @@ struct JWKSCacheTests {
         try await provider.waitForFetch()
         let waiting = Task { try? await cache.key(forKeyID: "W6WcOKB") }
         cancelled.cancel()
-        #expect(await Self.ends(cancelled, within: 60), "a cancelled caller kept waiting for the provider")
+        let ended = Self.watch(cancelled)
+        try await poll(until: "the cancelled caller to stop waiting for the provider", within: .seconds(60)) { ended.value.withLock { $0 } }
         provider.release()
         #expect(await cancelled.value?.code == .keysUnavailable)
         #expect(await waiting.value != nil)

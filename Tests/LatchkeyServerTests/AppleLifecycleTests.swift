@@ -79,7 +79,9 @@ struct AppleLifecycleTests {
             #expect(waited < .seconds(7), "the refresh waited for Apple's answer: \(waited)")
             let successor = try answer.decode(TokenPairResponse.self)
             // Apple's refusal, when it comes, ends the session the refresh went on with.
-            #expect(try await harness.eventually(within: .seconds(20)) { try await harness.send("GET", "/v1/me", bearer: successor.accessToken).status == 401 })
+            try await poll(until: "Apple's late refusal to end the session", within: .seconds(20), every: .milliseconds(20)) {
+                try await harness.send("GET", "/v1/me", bearer: successor.accessToken).status == 401
+            }
             let refused = try await harness.refresh(successor.refreshToken)
             #expect(refused.error == "invalid_grant")
             #expect((refused.json["error_description"] as? String)?.contains("Apple authorization was revoked") == true, "\(refused.text)")
@@ -129,16 +131,22 @@ struct AppleLifecycleTests {
             let (sub, tokens) = try await harness.signedIn()
             let identity = try #require(try await harness.store.identity(provider: "apple", subject: sub))
             #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
-            #expect(try await harness.eventually { try await harness.refresh(tokens.refreshToken).error == "invalid_grant" })
+            try await poll(until: "the consent revocation to end the session", within: .seconds(5), every: .milliseconds(20)) {
+                try await harness.refresh(tokens.refreshToken).error == "invalid_grant"
+            }
             // The Apple identity was the user's only one: identity, grant and user are gone.
-            #expect(try await harness.eventually { try await harness.store.user(id: identity.userID) == nil })
+            try await poll(until: "the user to be deleted with their only identity", within: .seconds(5), every: .milliseconds(20)) {
+                try await harness.store.user(id: identity.userID) == nil
+            }
             #expect(try await harness.store.providerGrant(identityID: identity.id) == nil)
             #expect(try await harness.store.identity(provider: "apple", subject: sub) == nil)
 
             let (other, _) = try await harness.signedIn(email: "gone@example.com")
             let userID = try #require(try await harness.store.identity(provider: "apple", subject: other)?.userID)
             #expect(try await harness.emulator.send("DELETE", "/emulator/users/\(other)").status == 204)
-            #expect(try await harness.eventually { try await harness.store.user(id: userID) == nil })
+            try await poll(until: "the account-delete notification to delete the user", within: .seconds(5), every: .milliseconds(20)) {
+                try await harness.store.user(id: userID) == nil
+            }
         }
     }
 
@@ -152,7 +160,7 @@ struct AppleLifecycleTests {
             let (sub, first) = try await harness.signedIn()
             await harness.emulator.emulator.setNotificationURL("http://127.0.0.1:\(port)/capture", for: Fixtures.bundleID)
             #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
-            #expect(try await harness.eventually { await !capture.bodies().isEmpty })
+            try await poll(until: "a notification at the capture", within: .seconds(5), every: .milliseconds(20)) { await !capture.bodies().isEmpty }
             let late = try #require(await capture.bodies().first)
             harness.clock.advance(60)
             let again = try await harness.signIn(sub: sub)
@@ -180,7 +188,7 @@ struct AppleLifecycleTests {
             let (sub, _) = try await harness.signedIn()
             await harness.emulator.emulator.setNotificationURL("http://127.0.0.1:\(port)/capture", for: Fixtures.bundleID)
             _ = try await harness.emulator.send("POST", "/emulator/users/\(sub)/email-forwarding", json: ["enabled": false])
-            #expect(try await harness.eventually { await !capture.bodies().isEmpty })
+            try await poll(until: "a notification at the capture", within: .seconds(5), every: .milliseconds(20)) { await !capture.bodies().isEmpty }
             let body = try #require(await capture.bodies().first)
             let first = try await harness.send("POST", "/v1/apple/notifications", body: body)
             #expect(first.json["status"] as? String == "processed")

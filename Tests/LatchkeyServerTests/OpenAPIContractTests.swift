@@ -231,7 +231,7 @@ struct OpenAPIContractTests {
             let (sub, _) = try await harness.signedIn()
             await harness.emulator.emulator.setNotificationURL("http://127.0.0.1:\(port)/capture", for: Fixtures.bundleID)
             _ = try await harness.emulator.send("POST", "/emulator/users/\(sub)/email-forwarding", json: ["enabled": false])
-            #expect(try await harness.eventually { await !capture.bodies().isEmpty })
+            try await poll(until: "a notification at the capture", within: .seconds(5), every: .milliseconds(20)) { await !capture.bodies().isEmpty }
             let body = try #require(await capture.bodies().first)
             contract.expectConforms(try await harness.send("POST", "/v1/apple/notifications", body: body), "POST", "/v1/apple/notifications", status: 200)
             contract.expectConforms(try await harness.send("POST", "/v1/apple/notifications", body: body), "POST", "/v1/apple/notifications", status: 200)

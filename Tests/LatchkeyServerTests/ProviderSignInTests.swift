@@ -123,7 +123,9 @@ struct ProviderSignInTests {
             #expect(try await harness.googleSignIn(email: "eve@example.com", path: "/v1/me/identities/google", bearer: apple.accessToken).status == 200)
             let google = try await harness.googleSignIn(email: "eve@example.com").decode(SignInResponse.self)
             #expect(try await harness.emulator.send("DELETE", "/emulator/users/\(sub)").status == 204)
-            #expect(try await harness.eventually { try await harness.store.identity(provider: "apple", subject: sub) == nil })
+            try await poll(until: "the Apple identity to be removed", within: .seconds(5), every: .milliseconds(20)) {
+                try await harness.store.identity(provider: "apple", subject: sub) == nil
+            }
             #expect(try await harness.refresh(apple.refreshToken).error == "invalid_grant")
             let me = try await harness.send("GET", "/v1/me", bearer: google.accessToken)
             #expect(me.status == 200)

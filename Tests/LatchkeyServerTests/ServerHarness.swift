@@ -226,16 +226,6 @@ struct ServerHarness: Sendable {
     func refresh(_ token: String) async throws -> Answer {
         try await send("POST", "/v1/token", body: "grant_type=refresh_token&refresh_token=\(token)", contentType: "application/x-www-form-urlencoded")
     }
-
-    /// Waits until `condition` holds (notifications arrive asynchronously), for at most `limit`.
-    func eventually(within limit: Duration = .seconds(5), _ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + limit
-        while true {
-            if try await condition() { return true }
-            guard ContinuousClock.now < deadline else { return false }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-    }
 }
 
 /// A loopback HTTP receiver that keeps the bodies POSTed to `/capture`: where tests point the emulator's

@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import LatchkeyClient
 import LatchkeyCore
 import LatchkeyProviders
 import Synchronization
@@ -165,13 +166,47 @@ extension OutboundRequest {
     }
 }
 
-/// A clock tests move by hand.
-public final class MutableClock: Sendable {
-    private let current: Mutex<Date>
-    public init(_ start: Date = Fixtures.now) { current = Mutex(start) }
-    public var now: Date { current.withLock { $0 } }
-    public var source: TimeSource { TimeSource { self.current.withLock { $0 } } }
-    public func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+/// The tests' one clock: it stands still until the test moves it. The server reads it through ``source``; the client
+/// SDK sleeps on it (`LatchkeyClock`), and its sleepers wake when ``advance(_:)`` passes their deadline.
+public final class MutableClock: LatchkeyClock, Sendable {
+    private struct State {
+        var now: Date
+        var sleepers: [UUID: (deadline: Date, continuation: CheckedContinuation<Void, any Error>)] = [:]
+    }
+    private let state: Mutex<State>
+
+    public init(_ start: Date = Fixtures.now) { state = Mutex(State(now: start)) }
+
+    public var now: Date { state.withLock { $0.now } }
+    public var source: TimeSource { TimeSource { self.now } }
+
+    /// Moves the clock `seconds` on and wakes every sleeper whose deadline it passed.
+    public func advance(_ seconds: TimeInterval) {
+        let due = state.withLock { state in
+            state.now = state.now.addingTimeInterval(seconds)
+            let now = state.now
+            let due = state.sleepers.filter { $0.value.deadline <= now }
+            for id in due.keys { state.sleepers.removeValue(forKey: id) }
+            return due.values.map(\.continuation)
+        }
+        for continuation in due { continuation.resume() }
+    }
+
+    public func sleep(until deadline: Date) async throws {
+        let id = UUID()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow = state.withLock { state in
+                    if deadline <= state.now || Task.isCancelled { return true }
+                    state.sleepers[id] = (deadline, continuation)
+                    return false
+                }
+                if resumeNow { Task.isCancelled ? continuation.resume(throwing: CancellationError()) : continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.sleepers.removeValue(forKey: id) }?.continuation.resume(throwing: CancellationError())
+        }
+    }
 }
 
 /// The suites that load the machine on purpose (real server processes under load, crashes, outages, floods) run
