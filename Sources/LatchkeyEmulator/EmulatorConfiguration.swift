@@ -114,6 +114,12 @@ public struct EmulatorConfiguration: Sendable {
     public var authorizationCodeLifetime: TimeInterval = 300
     /// Access tokens from `/auth/token`.
     public var accessTokenLifetime: TimeInterval = 3600
+    /// How long an expired authorization code or access token is kept before the emulator forgets it, by its own clock.
+    /// Until then it answers as an expired one; after, as an unknown one. For a code that is the same error at every
+    /// provider (only the detail in Apple's request log differs); a forgotten access token loses Facebook's
+    /// `debug_token` subcode 463 ("Session has expired"), and revoking it no longer revokes the grant it came from.
+    /// Grants are kept. Keeping every code and token ever issued made a long-running emulator grow with each sign-in.
+    public var expiredRecordRetention: TimeInterval = 600
     public var booleanStyle: BooleanStyle = .strings
     /// The account-deletion event type: `account-delete` (older docs) or `account-deleted` (current docs).
     public var accountDeletionEventType = "account-delete"

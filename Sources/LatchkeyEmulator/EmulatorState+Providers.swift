@@ -79,11 +79,12 @@ extension EmulatorState {
         guard users[request.userID] != nil else { throw ProviderOAuthError(status: 400, code: "invalid_request", description: "no such user") }
         let code =
             style(request.provider).codePrefix + Identifiers.randomAlphanumeric(request.provider == .google ? 70 : 64, alphabet: Identifiers.base64URLAlphabet)
-        codes[code] = CodeRecord(
-            code: code, provider: request.provider, userID: request.userID, clientID: request.clientID, redirectURI: request.redirectURI,
-            nonce: request.nonce, scopes: Set(request.scopes), createdAt: now, native: false, codeChallenge: request.codeChallenge,
-            codeChallengeMethod: request.codeChallenge == nil ? nil : (request.codeChallengeMethod ?? "plain")
-        )
+        addCode(
+            CodeRecord(
+                code: code, provider: request.provider, userID: request.userID, clientID: request.clientID, redirectURI: request.redirectURI,
+                nonce: request.nonce, scopes: Set(request.scopes), createdAt: now, native: false, codeChallenge: request.codeChallenge,
+                codeChallengeMethod: request.codeChallenge == nil ? nil : (request.codeChallengeMethod ?? "plain")
+            ))
         return code
     }
 
@@ -241,8 +242,8 @@ extension EmulatorState {
         -> (CodeRecord, UserRecord)
     {
         let style = style(provider)
-        let lifetime = style.codeLifetime ?? configuration.authorizationCodeLifetime
-        guard let code = form["code"], var record = codes[code], record.provider == provider, !record.used, record.clientID == client.clientID,
+        let lifetime = codeLifetime(provider)
+        guard let code = form["code"], let record = codes.record(code, now: now), record.provider == provider, !record.used, record.clientID == client.clientID,
             now < record.createdAt.addingTimeInterval(lifetime)
         else { throw ProviderOAuthError(status: 400, code: "invalid_grant", description: style.badCode) }
         guard record.redirectURI == form["redirect_uri"] else {
@@ -264,8 +265,7 @@ extension EmulatorState {
                 throw ProviderOAuthError(status: 400, code: "invalid_request", description: "client_secret is missing.")
             }
         }
-        record.used = true
-        codes[code] = record
+        codes.update(code, now: now) { $0.used = true }
         guard let user = users[record.userID] else { throw ProviderOAuthError(status: 400, code: "invalid_grant", description: "Account deleted.") }
         return (record, user)
     }
@@ -309,7 +309,8 @@ extension EmulatorState {
 
     /// A live access token of `provider` and its user; nil when unknown, revoked, expired or the user is gone.
     func liveAccessToken(_ token: String, _ provider: CodeRecord.Provider) -> (AccessTokenRecord, UserRecord)? {
-        guard let record = accessTokens[token], record.teamID == provider.rawValue, !record.revoked, now < record.expiresAt,
+        let now = self.now
+        guard let record = accessTokens.record(token, now: now), record.teamID == provider.rawValue, !record.revoked, now < record.expiresAt,
             let userID = record.userID, let user = users[userID]
         else { return nil }
         return (record, user)
@@ -318,17 +319,18 @@ extension EmulatorState {
     /// Revokes a refresh or access token of `provider` with the grant behind it (its refresh token and every access
     /// token issued from it). False when the token is unknown, or belongs to another client than `clientID`.
     func revokeProviderToken(_ token: String, _ provider: CodeRecord.Provider, clientID: String? = nil) -> Bool {
-        let access = accessTokens[token].flatMap { $0.teamID == provider.rawValue ? $0 : nil }
+        let now = self.now
+        let access = accessTokens.record(token, now: now).flatMap { $0.teamID == provider.rawValue ? $0 : nil }
         let grant = grants[token].flatMap { $0.provider == provider ? $0 : nil } ?? access?.refreshToken.flatMap { grants[$0] }
         guard let owner = grant?.clientID ?? access?.clientID, clientID == nil || clientID == owner else { return false }
         // A token revoked already is one the provider no longer knows (Google: 400 invalid_token).
         if grant?.revoked ?? access?.revoked ?? false { return false }
-        if access != nil { accessTokens[token]?.revoked = true }
+        if access != nil { accessTokens.update(token, now: now) { $0.revoked = true } }
         guard let grant else { return true }
         grants[grant.refreshToken]?.revoked = true
         for issued in accessTokensByAuthorization[Self.consentKey(grant.userID, provider.rawValue)] ?? []
-        where accessTokens[issued]?.refreshToken == grant.refreshToken {
-            accessTokens[issued]?.revoked = true
+        where accessTokens.record(issued, now: now)?.refreshToken == grant.refreshToken {
+            accessTokens.update(issued, now: now) { $0.revoked = true }
         }
         return true
     }
@@ -336,8 +338,10 @@ extension EmulatorState {
     /// Revokes every access token the user gave `token`'s app (Facebook's `DELETE /me/permissions`).
     func revokeAppAuthorization(_ token: String, _ provider: CodeRecord.Provider) -> Bool {
         guard let (record, user) = liveAccessToken(token, provider) else { return false }
-        for issued in accessTokensByAuthorization[Self.consentKey(user.id, provider.rawValue)] ?? [] where accessTokens[issued]?.clientID == record.clientID {
-            accessTokens[issued]?.revoked = true
+        let now = self.now
+        for issued in accessTokensByAuthorization[Self.consentKey(user.id, provider.rawValue)] ?? []
+        where accessTokens.record(issued, now: now)?.clientID == record.clientID {
+            accessTokens.update(issued, now: now) { $0.revoked = true }
         }
         return true
     }
@@ -351,7 +355,7 @@ extension EmulatorState {
             throw Self.facebookError(400, code: 190, "Invalid OAuth access token signature.")
         }
         guard let inputToken, !inputToken.isEmpty else { throw Self.facebookError(400, code: 100, "(#100) The parameter input_token is required") }
-        guard let record = accessTokens[inputToken], record.teamID == "facebook", let userID = record.userID else {
+        guard let record = accessTokens.record(inputToken, now: now), record.teamID == "facebook", let userID = record.userID else {
             return [
                 "data": .object([
                     "error": .object(["code": .int(190), "message": .string("Invalid OAuth access token - Cannot parse access token")]),
@@ -449,5 +453,5 @@ extension EmulatorState {
 
 extension EmulatorState {
     /// The client a refresh or access token was issued to, for the request log.
-    func clientID(ofToken token: String) -> String? { accessTokens[token]?.clientID ?? grants[token]?.clientID }
+    func clientID(ofToken token: String) -> String? { accessTokens.record(token, now: now)?.clientID ?? grants[token]?.clientID }
 }

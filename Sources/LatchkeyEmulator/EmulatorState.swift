@@ -17,14 +17,16 @@ actor EmulatorState {
     /// Users by lowercased e-mail, oldest first (nothing stops two users from sharing an address).
     private var usersByEmail: [String: [UUID]] = [:]
     private var consents: [String: ConsentRecord] = [:]
-    var codes: [String: CodeRecord] = [:]
+    /// Codes and access tokens, forgotten a while after they expire (`expiredRecordRetention`): add them with
+    /// ``addCode(_:)`` and ``addAccessToken(_:lifetime:)``, which sweep away what has been forgotten.
+    var codes: ExpiringRecords<CodeRecord>
     var grants: [String: GrantRecord] = [:]
-    var accessTokens: [String: AccessTokenRecord] = [:]
+    var accessTokens: ExpiringRecords<AccessTokenRecord>
     private var transfers: [String: TransferRecord] = [:]
     /// Refresh tokens, access tokens and transfer subjects of a user and team (keyed as consents), so revoking
-    /// and signing look at that user's records only.
+    /// and signing look at that user's records only. Access tokens leave theirs when they are swept.
     var grantsByAuthorization: [String: [String]] = [:]
-    var accessTokensByAuthorization: [String: [String]] = [:]
+    var accessTokensByAuthorization: [String: Set<String>] = [:]
     private var transfersByAuthorization: [String: [String]] = [:]
     private var faults: [FaultSpec] = []
     /// The request log: a ring of at most `configuration.requestLogCapacity` entries, the oldest at `logStart`.
@@ -36,6 +38,8 @@ actor EmulatorState {
 
     init(configuration: EmulatorConfiguration) {
         self.configuration = configuration
+        codes = ExpiringRecords(retention: configuration.expiredRecordRetention)
+        accessTokens = ExpiringRecords(retention: configuration.expiredRecordRetention)
         (pendingNotifications, outbox) = AsyncStream.makeStream()
     }
 
@@ -198,10 +202,11 @@ actor EmulatorState {
             if !scopes.isEmpty { sharedUser = userJSON(user, teamID: app.teamID, scopes: scopes) }
         }
         let code = Identifiers.authorizationCode()
-        codes[code] = CodeRecord(
-            code: code, provider: .apple, userID: userID, clientID: clientID, redirectURI: redirectURI, nonce: nonce,
-            scopes: scopes, createdAt: now, native: native, codeChallenge: nil, codeChallengeMethod: nil
-        )
+        addCode(
+            CodeRecord(
+                code: code, provider: .apple, userID: userID, clientID: clientID, redirectURI: redirectURI, nonce: nonce,
+                scopes: scopes, createdAt: now, native: native, codeChallenge: nil, codeChallengeMethod: nil
+            ))
         let claims = appleIDTokenClaims(user: user, app: app, nonce: nonce, native: native, code: code, accessToken: nil)
         do {
             return SignIn(code: code, identityToken: try await keys(.apple).sign(claims), user: sharedUser)
@@ -271,8 +276,10 @@ actor EmulatorState {
             }
             let token = Identifiers.accessToken()
             let teamID = configuration.app(clientID)!.teamID
-            accessTokens[token] = AccessTokenRecord(
-                token: token, clientID: clientID, teamID: teamID, userID: nil, refreshToken: nil, expiresAt: now.addingTimeInterval(3600))
+            addAccessToken(
+                AccessTokenRecord(
+                    token: token, clientID: clientID, teamID: teamID, userID: nil, refreshToken: nil, expiresAt: now.addingTimeInterval(3600)),
+                lifetime: 3600)
             return ["access_token": .string(token), "token_type": .string("Bearer"), "expires_in": .int(3600)]
         case nil:
             throw AppleOAuthError(code: "invalid_request", detail: "grant_type is missing")
@@ -293,9 +300,11 @@ actor EmulatorState {
 
     private func redeemCode(_ form: [String: String], clientID: String) async throws(AppleOAuthError) -> [String: Claim] {
         guard let code = form["code"], !code.isEmpty else { throw AppleOAuthError(code: "invalid_request", detail: "code is missing") }
-        guard var record = codes[code], record.provider == .apple else { throw AppleOAuthError(code: "invalid_grant", detail: "unknown code") }
+        guard let record = codes.record(code, now: now), record.provider == .apple else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "unknown code (or expired over \(Int(codes.retention)) s ago)")
+        }
         guard !record.used else { throw AppleOAuthError(code: "invalid_grant", detail: "the code was already redeemed") }
-        guard now < record.createdAt.addingTimeInterval(configuration.authorizationCodeLifetime) else {
+        guard now < record.createdAt.addingTimeInterval(codeLifetime(.apple)) else {
             throw AppleOAuthError(code: "invalid_grant", detail: "the code expired")
         }
         guard record.clientID == clientID else {
@@ -304,8 +313,7 @@ actor EmulatorState {
         guard record.redirectURI == form["redirect_uri"] else {
             throw AppleOAuthError(code: "invalid_grant", detail: "redirect_uri does not match the authorization request")
         }
-        record.used = true
-        codes[code] = record
+        codes.update(code, now: now) { $0.used = true }
         guard let user = users[record.userID], let app = configuration.app(clientID) else {
             throw AppleOAuthError(code: "invalid_grant", detail: "the user no longer exists")
         }
@@ -352,12 +360,48 @@ actor EmulatorState {
         clientID: String, teamID: String, userID: UUID, refreshToken: String?, token: String = Identifiers.accessToken(), lifetime: TimeInterval? = nil,
         scopes: [String] = []
     ) -> String {
-        accessTokens[token] = AccessTokenRecord(
-            token: token, clientID: clientID, teamID: teamID, userID: userID, refreshToken: refreshToken,
-            expiresAt: now.addingTimeInterval(lifetime ?? configuration.accessTokenLifetime), scopes: scopes
-        )
-        accessTokensByAuthorization[Self.consentKey(userID, teamID), default: []].append(token)
+        let lifetime = lifetime ?? configuration.accessTokenLifetime
+        addAccessToken(
+            AccessTokenRecord(
+                token: token, clientID: clientID, teamID: teamID, userID: userID, refreshToken: refreshToken, expiresAt: now.addingTimeInterval(lifetime),
+                scopes: scopes),
+            lifetime: lifetime)
         return token
+    }
+
+    // MARK: - Codes and access tokens that expire
+
+    /// How long `provider`'s codes live: Google's ten minutes, everyone else's `authorizationCodeLifetime`.
+    func codeLifetime(_ provider: CodeRecord.Provider) -> TimeInterval { style(provider).codeLifetime ?? configuration.authorizationCodeLifetime }
+
+    func addCode(_ record: CodeRecord) {
+        sweepExpired()
+        let lifetime = codeLifetime(record.provider)
+        codes.insert(record, key: record.code, expiresAt: record.createdAt.addingTimeInterval(lifetime), lifetime: lifetime)
+    }
+
+    /// Adds an access token (indexed under its user and team, unless it is a team's), which lives `lifetime`.
+    func addAccessToken(_ record: AccessTokenRecord, lifetime: TimeInterval) {
+        sweepExpired()
+        accessTokens.insert(record, key: record.token, expiresAt: record.expiresAt, lifetime: lifetime)
+        if let userID = record.userID { accessTokensByAuthorization[Self.consentKey(userID, record.teamID), default: []].insert(record.token) }
+    }
+
+    /// Drops the codes and access tokens forgotten by now: each issue pays for the records it sweeps.
+    private func sweepExpired() {
+        let now = self.now
+        _ = codes.sweep(now: now)
+        for record in accessTokens.sweep(now: now) {
+            guard let userID = record.userID else { continue }
+            let key = Self.consentKey(userID, record.teamID)
+            accessTokensByAuthorization[key]?.remove(record.token)
+            if accessTokensByAuthorization[key]?.isEmpty == true { accessTokensByAuthorization[key] = nil }
+        }
+    }
+
+    /// How many codes and access tokens are held, and how many entries the access-token index has.
+    var heldRecordCounts: (codes: Int, accessTokens: Int, indexedAccessTokens: Int) {
+        (codes.count, accessTokens.count, accessTokensByAuthorization.values.reduce(0) { $0 + $1.count })
     }
 
     private func sign(_ claims: ClaimSet) async throws(AppleOAuthError) -> String {
@@ -370,13 +414,14 @@ actor EmulatorState {
     func appleRevoke(_ form: [String: String]) throws(AppleOAuthError) {
         let clientID = try authenticateClient(form)
         guard let token = form["token"], !token.isEmpty else { throw AppleOAuthError(code: "invalid_request", detail: "token is missing") }
-        let grant = grants[token] ?? accessTokens[token]?.refreshToken.flatMap { grants[$0] }
+        let now = self.now
+        let grant = grants[token] ?? accessTokens.record(token, now: now)?.refreshToken.flatMap { grants[$0] }
         if let grant {
             guard grant.clientID == clientID else { throw AppleOAuthError(code: "invalid_grant", detail: "the token belongs to \(grant.clientID)") }
             revokeAuthorization(userID: grant.userID, teamID: grant.teamID)
-        } else if let access = accessTokens[token] {
+        } else if let access = accessTokens.record(token, now: now) {
             guard access.clientID == clientID else { throw AppleOAuthError(code: "invalid_grant", detail: "the token belongs to \(access.clientID)") }
-            accessTokens[token]?.revoked = true
+            accessTokens.update(token, now: now) { $0.revoked = true }
         }
     }
 
@@ -386,7 +431,8 @@ actor EmulatorState {
         let key = Self.consentKey(userID, teamID)
         consents[key] = nil
         for token in grantsByAuthorization[key] ?? [] { grants[token]?.revoked = true }
-        for token in accessTokensByAuthorization[key] ?? [] { accessTokens[token]?.revoked = true }
+        let now = self.now
+        for token in accessTokensByAuthorization[key] ?? [] { accessTokens.update(token, now: now) { $0.revoked = true } }
     }
 
     // MARK: - /auth/usermigrationinfo
@@ -394,7 +440,9 @@ actor EmulatorState {
     func userMigration(_ form: [String: String], bearer: String?) throws(AppleOAuthError) -> [String: Claim] {
         let clientID = try authenticateClient(form)
         let teamID = configuration.app(clientID)!.teamID
-        guard let bearer, let access = accessTokens[bearer], access.userID == nil, !access.revoked, access.teamID == teamID, now < access.expiresAt else {
+        guard let bearer, let access = accessTokens.record(bearer, now: now), access.userID == nil, !access.revoked, access.teamID == teamID,
+            now < access.expiresAt
+        else {
             throw AppleOAuthError(code: "invalid_request", detail: "a valid team access token (client_credentials, scope user.migration) is required as Bearer")
         }
         if let transferSubject = form["transfer_sub"] {
