@@ -214,6 +214,7 @@ let package = Package(
             name: "LatchkeyServerTests",
             dependencies: [
                 "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Configuration", package: "swift-configuration"),
             ],

@@ -42,13 +42,14 @@ struct HTTPContractTests {
         ("GET", "/v1/nothing-here", nil, "application/json", []),
     ]
 
-    @Test("malformed bodies, headers and tokens get a 4xx with an error body", arguments: malformed)
+    @Test("malformed bodies, headers and tokens get a 4xx with an error body, without calling a provider", arguments: malformed)
     func malformedInput(method: String, path: String, body: String?, contentType: String, headers: [(String, String)]) async throws {
-        try await ServerHarness.with { harness in
+        try await RouterHarness.with { harness in
             let answer = try await harness.send(method, path, body: body, contentType: contentType, headers: headers)
             #expect((400..<500).contains(answer.status), "\(method) \(path): \(answer.status) \(answer.text)")
             #expect(answer.error != nil, "\(answer.text)")
             #expect(answer.json["error_description"] != nil)
+            #expect(harness.providerCalls == 0)
         }
     }
 
@@ -177,7 +178,7 @@ struct HTTPContractTests {
 
     @Test("the OpenAPI document lists every route, and every listed route exists")
     func openAPI() async throws {
-        try await ServerHarness.with { harness in
+        try await RouterHarness.with { harness in
             let document = try await harness.send("GET", "/openapi.json").json
             #expect(document["openapi"] as? String == "3.1.0")
             let paths = try #require(document["paths"] as? [String: [String: Any]])
@@ -236,7 +237,7 @@ struct HTTPContractTests {
 
     @Test("CORS: configured origins get headers on answers and errors alike; preflights are answered; others get none")
     func cors() async throws {
-        try await ServerHarness.with(configure: { $0.corsAllowedOrigins = ["https://app.example.com", "https://admin.example.com"] }) { harness in
+        try await RouterHarness.with(configure: { $0.corsAllowedOrigins = ["https://app.example.com", "https://admin.example.com"] }) { harness in
             let answer = try await harness.send("GET", "/healthz", headers: [("Origin", "https://admin.example.com")])
             #expect(answer.headers["access-control-allow-origin"] == "https://admin.example.com")
             let error = try await harness.send("GET", "/v1/me", headers: [("Origin", "https://app.example.com"), ("Authorization", "Bearer expired.or.bad")])
@@ -294,8 +295,8 @@ struct HTTPContractTests {
 
     @Test("without Apple credentials sign-in answers 503, never 500")
     func unconfigured() async throws {
-        try await ServerHarness.with(configure: { $0.apple = nil }) { harness in
-            let answer = try await harness.post("/v1/auth/apple", json: ["identityToken": "x"])
+        try await RouterHarness.with(configure: { $0.apple = nil }) { harness in
+            let answer = try await harness.send("POST", "/v1/auth/apple", body: #"{"identityToken":"x"}"#)
             #expect(answer.status == 503)
             #expect(answer.error == "temporarily_unavailable")
         }
