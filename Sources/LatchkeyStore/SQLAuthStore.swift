@@ -752,6 +752,12 @@ public final class SQLAuthStore: AuthStore {
             ).run()
             let deadSessions = "SELECT id FROM sessions WHERE revoked_at <= \(monthAgo) OR absolute_expires_at <= \(monthAgo)"
             let dead = try await db.raw("SELECT COUNT(*) AS n FROM (\(unsafeRaw: deadSessions)) dead").first()?.decode(column: "n", as: Int.self) ?? 0
+            // The tokens of dead sessions go with them, expired or not, and count as rows that went.
+            let deadTokens =
+                dead == 0
+                ? 0
+                : try await db.raw("SELECT COUNT(*) AS n FROM refresh_tokens WHERE session_id IN (\(unsafeRaw: deadSessions))").first()?
+                    .decode(column: "n", as: Int.self) ?? 0
             try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (\(unsafeRaw: deadSessions))").run()
             try await db.raw("DELETE FROM sessions WHERE id IN (\(unsafeRaw: deadSessions))").run()
             let usedSignIns =
@@ -764,7 +770,7 @@ public final class SQLAuthStore: AuthStore {
             try await db.raw("DELETE FROM one_time_records WHERE expires_at <= \(bind: dayAgo)").run()
             // Finished revocations need no token any more.
             try await db.raw("UPDATE outbox SET sealed_payload = '' WHERE completed_at IS NOT NULL AND sealed_payload <> ''").run()
-            return expired + dead + usedSignIns + oneTime
+            return expired + dead + deadTokens + usedSignIns + oneTime
         }
     }
 

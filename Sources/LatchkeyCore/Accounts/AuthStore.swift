@@ -2,7 +2,11 @@ public import Foundation
 
 /// Where Latchkey keeps users, sessions and keys: one store made of the aggregates below. ``MemoryAuthStore``
 /// is for tests; `SQLAuthStore` (module `LatchkeyStore`) keeps them in SQLite or PostgreSQL. Every method is
-/// atomic on its own.
+/// atomic on its own: one that throws has written nothing.
+///
+/// Every store gives the outcomes written here, and the conformance suite (`StoreConformanceTests`) holds all three to
+/// them: a key that is taken is ``AuthStoreError/duplicate``, a parent row that is missing (a user, an identity) is
+/// ``AuthStoreError/notFound``, and a change to a row that is not there changes nothing, unless a method says otherwise.
 public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
     OneTimeRecordStore
 {
@@ -19,8 +23,9 @@ public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningK
     /// A sign-in in one transaction: claims the plan's identity token (when it has one), looks up the account of its
     /// provider and subject, and writes the plan's record for it (see ``SignInPlan``).
     func signIn(_ plan: SignInPlan) async throws -> SignInStepResult
-    /// Deletes expired refresh tokens and sign-in records, one-time records expired for a day, sessions dead for
-    /// 30 days and sealed payloads of finished outbox items; returns how many rows went.
+    /// Deletes expired refresh tokens and sign-in records, one-time records expired for a day, sessions revoked or
+    /// expired for 30 days or more with all their tokens, and sealed payloads of finished outbox items; returns how many
+    /// rows went (tokens, sessions, sign-in and one-time records).
     ///
     /// With an `interval` above zero, it sweeps only when no sweep with an interval (by any instance sharing the store)
     /// was recorded within `interval` of `now`, and returns nil when it skipped; the record and the sweep commit
@@ -38,11 +43,15 @@ extension AuthStore {
 /// Users and the provider accounts linked to them.
 public protocol UserStore: Sendable {
     func identity(provider: String, subject: String) async throws -> LinkedIdentity?
-    /// Inserts a user with their first identity, atomically; `.duplicate` when the identity already exists.
+    /// Inserts a user with their first identity, atomically; `.duplicate` (and nothing written) when the user id, the
+    /// identity id or the provider account is taken.
     func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws
     func updateUser(_ user: UserAccount) async throws
+    /// Writes what a sign-in learns about an identity: its profile (e-mail, names, flags, claims) and last sign-in. Its
+    /// user, provider, subject and first sighting never change. An identity that is gone stays gone.
     func updateIdentity(_ identity: LinkedIdentity) async throws
-    /// Links another identity to an existing user; `.duplicate` when that provider account is linked already (to anyone).
+    /// Links another identity to an existing user; `.duplicate` when that provider account is linked already (to anyone)
+    /// or the identity's id is taken, `.notFound` when the user does not exist.
     func addIdentity(_ identity: LinkedIdentity) async throws
     /// Unlinks an identity, with its provider grant; the user's sessions begun through it are revoked by the caller.
     func deleteIdentity(id: String) async throws
@@ -61,26 +70,35 @@ public protocol UserStore: Sendable {
 
 /// Session families and their rotating refresh tokens.
 public protocol SessionStore: Sendable {
+    /// Starts a session with its first refresh token; `.duplicate` when the session id or the token's hash is taken,
+    /// `.notFound` when the user does not exist. The identity is not checked: sessions outlive an unlinked identity.
     func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws
     /// The token with this hash and its family, without changing anything.
     func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)?
     /// Rotates the presented token to `successor` atomically (see ``RotationResult``). With `accepting`, the token's
     /// session is read in the same step, and one it refuses is left as it is (``RotationResult/declined(_:)``).
+    /// `.duplicate` (and nothing changed) when a rotation's successor names a token that is stored already.
     func rotate(
         presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
     ) async throws -> RotationResult
     func session(id: String) async throws -> SessionFamily?
     func sessions(userID: String) async throws -> [SessionFamily]
+    /// Revokes a live session; false when it is revoked already (its first reason and time stay) or gone.
     @discardableResult func revokeSession(id: String, reason: String, at: Date) async throws -> Bool
     @discardableResult func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int
+    /// Revokes the live sessions an identity began, while it is linked: an unlinked identity's are not found (0), so
+    /// revoke them before deleting the identity (``UserStore/unlinkIdentity(id:userID:reason:at:)`` does both).
     @discardableResult func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int
-    /// Revokes only sessions created before `createdBefore` (sessions started meanwhile belong to a newer authorization).
+    /// Revokes only sessions created before `createdBefore` (sessions started meanwhile belong to a newer authorization);
+    /// like ``revokeSessions(identityID:reason:at:)``, only while the identity is linked.
     @discardableResult func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) async throws -> Int
 }
 
 /// Tokens held at providers (refresh tokens, long-lived access tokens), sealed.
 public protocol ProviderGrantStore: Sendable {
     func providerGrant(identityID: String) async throws -> ProviderGrant?
+    /// Saves the identity's grant, replacing the one it had (whose validation claim ends); `.notFound` when the
+    /// identity is not linked.
     func saveProviderGrant(_ grant: ProviderGrant) async throws
     func deleteProviderGrant(identityID: String) async throws
     /// Records a successful validation, unless the grant was replaced meanwhile (then false); with
@@ -100,9 +118,12 @@ public protocol ProviderGrantStore: Sendable {
 /// The keys that sign Latchkey's access tokens.
 public protocol SigningKeyStore: Sendable {
     func signingKeys() async throws -> [SigningKeyRecord]
+    /// Saves a new key, or a known key's state and retirement time: a key's material, algorithm and creation time
+    /// never change once saved.
     func saveSigningKey(_ key: SigningKeyRecord) async throws
     /// Saves `key` only while no key is active, as one step across every instance sharing the store; false when
     /// one is (then that key signs). Instances starting together on an empty database so agree on one first key.
+    /// `.duplicate` when no key is active but `key`'s id is taken.
     func saveFirstSigningKey(_ key: SigningKeyRecord) async throws -> Bool
 }
 
@@ -116,6 +137,7 @@ public protocol ReplayStore: Sendable {
     /// provider, `tokenHash` and `expiresAt`, so `expiresAt` must follow from the token alone (its `exp` and a fixed margin).
     func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws -> Bool
     /// Forgets a record, so a sign-in that failed before starting its session can be retried with the same token.
+    /// Only the record of `subject` goes; anything else is left as it is.
     func deleteSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws
 }
 
@@ -130,9 +152,11 @@ public protocol OneTimeRecordStore: Sendable {
 
 /// Invite codes for invite-only sign-up.
 public protocol InviteStore: Sendable {
+    /// `.duplicate` (and nothing written) when the id or the code's hash is taken.
     func createInvite(_ invite: Invite) async throws
     func invites() async throws -> [Invite]
-    /// Marks the invite revoked; false when there is no such invite.
+    /// Marks the invite revoked; false when there is no such invite. Revoking it again is true and keeps the first
+    /// revocation's time.
     func revokeInvite(id: String, at: Date) async throws -> Bool
     /// Spends one use of the invite with this code hash if it is usable at `now`; false otherwise.
     func redeemInvite(codeHash: String, at now: Date) async throws -> Bool
@@ -140,18 +164,22 @@ public protocol InviteStore: Sendable {
 
 /// Calls to providers still owed (revocations that failed and are retried).
 public protocol OutboxStore: Sendable {
+    /// `.duplicate` (and nothing written) when the id is taken.
     func enqueue(_ item: OutboxItem) async throws
     /// Takes up to `limit` items due at `now` for the caller: each is hidden from every other caller until `leaseUntil`
     /// (by then the caller has updated it, or died and another instance retries it). Concurrent callers never get the same item.
     func claimDueOutboxItems(now: Date, limit: Int, leaseUntil: Date) async throws -> [OutboxItem]
-    /// Records the outcome of a claimed item; an item already completed is left as it is.
+    /// Records the outcome of a claimed item: its attempts, next attempt, last error and completion (nothing else
+    /// changes). An item already completed, or missing, is left as it is.
     func updateOutboxItem(_ item: OutboxItem) async throws
     func outboxItems() async throws -> [OutboxItem]
 }
 
 /// What happened to accounts, for operators.
 public protocol AuditStore: Sendable {
+    /// `.duplicate` (and nothing written) when the event's id is taken.
     func audit(_ event: AuditEvent) async throws
+    /// The latest `limit` events by time (of one user, or of all), oldest first.
     func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent]
 }
 

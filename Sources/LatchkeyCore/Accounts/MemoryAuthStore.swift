@@ -10,7 +10,8 @@ public actor MemoryAuthStore: AuthStore {
     private var tokens: [String: RefreshTokenRecord] = [:]
     private var keys: [String: SigningKeyRecord] = [:]
     private var notifications: Set<String> = []
-    private var signInTokens: [String: Date] = [:]
+    /// Each used identity token's expiry and subject, by its key.
+    private var signInTokens: [String: (expiresAt: Date, subject: String)] = [:]
     private var lastSweep: Date?
     private var outbox: [String: OutboxItem] = [:]
     private var events: [AuditEvent] = []
@@ -27,7 +28,8 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func createUser(_ user: UserAccount, identity: LinkedIdentity) throws {
-        guard self.identity(provider: identity.provider, subject: identity.subject) == nil, usersByID[user.id] == nil else { throw AuthStoreError.duplicate }
+        guard self.identity(provider: identity.provider, subject: identity.subject) == nil, usersByID[user.id] == nil, identitiesByID[identity.id] == nil
+        else { throw AuthStoreError.duplicate }
         usersByID[user.id] = user
         identitiesByID[identity.id] = identity
     }
@@ -38,37 +40,67 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func recordSignIn(_ record: SignInRecord) throws {
+        try atomically { try write(record) }
+    }
+
+    /// Runs `body`, leaving everything as it was when it throws (as a transaction rolled back does).
+    private func atomically<T>(_ body: () throws -> T) throws -> T {
+        let saved = (usersByID, identitiesByID, grants, validationClaims, families, tokens, signInTokens, events, invitesByID)
+        do { return try body() } catch {
+            (usersByID, identitiesByID, grants, validationClaims, families, tokens, signInTokens, events, invitesByID) = saved
+            throw error
+        }
+    }
+
+    private func write(_ record: SignInRecord) throws {
         switch record.account {
         case .create(let user, let identity): try createUser(user, identity: identity)
         case .update(let user, let identity):
-            if let user { updateUser(user) }
+            if let user, usersByID[user.id] != nil { usersByID[user.id] = user }
             updateIdentity(identity)
         }
-        if let grant = record.grant { saveProviderGrant(grant) }
-        if let session = record.session { createSession(session.family, firstToken: session.firstToken) }
+        if let grant = record.grant { try saveProviderGrant(grant) }
+        if let session = record.session { try createSession(session.family, firstToken: session.firstToken) }
         events += record.audits
     }
 
     public func signIn(_ plan: SignInPlan) throws -> SignInStepResult {
-        if let claim = plan.claim,
-            !recordSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash, expiresAt: claim.expiresAt)
-        {
-            return .tokenUsed
+        try atomically {
+            if let claim = plan.claim,
+                !recordSignInToken(provider: claim.provider, subject: claim.subject, tokenHash: claim.tokenHash, expiresAt: claim.expiresAt)
+            {
+                return .tokenUsed
+            }
+            // The actor runs this whole method at once: nothing can link the identity between the look-up and the write.
+            let found = account(provider: plan.provider, subject: plan.subject)
+            guard let record = plan.record(for: found) else { return .declined }
+            if let invite = plan.inviteRedemption(for: record), !redeemInvite(codeHash: invite.codeHash, at: invite.at) { return .declined }
+            try write(record)
+            return .recorded(found)
         }
-        // The actor runs this whole method at once: nothing can link the identity between the look-up and the write.
-        let found = account(provider: plan.provider, subject: plan.subject)
-        guard let record = plan.record(for: found) else { return .declined }
-        if let invite = plan.inviteRedemption(for: record), !redeemInvite(codeHash: invite.codeHash, at: invite.at) { return .declined }
-        try recordSignIn(record)
-        return .recorded(found)
     }
 
     public func updateUser(_ user: UserAccount) { usersByID[user.id] = user }
-    public func updateIdentity(_ identity: LinkedIdentity) { identitiesByID[identity.id] = identity }
+    public func updateIdentity(_ identity: LinkedIdentity) {
+        guard var stored = identitiesByID[identity.id] else { return }
+        stored.email = identity.email
+        stored.emailVerified = identity.emailVerified
+        stored.isPrivateEmail = identity.isPrivateEmail
+        stored.realUserStatus = identity.realUserStatus
+        stored.transferSubject = identity.transferSubject
+        stored.givenName = identity.givenName
+        stored.familyName = identity.familyName
+        stored.emailForwardingEnabled = identity.emailForwardingEnabled
+        stored.claims = identity.claims
+        stored.lastSignInAt = identity.lastSignInAt
+        identitiesByID[identity.id] = stored
+    }
 
     public func addIdentity(_ identity: LinkedIdentity) throws {
         guard usersByID[identity.userID] != nil else { throw AuthStoreError.notFound }
-        guard self.identity(provider: identity.provider, subject: identity.subject) == nil else { throw AuthStoreError.duplicate }
+        guard self.identity(provider: identity.provider, subject: identity.subject) == nil, identitiesByID[identity.id] == nil else {
+            throw AuthStoreError.duplicate
+        }
         identitiesByID[identity.id] = identity
     }
 
@@ -104,10 +136,12 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func providerGrant(identityID: String) -> ProviderGrant? { grants[identityID] }
-    public func saveProviderGrant(_ grant: ProviderGrant) {
+    public func saveProviderGrant(_ grant: ProviderGrant) throws {
+        guard identitiesByID[grant.identityID] != nil else { throw AuthStoreError.notFound }
         grants[grant.identityID] = grant
         validationClaims[grant.identityID] = nil
     }
+
     public func deleteProviderGrant(identityID: String) { grants[identityID] = nil }
 
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?) -> Bool {
@@ -137,7 +171,9 @@ public actor MemoryAuthStore: AuthStore {
         return true
     }
 
-    public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) {
+    public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) throws {
+        guard families[family.id] == nil, tokens[firstToken.hash] == nil else { throw AuthStoreError.duplicate }
+        guard usersByID[family.userID] != nil else { throw AuthStoreError.notFound }
         families[family.id] = family
         tokens[firstToken.hash] = firstToken
     }
@@ -149,10 +185,15 @@ public actor MemoryAuthStore: AuthStore {
 
     public func rotate(
         presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
-    ) -> RotationResult {
-        RotationRule.apply(
+    ) throws -> RotationResult {
+        var (tokens, families) = (self.tokens, self.families)
+        let result = RotationRule.apply(
             presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, tokens: &tokens, families: &families,
             accepting: accepting)
+        // A successor must be new: one that names a stored token changes nothing.
+        if case .rotated = result, self.tokens[successor.hash] != nil { throw AuthStoreError.duplicate }
+        (self.tokens, self.families) = (tokens, families)
+        return result
     }
 
     public func session(id: String) -> SessionFamily? { families[id] }
@@ -171,21 +212,32 @@ public actor MemoryAuthStore: AuthStore {
     }
 
     public func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) -> Int {
-        families.values.filter { $0.identityID == identityID && $0.createdAt < createdBefore }.reduce(0) { count, family in
+        guard identitiesByID[identityID] != nil else { return 0 }
+        return families.values.filter { $0.identityID == identityID && $0.createdAt < createdBefore }.reduce(0) { count, family in
             count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0)
         }
     }
 
     public func revokeSessions(identityID: String, reason: String, at: Date) -> Int {
-        families.values.filter { $0.identityID == identityID }.reduce(0) { count, family in
+        guard identitiesByID[identityID] != nil else { return 0 }
+        return families.values.filter { $0.identityID == identityID }.reduce(0) { count, family in
             count + (revokeSession(id: family.id, reason: reason, at: at) ? 1 : 0)
         }
     }
 
     public func signingKeys() -> [SigningKeyRecord] { keys.values.sorted { $0.createdAt < $1.createdAt } }
-    public func saveSigningKey(_ key: SigningKeyRecord) { keys[key.keyID] = key }
-    public func saveFirstSigningKey(_ key: SigningKeyRecord) -> Bool {
+    public func saveSigningKey(_ key: SigningKeyRecord) {
+        guard var stored = keys[key.keyID] else {
+            keys[key.keyID] = key
+            return
+        }
+        stored.state = key.state
+        stored.retireAfter = key.retireAfter
+        keys[key.keyID] = stored
+    }
+    public func saveFirstSigningKey(_ key: SigningKeyRecord) throws -> Bool {
         guard !keys.values.contains(where: { $0.state == .active }) else { return false }
+        guard keys[key.keyID] == nil else { throw AuthStoreError.duplicate }
         keys[key.keyID] = key
         return true
     }
@@ -196,12 +248,14 @@ public actor MemoryAuthStore: AuthStore {
     public func recordSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) -> Bool {
         let key = Self.signInTokenKey(provider, tokenHash, expiresAt)
         guard signInTokens[key] == nil else { return false }
-        signInTokens[key] = expiresAt
+        signInTokens[key] = (expiresAt, subject)
         return true
     }
 
     public func deleteSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) {
-        signInTokens[Self.signInTokenKey(provider, tokenHash, expiresAt)] = nil
+        let key = Self.signInTokenKey(provider, tokenHash, expiresAt)
+        guard signInTokens[key]?.subject == subject else { return }
+        signInTokens[key] = nil
     }
 
     /// What names a record, as the SQL stores' key does (which keeps the expiry to the millisecond).
@@ -209,7 +263,10 @@ public actor MemoryAuthStore: AuthStore {
         [provider, tokenHash, String(expiresAt.millis)].joined(separator: "\u{0}")
     }
 
-    public func enqueue(_ item: OutboxItem) { outbox[item.id] = item }
+    public func enqueue(_ item: OutboxItem) throws {
+        guard outbox[item.id] == nil else { throw AuthStoreError.duplicate }
+        outbox[item.id] = item
+    }
     public func claimDueOutboxItems(now: Date, limit: Int, leaseUntil: Date) -> [OutboxItem] {
         let due = outbox.values.filter { $0.completedAt == nil && $0.nextAttemptAt <= now }.sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(limit)
         return due.map { item in
@@ -220,15 +277,22 @@ public actor MemoryAuthStore: AuthStore {
         }
     }
     public func updateOutboxItem(_ item: OutboxItem) {
-        guard outbox[item.id]?.completedAt == nil else { return }
-        outbox[item.id] = item
+        guard var stored = outbox[item.id], stored.completedAt == nil else { return }
+        stored.attempts = item.attempts
+        stored.nextAttemptAt = item.nextAttemptAt
+        stored.lastError = item.lastError
+        stored.completedAt = item.completedAt
+        outbox[item.id] = stored
     }
 
-    public func createInvite(_ invite: Invite) { invitesByID[invite.id] = invite }
+    public func createInvite(_ invite: Invite) throws {
+        guard invitesByID[invite.id] == nil, !invitesByID.values.contains(where: { $0.codeHash == invite.codeHash }) else { throw AuthStoreError.duplicate }
+        invitesByID[invite.id] = invite
+    }
     public func invites() -> [Invite] { invitesByID.values.sorted { $0.createdAt < $1.createdAt } }
     public func revokeInvite(id: String, at: Date) -> Bool {
-        guard invitesByID[id] != nil else { return false }
-        invitesByID[id]?.revokedAt = at
+        guard let invite = invitesByID[id] else { return false }
+        if invite.revokedAt == nil { invitesByID[id]?.revokedAt = at }
         return true
     }
     public func redeemInvite(codeHash: String, at now: Date) -> Bool {
@@ -249,9 +313,13 @@ public actor MemoryAuthStore: AuthStore {
     }
     public func outboxItems() -> [OutboxItem] { outbox.values.sorted { $0.createdAt < $1.createdAt } }
 
-    public func audit(_ event: AuditEvent) { events.append(event) }
+    public func audit(_ event: AuditEvent) throws {
+        guard !events.contains(where: { $0.id == event.id }) else { throw AuthStoreError.duplicate }
+        events.append(event)
+    }
     public func auditEvents(userID: String?, limit: Int) -> [AuditEvent] {
-        Array(events.filter { userID == nil || $0.userID == userID }.suffix(limit))
+        let matching = events.enumerated().filter { userID == nil || $0.element.userID == userID }
+        return matching.sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.suffix(limit).map(\.element)
     }
 
     public func sweep(now: Date, unlessSweptWithin interval: TimeInterval) -> Int? {
@@ -260,12 +328,12 @@ public actor MemoryAuthStore: AuthStore {
             lastSweep = now
         }
         let before = tokens.count + families.count + signInTokens.count
-        signInTokens = signInTokens.filter { $0.value > now }
+        signInTokens = signInTokens.filter { $0.value.expiresAt > now }
         let oneTimeBefore = oneTimeRecords.count
         oneTimeRecords = oneTimeRecords.filter { now.timeIntervalSince($0.value.expiresAt) < 86_400 }
         tokens = tokens.filter { $0.value.idleExpiresAt > now || ($0.value.rotatedAt.map { now.timeIntervalSince($0) < 86_400 } ?? false) }
         let dead = families.values.filter { family in
-            (family.revokedAt.map { now.timeIntervalSince($0) > 30 * 86_400 } ?? false) || now.timeIntervalSince(family.absoluteExpiresAt) > 30 * 86_400
+            (family.revokedAt.map { now.timeIntervalSince($0) >= 30 * 86_400 } ?? false) || now.timeIntervalSince(family.absoluteExpiresAt) >= 30 * 86_400
         }.map(\.id)
         for id in dead { families[id] = nil }
         tokens = tokens.filter { !dead.contains($0.value.familyID) }
