@@ -599,6 +599,7 @@ struct BrowserFlowTests {
         #expect(
             problem(OAuthClient(clientID: "a", redirectURIs: [])) == "setting clients[0].redirectUris is empty; list the exact URIs the app receives codes at")
         #expect(problem(OAuthClient(clientID: "a", redirectURIs: ["http://a.example/cb"]))?.contains("plain http is allowed only on loopback") == true)
+        #expect(problem(OAuthClient(clientID: "a", redirectURIs: ["http://127.0.0.1:65536/cb"]))?.contains("its port is not a port") == true)
         #expect(problem(OAuthClient(clientID: "a", redirectURIs: ["https://a.example/cb#frag"]))?.contains("fragment") == true)
         #expect(problem(OAuthClient(clientID: "a", redirectURIs: ["javascript:alert(1)"]))?.contains("javascript") == true)
         #expect(
