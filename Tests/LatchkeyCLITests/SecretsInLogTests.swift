@@ -56,7 +56,7 @@ struct SecretsInLogTests {
     /// SIGTERM (sent only once it listens: a signal before its handler is set up would be lost) and returns all it wrote.
     static func serveOnce(config: String, directory: String) async throws -> String {
         let logPath = directory + "/serve.log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw HarnessError("cannot write \(logPath)") }
         let output = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         defer { try? output.close() }
         let process = Process()
