@@ -74,16 +74,16 @@ public final class SQLAuthStore: AuthStore {
 
     public func close() async { await backend.shutdown() }
 
-    private func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await Self.translatingErrors { try await backend.read(body) }
     }
 
-    private func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await Self.translatingErrors { try await backend.batcher.submit(body) }
     }
 
     /// A write that may take long (migrations, sweeps): no answer timeout cuts it short.
-    private func longWrite<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    func longWrite<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await Self.translatingErrors { try await backend.longTransaction(body) }
     }
 
@@ -212,10 +212,6 @@ public final class SQLAuthStore: AuthStore {
             try await Self.insertUsers([user]).run(on: db)
             try await Self.insertIdentities([identity]).run(on: db)
         }
-    }
-
-    public func updateUser(_ user: UserAccount) async throws {
-        try await write { db in try await Self.updateUsers([user]).run(on: db) }
     }
 
     public func updateIdentity(_ identity: LinkedIdentity) async throws {
@@ -397,10 +393,6 @@ public final class SQLAuthStore: AuthStore {
             }
             return current
         }
-    }
-
-    public func deleteProviderGrant(identityID: String) async throws {
-        try await write { db in try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: identityID)").run() }
     }
 
     // MARK: Sessions

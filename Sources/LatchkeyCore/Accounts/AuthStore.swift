@@ -46,7 +46,6 @@ public protocol UserStore: Sendable {
     /// Inserts a user with their first identity, atomically; `.duplicate` (and nothing written) when the user id, the
     /// identity id or the provider account is taken.
     func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws
-    func updateUser(_ user: UserAccount) async throws
     /// Writes what a sign-in learns about an identity: its profile (e-mail, names, flags, claims) and last sign-in. Its
     /// user, provider, subject and first sighting never change. An identity that is gone stays gone.
     func updateIdentity(_ identity: LinkedIdentity) async throws
@@ -100,7 +99,6 @@ public protocol ProviderGrantStore: Sendable {
     /// Saves the identity's grant, replacing the one it had (whose validation claim ends); `.notFound` when the
     /// identity is not linked.
     func saveProviderGrant(_ grant: ProviderGrant) async throws
-    func deleteProviderGrant(identityID: String) async throws
     /// Records a successful validation, unless the grant was replaced meanwhile (then false); with
     /// `replacingWith`, the provider's new refresh token (sealed) takes the validated one's place.
     func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?) async throws

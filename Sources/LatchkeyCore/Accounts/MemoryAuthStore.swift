@@ -80,7 +80,6 @@ public actor MemoryAuthStore: AuthStore {
         }
     }
 
-    public func updateUser(_ user: UserAccount) { usersByID[user.id] = user }
     public func updateIdentity(_ identity: LinkedIdentity) {
         guard var stored = identitiesByID[identity.id] else { return }
         stored.email = identity.email
@@ -141,8 +140,6 @@ public actor MemoryAuthStore: AuthStore {
         grants[grant.identityID] = grant
         validationClaims[grant.identityID] = nil
     }
-
-    public func deleteProviderGrant(identityID: String) { grants[identityID] = nil }
 
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?) -> Bool {
         guard grants[identityID]?.sealedRefreshToken == sealedRefreshToken else { return false }
