@@ -1,5 +1,5 @@
 import Foundation
-import LatchkeyCore
+public import LatchkeyCore
 import SQLKit
 
 /// A provider account, as sign-ins look it up.
@@ -16,6 +16,29 @@ extension AccountKey {
 /// Sign-ins handled as sets, like rotations: the look-ups of accounts that arrive together share one query, and
 /// the sign-ins' writes share one transaction with one statement of each kind for the whole group.
 extension SQLAuthStore {
+    public func account(provider: String, subject: String) async throws -> StoredAccount? {
+        try await read { db in try await Self.accounts([AccountKey(provider: provider, subject: subject)], db)[0] }
+    }
+
+    public func recordSignIn(_ record: SignInRecord) async throws {
+        guard try await write({ db in try await Self.recordSignIns([record], db)[0] }) else { throw AuthStoreError.duplicate }
+    }
+
+    public func signIn(_ plan: SignInPlan) async throws -> SignInStepResult {
+        try await Self.translatingErrors { try await signIns.submit(plan) }
+    }
+
+    /// Handles `plans` as one group in one transaction, as ``signIn(_:)`` does with plans that arrive together (for tests).
+    func signInGroup(_ plans: [SignInPlan]) async throws -> [SignInStepResult] {
+        try await write { db in try await Self.signIns(plans, db) }
+    }
+
+    /// SQLite's plan for `query`, one line per step (for tests).
+    func queryPlan(_ query: BoundStatement) async throws -> [String] {
+        let explained: BoundStatement = "EXPLAIN QUERY PLAN " + query
+        return try await read { db in try await explained.all(on: db).map { try $0.decode(column: "detail", as: String.self) } }
+    }
+
     /// The account of each key (nil for an unknown one), in one query.
     static func accounts(_ keys: [AccountKey], _ db: any SQLDatabase) async throws -> [StoredAccount?] {
         guard !keys.isEmpty else { return [] }

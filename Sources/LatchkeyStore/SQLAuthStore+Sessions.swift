@@ -1,0 +1,94 @@
+public import Foundation
+public import LatchkeyCore
+import SQLKit
+
+/// Sessions and their refresh tokens (``SessionStore``); rotation is in `SQLAuthStore+Rotation.swift`.
+extension SQLAuthStore {
+    public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws {
+        try await write { db in
+            try await Self.insertSessions([family]).run(on: db)
+            try await Self.insertTokens([firstToken]).run(on: db)
+        }
+    }
+
+    public func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)? {
+        try await Self.translatingErrors { try await tokenLookups.submit(hash) }
+    }
+
+    public func rotate(
+        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
+    ) async throws -> RotationResult {
+        let request = RotationRequest(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting)
+        return try await Self.translatingErrors { try await rotations.submit(request) }
+    }
+
+    /// The most rotations one transaction has handled so far.
+    var largestRotationGroup: Int { rotations.largestGroup }
+    /// The most token look-ups one query has answered so far.
+    var largestLookupGroup: Int { tokenLookups.largestGroup }
+    /// How many token look-ups have been answered so far.
+    var tokenLookupCount: Int { tokenLookups.handledRequests }
+
+    /// How stale `sessions.last_used_at` may be.
+    static let lastUseResolution: TimeInterval = 60
+
+    public func session(id: String) async throws -> SessionFamily? {
+        try await read { db in try await db.raw("SELECT * FROM sessions WHERE id = \(bind: id)").first().map(Self.session) }
+    }
+
+    public func sessions(userID: String) async throws -> [SessionFamily] {
+        try await read { db in try await db.raw("SELECT * FROM sessions WHERE user_id = \(bind: userID) ORDER BY created_at").all().map(Self.session) }
+    }
+
+    public func revokeSession(id: String, reason: String, at: Date) async throws -> Bool {
+        // One statement: PostgreSQL re-checks `revoked_at` on a row a concurrent revocation just changed, so an earlier
+        // reason (reuse detected, say) is never overwritten.
+        try await write { db in
+            try await db.raw(
+                """
+                UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason)
+                WHERE id = \(bind: id) AND revoked_at IS NULL RETURNING id
+                """
+            ).first() != nil
+        }
+    }
+
+    public func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int {
+        try await revokeSessions(Self.sessionsOfUser(userID), reason: reason, at: at)
+    }
+
+    public func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int {
+        try await revokeSessions(Self.sessionsOfIdentity(identityID), reason: reason, at: at)
+    }
+
+    public func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) async throws -> Int {
+        try await revokeSessions(Self.sessionsOfIdentity(identityID), createdBefore: createdBefore, reason: reason, at: at)
+    }
+
+    /// The condition on `sessions` that picks a user's sessions.
+    static func sessionsOfUser(_ userID: String) -> BoundStatement { "user_id = \(bind: userID)" }
+
+    /// The condition on `sessions` that picks the sessions an identity started. They are found among its user's
+    /// (through the index on `user_id`): sessions have no index of their own on `identity_id`, which every
+    /// sign-in would write to for the sake of rare revocations (migration 7).
+    static func sessionsOfIdentity(_ identityID: String) -> BoundStatement {
+        "user_id = (SELECT user_id FROM identities WHERE id = \(bind: identityID)) AND identity_id = \(bind: identityID)"
+    }
+
+    private func revokeSessions(_ matching: BoundStatement, createdBefore: Date = .distantFuture, reason: String, at: Date) async throws -> Int {
+        let before = min(createdBefore, Date(timeIntervalSince1970: 1e12)).millis
+        let revoke: BoundStatement = "UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE "
+        let open: BoundStatement = " AND revoked_at IS NULL AND created_at < \(bind: before) RETURNING id"
+        return try await write { db in try await (revoke + matching + open).all(on: db).count }
+    }
+
+    static func session(_ row: any SQLRow) throws -> SessionFamily {
+        SessionFamily(
+            id: try row.decode(column: "id", as: String.self), userID: try row.decode(column: "user_id", as: String.self),
+            identityID: try row.decode(column: "identity_id", as: String?.self), clientID: try row.decode(column: "client_id", as: String.self),
+            createdAt: try row.date("created_at"), lastUsedAt: try row.date("last_used_at"), absoluteExpiresAt: try row.date("absolute_expires_at"),
+            revokedAt: try row.optionalDate("revoked_at"), revocationReason: try row.decode(column: "revocation_reason", as: String?.self),
+            userAgent: try row.decode(column: "user_agent", as: String?.self)
+        )
+    }
+}

@@ -1,0 +1,149 @@
+public import Foundation
+public import LatchkeyCore
+import SQLKit
+import Synchronization
+
+/// Users and the provider accounts linked to them (``UserStore``).
+extension SQLAuthStore {
+    public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await read { db in
+            try await db.raw("SELECT * FROM identities WHERE provider = \(bind: provider) AND subject = \(bind: subject)").first().map(Self.identity)
+        }
+    }
+
+    public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
+        try await write { db in
+            try await Self.insertUsers([user]).run(on: db)
+            try await Self.insertIdentities([identity]).run(on: db)
+        }
+    }
+
+    public func updateIdentity(_ identity: LinkedIdentity) async throws {
+        try await write { db in try await Self.updateIdentities([identity]).run(on: db) }
+    }
+
+    public func addIdentity(_ identity: LinkedIdentity) async throws {
+        try await write { db in
+            guard try await db.raw("SELECT id FROM users WHERE id = \(bind: identity.userID)").first() != nil else { throw AuthStoreError.notFound }
+            try await Self.insertIdentities([identity]).run(on: db)
+        }
+    }
+
+    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink {
+        let postgres = backend.isPostgres
+        return try await write { db in
+            // The count and the delete in one transaction, the user's row locked on PostgreSQL (SQLite has one writer):
+            // two unlinks racing cannot both see a second identity and leave the user with none.
+            if postgres { try await db.raw("SELECT id FROM users WHERE id = \(bind: userID) FOR UPDATE").run() }
+            let linked = try await db.raw("SELECT id FROM identities WHERE user_id = \(bind: userID)").all().map {
+                try $0.decode(column: "id", as: String.self)
+            }
+            guard linked.contains(id) else { return .notFound }
+            guard linked.count > 1 else { return .lastIdentity }
+            let grant = try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: id)").first().map(Self.providerGrant)
+            let revoke: BoundStatement = "UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE "
+            try await (revoke + Self.sessionsOfIdentity(id) + " AND revoked_at IS NULL").run(on: db)
+            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+            return .unlinked(grant)
+        }
+    }
+
+    public func deleteIdentity(id: String) async throws {
+        try await write { db in
+            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+        }
+    }
+
+    /// The claims document column: a JSON object of strings, NULL when empty.
+    static func claimsDocument(_ claims: [String: String]) -> String? {
+        guard !claims.isEmpty, let bytes = try? LeanJSONEncoder().encode(claims) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    public func user(id: String) async throws -> UserAccount? {
+        try await read { db in try await db.raw("SELECT * FROM users WHERE id = \(bind: id)").first().map { try Self.user($0) } }
+    }
+
+    public func identities(userID: String) async throws -> [LinkedIdentity] {
+        try await read { db in try await db.raw("SELECT * FROM identities WHERE user_id = \(bind: userID) ORDER BY first_seen_at").all().map(Self.identity) }
+    }
+
+    public func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
+        let key = userID + "|" + sessionID
+        let generation = backend.batcher.generation
+        let now = ContinuousClock.now
+        let cached: Profile?? = profiles.withLock { cache in
+            if cache.generation != generation { cache = (generation, [:]) }
+            guard let entry = cache.entries[key], now - entry.at < Self.profileLifetime else { return nil }
+            return .some(entry.value)
+        }
+        if let cached { return cached }
+        let value = try await readProfile(userID: userID, sessionID: sessionID)
+        profiles.withLock { cache in
+            guard cache.generation == generation else { return }
+            if cache.entries.count >= 10_000 { cache.entries.removeAll(keepingCapacity: true) }
+            cache.entries[key] = (now, value)
+        }
+        return value
+    }
+
+    private func readProfile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])? {
+        try await read { db in
+            let rows = try await db.raw(
+                """
+                SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
+                  u.given_name AS u_given_name, u.family_name AS u_family_name, i.*
+                FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN identities i ON i.user_id = u.id
+                WHERE s.id = \(bind: sessionID) AND s.user_id = \(bind: userID) AND s.revoked_at IS NULL
+                ORDER BY i.first_seen_at
+                """
+            ).all()
+            guard let first = rows.first else { return nil }
+            let user = try Self.user(first, prefix: "u_")
+            let identities = try rows.filter { try $0.decode(column: "id", as: String?.self) != nil }.map(Self.identity)
+            return (user, identities)
+        }
+    }
+
+    public func users(limit: Int) async throws -> [UserAccount] {
+        try await read { db in try await db.raw("SELECT * FROM users ORDER BY created_at LIMIT \(bind: limit)").all().map { try Self.user($0) } }
+    }
+
+    public func deleteUser(id: String) async throws {
+        try await write { db in
+            // Explicit deletes, child tables first: correct whether or not foreign keys cascade.
+            try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = \(bind: id))").run()
+            try await db.raw("DELETE FROM sessions WHERE user_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM provider_grants WHERE identity_id IN (SELECT id FROM identities WHERE user_id = \(bind: id))").run()
+            try await db.raw("DELETE FROM identities WHERE user_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM users WHERE id = \(bind: id)").run()
+        }
+    }
+
+    // MARK: Rows
+
+    /// A user's columns, named with `prefix` where they are read beside another record's (an identity's).
+    static func user(_ row: any SQLRow, prefix: String = "") throws -> UserAccount {
+        UserAccount(
+            id: try row.decode(column: prefix + "id", as: String.self), createdAt: try row.date(prefix + "created_at"),
+            email: try row.decode(column: prefix + "email", as: String?.self), emailVerified: try row.flag(prefix + "email_verified"),
+            givenName: try row.decode(column: prefix + "given_name", as: String?.self),
+            familyName: try row.decode(column: prefix + "family_name", as: String?.self)
+        )
+    }
+
+    static func identity(_ row: any SQLRow) throws -> LinkedIdentity {
+        LinkedIdentity(
+            id: try row.decode(column: "id", as: String.self), userID: try row.decode(column: "user_id", as: String.self),
+            provider: try row.decode(column: "provider", as: String.self), subject: try row.decode(column: "subject", as: String.self),
+            email: try row.decode(column: "email", as: String?.self), emailVerified: try row.flag("email_verified"),
+            isPrivateEmail: try row.flag("is_private_email"), realUserStatus: try row.decode(column: "real_user_status", as: Int?.self),
+            transferSubject: try row.decode(column: "transfer_subject", as: String?.self), givenName: try row.decode(column: "given_name", as: String?.self),
+            familyName: try row.decode(column: "family_name", as: String?.self), emailForwardingEnabled: try row.flag("email_forwarding_enabled"),
+            claims: try row.decode(column: "claims", as: String?.self).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:],
+            firstSeenAt: try row.date("first_seen_at"), lastSignInAt: try row.date("last_sign_in_at")
+        )
+    }
+}
