@@ -48,13 +48,13 @@ extension StoreConformanceTests {
                 async let one = attempt { try await services.0.unlink(userID: user.id, provider: "apple", subject: apple.subject) }
                 async let other = attempt { try await services.1.unlink(userID: user.id, provider: "google", subject: google.subject) }
                 let outcomes = await [one, other]
-                let refused = outcomes.compactMap { outcome -> LatchkeyError.Code? in
-                    guard case .failure(let error) = outcome else { return nil }
-                    return (error as? LatchkeyError)?.code
+                let unlinked = outcomes.filter { if case .success = $0 { true } else { false } }.count
+                if unlinked == 2 { bothUnlinked += 1 }
+                // The loser is told last_identity; under load a store may also be busy past its timeout (nothing changed).
+                for case .failure(let error) in outcomes {
+                    #expect((error as? LatchkeyError)?.code == .lastIdentity || error is AuthStoreError, "pair \(pair): \(error)")
                 }
-                if refused.isEmpty { bothUnlinked += 1 }
-                #expect(refused == [] || refused == [.lastIdentity], "pair \(pair): \(outcomes)")
-                #expect(try await first.identities(userID: user.id).count == 1, "pair \(pair)")
+                #expect(try await first.identities(userID: user.id).count == 2 - unlinked, "pair \(pair)")
             }
             #expect(bothUnlinked == 0, "\(bothUnlinked) of 50 pairs unlinked both identities")
         }

@@ -84,7 +84,7 @@ public struct SignInService: Sendable {
     /// Runs a plan: in one store step when it can (the common case); otherwise follows a concurrent first sign-in that
     /// linked the identity first. A failure after the claim releases it.
     private func resolve(_ plan: SignInPlan) async throws -> SignInPlan.Resolution {
-        var result = try await store.signIn(plan)
+        var result = try await step(plan)
         if result == .tokenUsed { throw Self.tokenAlreadyUsed }
         var plan = plan
         let claim = plan.claim
@@ -102,7 +102,7 @@ public struct SignInService: Sendable {
                             : "the invite code is unknown, used up, expired or revoked")
                 case .duplicate, .tokenUsed: break
                 }
-                result = try await store.signIn(plan)
+                result = try await step(plan)
             }
             if case .recorded(let found) = result, let resolved = plan.resolution(for: found) { return resolved }
             throw AuthStoreError.unavailable("the sign-in kept meeting concurrent changes to its account; try again")
@@ -110,6 +110,16 @@ public struct SignInService: Sendable {
             if let claim { await release(claim) }
             throw error
         }
+    }
+
+    /// One store step. On PostgreSQL a first sign-in of the same identity in another transaction can link it between this
+    /// one's look-up and its insert: the transaction then rolls back whole (its claim and invite too) with `.duplicate`,
+    /// and the same plan, tried again, finds the account.
+    private func step(_ plan: SignInPlan) async throws -> SignInStepResult {
+        for _ in 0..<2 {
+            do { return try await store.signIn(plan) } catch AuthStoreError.duplicate { continue }
+        }
+        return try await store.signIn(plan)
     }
 
     /// The claims worth keeping on an identity beyond the columns every provider fills.
