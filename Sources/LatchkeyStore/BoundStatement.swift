@@ -74,6 +74,12 @@ struct BoundStatement: SQLExpression, ExpressibleByStringInterpolation {
             }
         }
 
+        /// A table's column names: `a, b, c`. Only ``SQLColumns`` can be spliced into the text, and it holds string
+        /// literals only, checked to be plain identifiers.
+        mutating func appendInterpolation(columns: SQLColumns) {
+            text += columns.list()
+        }
+
         /// Rows of values for a `VALUES` list: `(?, ?), (?, ?)`.
         mutating func appendInterpolation(rows: [[any StatementValue]]) {
             for (index, row) in rows.enumerated() {
@@ -171,6 +177,39 @@ struct BoundStatement: SQLExpression, ExpressibleByStringInterpolation {
             }
         }
         return PostgresQuery(unsafeSQL: String(decoding: sql, as: UTF8.self), binds: bindings)
+    }
+}
+
+/// The column names of a table, in order, for the statements that name them all: the one place a column list is
+/// written. Only an array literal of string literals makes one (`StaticString`, never a run-time value), and each
+/// name must be a plain lower-case identifier, so the list can be spliced into statement text as it is.
+struct SQLColumns: Sendable, Equatable, ExpressibleByArrayLiteral {
+    let names: [String]
+
+    init(arrayLiteral names: StaticString...) {
+        self.names = names.map { name in
+            let text = name.description
+            precondition(Self.isIdentifier(text), "not a plain SQL identifier: \(text)")
+            return text
+        }
+    }
+
+    /// `a, b, c`; with a `table` alias, `t.a, t.b, t.c`; with an `alias` prefix too, `t.a AS t_a, …`.
+    func list(table: StaticString? = nil, alias: StaticString? = nil) -> String {
+        let table = table?.description
+        let alias = alias?.description
+        for name in [table, alias].compactMap(\.self) { precondition(Self.isIdentifier(name), "not a plain SQL identifier: \(name)") }
+        return names.map { name in
+            let qualified = table.map { "\($0).\(name)" } ?? name
+            return alias.map { "\(qualified) AS \($0)\(name)" } ?? qualified
+        }.joined(separator: ", ")
+    }
+
+    private static func isIdentifier(_ text: String) -> Bool {
+        guard let first = text.utf8.first, first == UInt8(ascii: "_") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first) else { return false }
+        return text.utf8.allSatisfy {
+            $0 == UInt8(ascii: "_") || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+        }
     }
 }
 

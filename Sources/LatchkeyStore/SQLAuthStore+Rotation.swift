@@ -97,14 +97,6 @@ extension SQLAuthStore {
 }
 
 extension SQLAuthStore {
-    /// One `INSERT` of refresh tokens (at least one).
-    static func insertTokens(_ tokens: [RefreshTokenRecord]) -> BoundStatement {
-        """
-        INSERT INTO refresh_tokens (hash, session_id, parent_hash, created_at, idle_expires_at, rotated_at, successor_hash)
-        VALUES \(rows: tokens.map { [$0.hash, $0.familyID, $0.parentHash, $0.createdAt.millis, $0.idleExpiresAt.millis, $0.rotatedAt?.millis, $0.successorHash] })
-        """
-    }
-
     /// The token and session of each hash (nil for an unknown one), in one query.
     static func tokensWithSessions(hashes: [String], _ db: any SQLDatabase) async throws -> [(RefreshTokenRecord, SessionFamily)?] {
         var found: [String: (RefreshTokenRecord, SessionFamily)] = [:]
@@ -121,11 +113,8 @@ extension SQLAuthStore {
     }
 
     /// A refresh token and its session in one row: the session's columns as they are, the token's prefixed `t_`.
-    static let tokenWithSession = """
-        SELECT s.*, t.hash AS t_hash, t.parent_hash AS t_parent_hash, t.created_at AS t_created_at, t.idle_expires_at AS t_idle_expires_at,
-          t.rotated_at AS t_rotated_at, t.successor_hash AS t_successor_hash
-        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
-        """
+    static let tokenWithSession =
+        "SELECT s.*, \(refreshTokenColumns.list(table: "t", alias: "t_")) FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id"
 
     static func tokenWithSession(_ row: any SQLRow) throws -> (RefreshTokenRecord, SessionFamily) {
         let family = try session(row)
@@ -148,27 +137,31 @@ extension PostgresHandle {
             : "\(unescaped: Self.tokenWithSessionColumns) WHERE t.hash = ANY(\(hashes))"
         var pairs: [(RefreshTokenRecord, SessionFamily)] = []
         for try await row in try await connection.query(query, logger: logger) {
+            // Positional, for speed: the session's values in the order of `SQLAuthStore.sessionColumns`, then the
+            // token's in the order of `SQLAuthStore.refreshTokenColumns` (see `tokenWithSessionColumns`). A change to
+            // either list changes this tuple and the initializers below with it.
             let (
-                id, userID, identityID, clientID, created, lastUsed, absoluteExpiry, revoked, reason, userAgent, hash, parent, tokenCreated, idleExpiry,
-                rotated, successor
+                id, userID, identityID, clientID, created, lastUsed, absoluteExpiry, revoked, reason, userAgent,
+                hash, familyID, parent, tokenCreated, idleExpiry, rotated, successor
             ) =
                 try row.decode(
-                    (String, String, String?, String, Int64, Int64, Int64, Int64?, String?, String?, String, String?, Int64, Int64, Int64?, String?).self)
+                    (String, String, String?, String, Int64, Int64, Int64, Int64?, String?, String?, String, String, String?, Int64, Int64, Int64?, String?)
+                        .self)
             let family = SessionFamily(
                 id: id, userID: userID, identityID: identityID, clientID: clientID, createdAt: Date(millis: created), lastUsedAt: Date(millis: lastUsed),
                 absoluteExpiresAt: Date(millis: absoluteExpiry), revokedAt: revoked.map(Date.init(millis:)), revocationReason: reason, userAgent: userAgent)
             let token = RefreshTokenRecord(
-                hash: hash, familyID: id, parentHash: parent, createdAt: Date(millis: tokenCreated), idleExpiresAt: Date(millis: idleExpiry),
+                hash: hash, familyID: familyID, parentHash: parent, createdAt: Date(millis: tokenCreated), idleExpiresAt: Date(millis: idleExpiry),
                 rotatedAt: rotated.map(Date.init(millis:)), successorHash: successor)
             pairs.append((token, family))
         }
         return pairs
     }
 
-    /// The session's columns, then the token's, in the order the decoding above reads them.
+    /// Every column of the session, then every column of the token, each in its list's order: the order the
+    /// positional decode above reads them.
     static let tokenWithSessionColumns = """
-        SELECT s.id, s.user_id, s.identity_id, s.client_id, s.created_at, s.last_used_at, s.absolute_expires_at, s.revoked_at,
-          s.revocation_reason, s.user_agent, t.hash, t.parent_hash, t.created_at, t.idle_expires_at, t.rotated_at, t.successor_hash
+        SELECT \(SQLAuthStore.sessionColumns.list(table: "s")), \(SQLAuthStore.refreshTokenColumns.list(table: "t"))
         FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
         """
 }

@@ -82,6 +82,41 @@ extension SQLAuthStore {
         return try await write { db in try await (revoke + matching + open).all(on: db).count }
     }
 
+    /// The columns of `sessions`, in the table's order: the one list of them outside the migrations.
+    /// ``sessionValues(_:)`` gives a family's values in this order; `insertSessions` and
+    /// `PostgresHandle.tokenWithSessionColumns` name the columns from here, and the positional decode in
+    /// `PostgresHandle.tokensWithSessions` reads them in this order (a test round-trips a family with every field set
+    /// through a rotation on both databases).
+    static let sessionColumns: SQLColumns = [
+        "id", "user_id", "identity_id", "client_id", "created_at", "last_used_at", "absolute_expires_at", "revoked_at", "revocation_reason", "user_agent",
+    ]
+
+    /// A family's values in the order of ``sessionColumns``.
+    static func sessionValues(_ family: SessionFamily) -> [any StatementValue] {
+        [
+            family.id, family.userID, family.identityID, family.clientID, family.createdAt.millis, family.lastUsedAt.millis,
+            family.absoluteExpiresAt.millis, family.revokedAt?.millis, family.revocationReason, family.userAgent,
+        ]
+    }
+
+    /// One `INSERT` of sessions (at least one).
+    static func insertSessions(_ families: [SessionFamily]) -> BoundStatement {
+        "INSERT INTO sessions (\(columns: sessionColumns)) VALUES \(rows: families.map(sessionValues))"
+    }
+
+    /// The columns of `refresh_tokens`, in the table's order, as ``sessionColumns`` is for `sessions`.
+    static let refreshTokenColumns: SQLColumns = ["hash", "session_id", "parent_hash", "created_at", "idle_expires_at", "rotated_at", "successor_hash"]
+
+    /// A token's values in the order of ``refreshTokenColumns``.
+    static func refreshTokenValues(_ token: RefreshTokenRecord) -> [any StatementValue] {
+        [token.hash, token.familyID, token.parentHash, token.createdAt.millis, token.idleExpiresAt.millis, token.rotatedAt?.millis, token.successorHash]
+    }
+
+    /// One `INSERT` of refresh tokens (at least one).
+    static func insertTokens(_ tokens: [RefreshTokenRecord]) -> BoundStatement {
+        "INSERT INTO refresh_tokens (\(columns: refreshTokenColumns)) VALUES \(rows: tokens.map(refreshTokenValues))"
+    }
+
     static func session(_ row: any SQLRow) throws -> SessionFamily {
         SessionFamily(
             id: try row.decode(column: "id", as: String.self), userID: try row.decode(column: "user_id", as: String.self),

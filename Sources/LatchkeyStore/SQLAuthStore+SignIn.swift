@@ -277,18 +277,6 @@ extension SQLAuthStore {
         """
     }
 
-    static func insertSessions(_ families: [SessionFamily]) -> BoundStatement {
-        """
-        INSERT INTO sessions (id, user_id, identity_id, client_id, created_at, last_used_at, absolute_expires_at, revoked_at, revocation_reason, user_agent)
-        VALUES \(rows: families.map { family -> [any StatementValue] in
-            [
-                family.id, family.userID, family.identityID, family.clientID, family.createdAt.millis, family.lastUsedAt.millis,
-                family.absoluteExpiresAt.millis, family.revokedAt?.millis, family.revocationReason, family.userAgent,
-            ]
-        })
-        """
-    }
-
     static func insertAudits(_ events: [AuditEvent]) -> BoundStatement {
         "INSERT INTO audit_events (id, at, user_id, kind, detail) VALUES \(rows: events.map { [$0.id, $0.at.millis, $0.userID, $0.kind, $0.detail] })"
     }

@@ -21,6 +21,15 @@ struct BoundStatementTests {
         #expect(("EXPLAIN " + list).text == "EXPLAIN SELECT * FROM t WHERE a IN (?, ?) AND b = ?")
     }
 
+    @Test("a column list is spliced as its names, bare, qualified or aliased")
+    func columns() {
+        let columns: SQLColumns = ["a", "b_2"]
+        let statement: BoundStatement = "INSERT INTO t (\(columns: columns)) VALUES \(rows: [["x", 1]])"
+        #expect(statement.text == "INSERT INTO t (a, b_2) VALUES (?, ?)")
+        #expect(columns.list(table: "t") == "t.a, t.b_2")
+        #expect(columns.list(table: "t", alias: "t_") == "t.a AS t_a, t.b_2 AS t_b_2")
+    }
+
     @Test("SQLite's driver directly and SQLKit store the same rows; a value holding ? stays a value")
     func directAndThroughSQLKit() async throws {
         let connection = try await SQLiteConnection.open(storage: .memory)
