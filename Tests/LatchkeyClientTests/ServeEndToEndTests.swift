@@ -92,13 +92,16 @@ struct ServeEndToEndTests {
         }
 
         /// Waits until the server answers `/readyz`.
+        /// Throws at once when the process has exited (its port taken meanwhile by another test, say).
         func ready() async throws {
-            for _ in 0..<600 {
-                if let (_, response) = try? await Browser.get(baseURL.appendingPathComponent("readyz").absoluteString), response.statusCode == 200 { return }
-                try await Task.sleep(nanoseconds: 50_000_000)
+            try await poll(until: "serve --dev at \(baseURL) to answer /readyz", within: .seconds(60), every: .milliseconds(50)) {
+                guard process.isRunning else { throw HarnessError("serve --dev exited with status \(process.terminationStatus)") }
+                guard let (_, response) = try? await Browser.get(baseURL.appendingPathComponent("readyz").absoluteString) else { return false }
+                return response.statusCode == 200
             }
-            throw URLError(.cannotConnectToHost)
         }
+
+        var isRunning: Bool { process.isRunning }
 
         func stop() {
             process.terminate()
@@ -171,9 +174,19 @@ struct ServeEndToEndTests {
     }
 
     static func withServer(_ body: (DevServer) async throws -> Void) async throws {
-        let server = try DevServer()
+        var server = try DevServer()
         do {
-            try await server.ready()
+            // Ports are picked free, then bound by the child: another test can take one in between. Then new ports.
+            for attempt in 1...3 {
+                do {
+                    try await server.ready()
+                    break
+                } catch {
+                    guard attempt < 3, !server.isRunning else { throw error }
+                    server.stop()
+                    server = try DevServer()
+                }
+            }
             try await body(server)
         } catch {
             server.stop()
