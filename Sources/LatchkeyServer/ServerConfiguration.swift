@@ -217,7 +217,7 @@ extension ServerConfiguration {
             return components.host?.isEmpty == false ? nil : "an https redirect URI needs a host"
         case "http":
             if OAuthClient.isLoopback(uri) { return nil }
-            return ["127.0.0.1", "::1", "[::1]", "localhost"].contains(components.host ?? "")
+            return OAuthClient.loopbackHosts.contains(components.host ?? "")
                 ? "its port is not a port (1 to 65535)" : "plain http is allowed only on loopback (127.0.0.1, [::1], localhost); use https"
         case "javascript", "data", "file", "vbscript":
             return "the \(scheme) scheme cannot receive codes"

@@ -76,10 +76,16 @@ extension SQLAuthStore {
     }
 
     private func revokeSessions(_ matching: BoundStatement, createdBefore: Date = .distantFuture, reason: String, at: Date) async throws -> Int {
+        let revoke = Self.revokeOpenSessions(matching, createdBefore: createdBefore, reason: reason, at: at)
+        return try await write { db in try await revoke.all(on: db).count }
+    }
+
+    /// Revokes the sessions `matching` picks that are still open and began before `createdBefore`; returns their ids.
+    static func revokeOpenSessions(_ matching: BoundStatement, createdBefore: Date = .distantFuture, reason: String, at: Date) -> BoundStatement {
         let before = min(createdBefore, Date(timeIntervalSince1970: 1e12)).millis
         let revoke: BoundStatement = "UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE "
         let open: BoundStatement = " AND revoked_at IS NULL AND created_at < \(bind: before) RETURNING id"
-        return try await write { db in try await (revoke + matching + open).all(on: db).count }
+        return revoke + matching + open
     }
 
     /// The columns of `sessions`, in the table's order: the one list of them outside the migrations.

@@ -41,8 +41,7 @@ extension SQLAuthStore {
             guard linked.contains(id) else { return .notFound }
             guard linked.count > 1 else { return .lastIdentity }
             let grant = try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: id)").first().map(Self.providerGrant)
-            let revoke: BoundStatement = "UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason) WHERE "
-            try await (revoke + Self.sessionsOfIdentity(id) + " AND revoked_at IS NULL").run(on: db)
+            _ = try await Self.revokeOpenSessions(Self.sessionsOfIdentity(id), reason: reason, at: at).all(on: db)
             try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
             try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
             return .unlinked(grant)

@@ -46,9 +46,12 @@ public struct OAuthClient: Sendable, Equatable {
     }
 
     /// A loopback `http` URI with its port removed, or nil for any other URI and for one whose port is not a port.
+    /// The hosts a loopback redirect URI may name (RFC 8252 §7.3), as `URLComponents` reads them.
+    public static let loopbackHosts: Set<String> = ["127.0.0.1", "::1", "[::1]", "localhost"]
+
     static func loopbackWithoutPort(_ uri: String) -> String? {
         guard var components = URLComponents(string: uri), components.scheme == "http", let host = components.host,
-            ["127.0.0.1", "::1", "[::1]", "localhost"].contains(host), components.fragment == nil, hasPortOrNone(uri)
+            loopbackHosts.contains(host), components.fragment == nil, hasPortOrNone(uri)
         else { return nil }
         components.port = nil
         return components.string
