@@ -85,6 +85,9 @@ struct ServerHarness: Sendable {
         configuration.dropbox = dropbox
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000
+        // The emulator answers a daily validation at once; on a loaded machine it may still take longer than the
+        // default 3 s, and the refresh would answer before the validation it tests. Tests of the wait set their own.
+        configuration.session.providerValidationWait = 30
         configure(&configuration)
         let path = NSTemporaryDirectory() + "latchkey-server-\(UUID().uuidString).sqlite"
         let logger =
