@@ -37,7 +37,7 @@ extension SQLAuthStore {
         }
     }
 
-    public func redeemInvite(codeHash: String, at now: Date) async throws -> Bool {
+    package func redeemInvite(codeHash: String, at now: Date) async throws -> Bool {
         try await write { db in try await Self.redeemInvite(codeHash: codeHash, at: now, db) }
     }
 

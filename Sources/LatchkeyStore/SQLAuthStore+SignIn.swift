@@ -15,12 +15,12 @@ extension AccountKey {
 
 /// Sign-ins handled as sets, like rotations: the look-ups of accounts that arrive together share one query, and
 /// the sign-ins' writes share one transaction with one statement of each kind for the whole group.
-extension SQLAuthStore {
-    public func account(provider: String, subject: String) async throws -> StoredAccount? {
+extension SQLAuthStore: SignInStepParts {
+    package func account(provider: String, subject: String) async throws -> StoredAccount? {
         try await read { db in try await Self.accounts([AccountKey(provider: provider, subject: subject)], db)[0] }
     }
 
-    public func recordSignIn(_ record: SignInRecord) async throws {
+    package func recordSignIn(_ record: SignInRecord) async throws {
         guard try await write({ db in try await Self.recordSignIns([record], db)[0] }) else { throw AuthStoreError.duplicate }
     }
 

@@ -69,11 +69,9 @@ final class Fleet: Sendable {
         process.standardError = ignoringFileSizeSignal ? FileHandle.nullDevice : FileHandle.standardError
         try process.run()
         processes.withLock { $0[index] = process }
-        for _ in 0..<600 {
-            if (try? await get(index, "/readyz").status) == 200 { return }
-            try await Task.sleep(for: .milliseconds(50))
+        try await poll(until: "instance \(index) to become ready", within: .seconds(30), every: .milliseconds(50)) {
+            (try? await get(index, "/readyz").status) == 200
         }
-        throw HarnessError("instance \(index) did not become ready")
     }
 
     /// The process id of instance `index`, while it runs.

@@ -67,10 +67,12 @@ struct SecretsInLogTests {
         (process.standardOutput, process.standardError) = (output, output)
         try process.run()
         func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
-        for _ in 0..<600 where !log().contains("Latchkey listening") && process.isRunning { try await Task.sleep(for: .milliseconds(100)) }
-        try await Task.sleep(for: .seconds(1))
+        try await poll(until: "serve to listen (or exit)", within: .seconds(60), every: .milliseconds(100)) {
+            log().contains("Latchkey listening") || !process.isRunning
+        }
+        try await Task.sleep(for: .seconds(1))  // the services' start-up lines come just after
         process.terminate()
-        for _ in 0..<300 where process.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        try? await poll(until: "serve to stop", within: .seconds(30), every: .milliseconds(100)) { !process.isRunning }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             Issue.record("serve did not stop within 30 s of SIGTERM")

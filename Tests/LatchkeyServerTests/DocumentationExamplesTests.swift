@@ -230,11 +230,7 @@ struct DocumentationExamplesTests {
             )
             let running = Task { try await outer.run() }
             // `make` creates the first signing key; the group then serves until it is shut down.
-            var waited = 0
-            while try await store.signingKeys().isEmpty, waited < 100 {
-                try await Task.sleep(for: .milliseconds(50))
-                waited += 1
-            }
+            try await poll(until: "the first signing key", within: .seconds(5), every: .milliseconds(50)) { try await !store.signingKeys().isEmpty }
             #expect(try await store.signingKeys().count == 1)
             try await Task.sleep(for: .milliseconds(200))
             await outer.triggerGracefulShutdown()

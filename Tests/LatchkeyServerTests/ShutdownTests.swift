@@ -51,10 +51,8 @@ struct ShutdownTests {
         let running = Task { try await group.run() }
         var iterator = ports.makeAsyncIterator()
         _ = try #require(await iterator.next())
-        var waited = 0
-        while transport.revocationsBegun.withLock({ $0 }) == 0, waited < 400 {
-            try await Task.sleep(for: .milliseconds(25))
-            waited += 1
+        try await poll(until: "the outbox to begin a revocation", within: .seconds(10), every: .milliseconds(25)) {
+            transport.revocationsBegun.withLock { $0 } > 0
         }
         #expect(transport.revocationsBegun.withLock { $0 } == 1)
 

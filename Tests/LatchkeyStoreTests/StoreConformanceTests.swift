@@ -22,7 +22,7 @@ struct StoreConformanceTests {
     }
 
     /// Runs `body` against a fresh, migrated store of `kind`.
-    func withStore(_ kind: Kind, _ body: (any AuthStore) async throws -> Void) async throws {
+    func withStore(_ kind: Kind, _ body: (any SignInStepParts) async throws -> Void) async throws {
         switch kind {
         case .memory:
             try await body(MemoryAuthStore())
@@ -35,7 +35,7 @@ struct StoreConformanceTests {
         }
     }
 
-    func withSQLStore(_ location: StoreLocation, _ body: (any AuthStore) async throws -> Void) async throws {
+    func withSQLStore(_ location: StoreLocation, _ body: (any SignInStepParts) async throws -> Void) async throws {
         let store = try await SQLAuthStore.open(location)
         try await store.migrate()
         do { try await body(store) } catch {

@@ -14,12 +14,6 @@ public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningK
     func migrate() async throws
     /// Throws when the store cannot answer (readiness).
     func ping() async throws
-    /// The identity with this provider and subject, its user and all the user's identities, in one read; nil when
-    /// no such identity is linked.
-    func account(provider: String, subject: String) async throws -> StoredAccount?
-    /// Everything one sign-in writes, atomically: the new or changed account, the provider grant, the first session
-    /// and the audit events. `.duplicate` (and nothing written) when a created identity is linked already.
-    func recordSignIn(_ record: SignInRecord) async throws
     /// A sign-in in one transaction: claims the plan's identity token (when it has one), looks up the account of its
     /// provider and subject, and writes the plan's record for it (see ``SignInPlan``).
     func signIn(_ plan: SignInPlan) async throws -> SignInStepResult
@@ -31,6 +25,19 @@ public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningK
     /// was recorded within `interval` of `now`, and returns nil when it skipped; the record and the sweep commit
     /// together. A record further ahead of `now` than `interval` (from a clock that ran ahead) does not hold sweeps back.
     @discardableResult func sweep(now: Date, unlessSweptWithin interval: TimeInterval) async throws -> Int?
+}
+
+/// The parts of ``AuthStore/signIn(_:)``, one at a time, for the conformance suite to hold each store to them; the
+/// server only ever writes a sign-in whole.
+package protocol SignInStepParts: AuthStore {
+    /// The identity with this provider and subject, its user and all the user's identities, in one read; nil when
+    /// no such identity is linked.
+    func account(provider: String, subject: String) async throws -> StoredAccount?
+    /// Everything one sign-in writes, atomically: the new or changed account, the provider grant, the first session
+    /// and the audit events. `.duplicate` (and nothing written) when a created identity is linked already.
+    func recordSignIn(_ record: SignInRecord) async throws
+    /// Spends one use of the invite with this code hash if it is usable at `now`; false otherwise.
+    func redeemInvite(codeHash: String, at now: Date) async throws -> Bool
 }
 
 extension AuthStore {
@@ -156,8 +163,6 @@ public protocol InviteStore: Sendable {
     /// Marks the invite revoked; false when there is no such invite. Revoking it again is true and keeps the first
     /// revocation's time.
     func revokeInvite(id: String, at: Date) async throws -> Bool
-    /// Spends one use of the invite with this code hash if it is usable at `now`; false otherwise.
-    func redeemInvite(codeHash: String, at now: Date) async throws -> Bool
 }
 
 /// Calls to providers still owed (revocations that failed and are retried).

@@ -1,7 +1,7 @@
 public import Foundation
 
 /// An ``AuthStore`` in memory, for tests and the demo. Loses everything when the process ends.
-public actor MemoryAuthStore: AuthStore {
+public actor MemoryAuthStore: AuthStore, SignInStepParts {
     private var usersByID: [String: UserAccount] = [:]
     private var identitiesByID: [String: LinkedIdentity] = [:]
     private var grants: [String: ProviderGrant] = [:]
@@ -34,12 +34,12 @@ public actor MemoryAuthStore: AuthStore {
         identitiesByID[identity.id] = identity
     }
 
-    public func account(provider: String, subject: String) -> StoredAccount? {
+    package func account(provider: String, subject: String) -> StoredAccount? {
         guard let identity = identity(provider: provider, subject: subject), let user = usersByID[identity.userID] else { return nil }
         return StoredAccount(identity: identity, user: user, identities: identities(userID: user.id))
     }
 
-    public func recordSignIn(_ record: SignInRecord) throws {
+    package func recordSignIn(_ record: SignInRecord) throws {
         try atomically { try write(record) }
     }
 
@@ -292,7 +292,7 @@ public actor MemoryAuthStore: AuthStore {
         if invite.revokedAt == nil { invitesByID[id]?.revokedAt = at }
         return true
     }
-    public func redeemInvite(codeHash: String, at now: Date) -> Bool {
+    package func redeemInvite(codeHash: String, at now: Date) -> Bool {
         guard let invite = invitesByID.values.first(where: { $0.codeHash == codeHash }), invite.isUsable(at: now) else { return false }
         invitesByID[invite.id]?.uses += 1
         return true
