@@ -83,6 +83,7 @@ public struct LatchkeyServer: Sendable {
         let registry = ProviderRegistry(providers)
         var policy = configuration.session
         policy.requireInvite = configuration.signUp == .invite
+        policy.webhooks = WebhookEndpoints(configuration.webhooks)
         let sessions = SessionService(
             store: store, accessTokens: accessTokens, box: box, providerLinks: registry.links, policy: policy, timeSource: timeSource, logger: logger)
         return LatchkeyServer(
@@ -145,6 +146,16 @@ public struct LatchkeyServer: Sendable {
         var services: [any Service] = [MaintenanceService(server: self)]
         let caches = providers.all.flatMap(\.keyCaches)
         if !caches.isEmpty { services.append(JWKSRefreshService(caches: caches, logger: logger)) }
+        if !configuration.webhooks.isEmpty { services.append(WebhookDeliveryService(dispatcher: webhookDispatcher(), logger: logger)) }
         return services
+    }
+}
+
+extension LatchkeyServer {
+    /// Sends this server's owed webhook deliveries (``WebhookDeliveryService`` runs it about once a second).
+    public func webhookDispatcher(send: @escaping WebhookDispatcher.Send = WebhookDispatcher.httpSend) -> WebhookDispatcher {
+        WebhookDispatcher(
+            store: store, endpoints: configuration.webhooks, timeout: .milliseconds(Int64(configuration.webhookTimeout * 1000)), send: send,
+            timeSource: timeSource, metrics: metrics, logger: logger)
     }
 }

@@ -27,7 +27,7 @@ extension LatchkeyServer {
             }
             return try await providerCallback(request, providerName: try context.parameters.require("provider"), answer: answer)
         }
-        router.post("/oauth2/token") { request, _ in try await oauthTokenEndpoint(request) }
+        router.post("/oauth2/token") { request, context in try await oauthTokenEndpoint(request, from: origin(request, context)) }
         router.post("/oauth2/revoke") { request, _ in try await revokeEndpoint(request) }
         router.get("/.well-known/oauth-authorization-server") { _, _ in
             JSONBody.response(authorizationServerMetadata, headers: [.cacheControl: "public, max-age=3600"])
@@ -254,7 +254,7 @@ extension LatchkeyServer {
 
     static let tokenHeaders: HTTPFields = [.cacheControl: "no-store", .init("Pragma")!: "no-cache"]
 
-    func oauthTokenEndpoint(_ request: Request) async throws -> Response {
+    func oauthTokenEndpoint(_ request: Request, from origin: RequestOrigin) async throws -> Response {
         do {
             let fields = try await oauthForm(request)
             let client = try authenticateClient(request, fields)
@@ -269,7 +269,7 @@ extension LatchkeyServer {
                 tokens = try await flows.redeem(code: code, clientID: client.clientID, redirectURI: redirectURI, codeVerifier: verifier)
             case "refresh_token":
                 guard let refreshToken = fields["refresh_token"], !refreshToken.isEmpty else { throw APIError.invalidRequest("refresh_token is missing") }
-                tokens = try await sessions.refresh(refreshToken, forClient: client.clientID)
+                tokens = try await sessions.refresh(refreshToken, forClient: client.clientID, origin: origin)
             case nil:
                 throw APIError.invalidRequest("grant_type is missing")
             case let other?:

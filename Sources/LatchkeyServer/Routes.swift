@@ -20,7 +20,7 @@ extension LatchkeyServer {
     func addRoutes(to router: Router<LatchkeyRequestContext>) {
         router.post("/v1/auth/apple") { request, _ in try await signIn(request, providerName: "apple") }
         router.post("/v1/auth/:provider") { request, context in try await signIn(request, providerName: try context.parameters.require("provider")) }
-        router.post("/v1/token") { request, _ in try await refresh(request) }
+        router.post("/v1/token") { request, context in try await refresh(request, from: origin(request, context)) }
         router.post("/v1/logout") { request, _ in try await logout(request) }
         router.get("/v1/me") { request, _ in try await me(request) }
         router.delete("/v1/me") { request, _ in try await deleteMe(request) }
@@ -193,7 +193,7 @@ extension LatchkeyServer {
 
     // MARK: - Tokens
 
-    func refresh(_ request: Request) async throws -> Response {
+    func refresh(_ request: Request, from origin: RequestOrigin) async throws -> Response {
         let bytes = try await request.bytes(limit: configuration.maximumBodySize)
         let fields = try tokenRequestFields(request, bytes)
         guard let grantType = fields["grant_type"] else { throw APIError.invalidRequest("grant_type is missing; use grant_type=refresh_token") }
@@ -208,7 +208,7 @@ extension LatchkeyServer {
                 headers: [.retryAfter: String(wait)])
         }
         do {
-            let tokens = try await sessions.refresh(refreshToken, refusing: confidentialClients)
+            let tokens = try await sessions.refresh(refreshToken, refusing: confidentialClients, origin: origin)
             metrics.refresh(outcome: "ok")
             return JSONBody.response(TokenPairResponse(accessToken: tokens.accessToken, expiresIn: tokens.expiresIn, refreshToken: tokens.refreshToken))
         } catch let error as LatchkeyError {
@@ -375,5 +375,13 @@ extension LatchkeyServer {
         } catch {
             throw APIError.invalidRequest("the body is not the JSON this endpoint takes (see /openapi.json)")
         }
+    }
+}
+
+extension LatchkeyServer {
+    /// The client's address (behind trusted proxies, the one they forwarded) and user agent.
+    func origin(_ request: Request, _ context: LatchkeyRequestContext) -> RequestOrigin {
+        let limits = RateLimitMiddleware(limiter: ipLimiter, trustedProxies: configuration.trustedProxies)
+        return RequestOrigin(ip: limits.clientAddress(request, context), userAgent: request.headers[.userAgent])
     }
 }

@@ -50,6 +50,8 @@ extension ServerConfiguration {
     /// | `signup.mode` | `open` or `invite` | `open` |
     /// | `clients[]`: `clientId`, `redirectUris`, `providers`, `type` (`public`/`confidential`), `clientSecret`/`clientSecretFile` | apps of the browser flow | none |
     /// | `apple.servicesId`, `<provider>.webClientId`, `dropbox.authorizeUrl` | the browser flow's client ids and Dropbox's sign-in page | first client id |
+    /// | `webhooks[]`: `url`, `secret`/`secretFile`, `events` | the app backend's Standard Webhooks endpoints | none |
+    /// | `webhookTimeout` | seconds one delivery attempt may take | 10 |
     public init(reading config: ConfigReader) throws(LatchkeyError) {
         self.init()
         if let mode = config.string(forKey: "mode") {
@@ -122,6 +124,8 @@ extension ServerConfiguration {
         }
         try readProviders(config)
         try readClients(config)
+        try readWebhooks(config)
+        webhookTimeout = try Self.double(config, "webhookTimeout") ?? webhookTimeout
         if let mode = config.string(forKey: "signup.mode") {
             guard let parsed = SignUpMode(rawValue: mode) else { throw setting("signup.mode", "is \"\(mode)\"; use open or invite") }
             signUp = parsed
@@ -221,6 +225,31 @@ extension ServerConfiguration {
                     clientID: clientID, redirectURIs: Self.list(config, ConfigKey(key + ".redirectUris")) ?? [],
                     providers: Self.list(config, ConfigKey(key + ".providers")), kind: kind,
                     secret: try Self.secret(config, ConfigKey(key + ".clientSecret"), fileKey: ConfigKey(key + ".clientSecretFile"))))
+            index += 1
+        }
+    }
+
+    /// `webhooks`: in a JSON file an array of `{url, secret, events?}`; in the environment `LATCHKEY_WEBHOOKS_0_URL`,
+    /// `LATCHKEY_WEBHOOKS_0_SECRET` (or `_SECRET_FILE`) and `LATCHKEY_WEBHOOKS_0_EVENTS` (comma-separated).
+    private mutating func readWebhooks(_ config: ConfigReader) throws(LatchkeyError) {
+        var index = 0
+        while let url = config.string(forKey: ConfigKey("webhooks.\(index).url")) {
+            let key = "webhooks.\(index)"
+            guard let secret = try Self.secret(config, ConfigKey(key + ".secret"), fileKey: ConfigKey(key + ".secretFile")) else {
+                throw setting("webhooks[\(index)].secret", "is missing; make one with `latchkey webhooks secret`")
+            }
+            var events: Set<LifecycleEvent.Kind>?
+            if let names = Self.list(config, ConfigKey(key + ".events")) {
+                events = []
+                for name in names {
+                    guard let kind = LifecycleEvent.Kind(rawValue: name), kind != .webhookTest else {
+                        let known = LifecycleEvent.Kind.allCases.filter { $0 != .webhookTest }.map(\.rawValue).joined(separator: ", ")
+                        throw setting("webhooks[\(index)].events", "names \"\(name.prefix(60))\", which is not an event type; use \(known)")
+                    }
+                    events?.insert(kind)
+                }
+            }
+            webhooks.append(WebhookEndpoint(url: url, secret: Secret(secret), events: events))
             index += 1
         }
     }

@@ -35,6 +35,10 @@ public struct ServerConfiguration: Sendable {
     public var signUp: SignUpMode = .open
     /// Apps registered for the browser flow (`/oauth2/authorize`, `/oauth2/token`).
     public var clients: [OAuthClient] = []
+    /// The app's backend endpoints that hear of users' lifecycle events (Standard Webhooks).
+    public var webhooks: [WebhookEndpoint] = []
+    /// How long one webhook delivery attempt may take before it counts as failed, in seconds.
+    public var webhookTimeout: TimeInterval = 10
     /// Serve the demo sign-in page at `/` (and its `/callback`): `serve --dev` turns it on.
     public var servesDemoPage = false
     public var rateLimit = RateLimits()
@@ -134,7 +138,7 @@ public struct ServerConfiguration: Sendable {
             ("apple.validationInterval", session.providerValidationInterval, 60...(30 * 86_400)),
             ("apple.unreachableGrace", session.providerUnreachableGrace, 0...(365 * 86_400)),
             ("apple.validationWait", session.providerValidationWait, 0...60),
-            ("maintenance.interval", maintenanceInterval, 1...3600), ("outbox.lease", outboxLease, 5...86_400),
+            ("maintenance.interval", maintenanceInterval, 1...3600), ("outbox.lease", outboxLease, 5...86_400), ("webhookTimeout", webhookTimeout, 1...60),
         ] as [(String, TimeInterval, ClosedRange<TimeInterval>)] {
             guard value.isFinite, range.contains(value) else {
                 throw setting(name, "must be between \(Int(range.lowerBound)) and \(Int(range.upperBound)) seconds")
@@ -145,6 +149,7 @@ public struct ServerConfiguration: Sendable {
         }
         if let publicURL, let problem = Self.publicURLProblem(publicURL) { throw setting("publicUrl", "is \(publicURL.prefix(200)): \(problem)") }
         if let encryptionKey { _ = try SecretBox(base64Key: encryptionKey.revealed) }
+        try validateWebhooks()
         if let apple {
             guard !apple.clientIDs.isEmpty else { throw setting("apple.clientIds", "is empty; list your bundle id and, for web sign-ins, your Services ID") }
             _ = try AppleSigningCredentialsCheck.check(apple)
@@ -230,4 +235,18 @@ extension ServerConfiguration {
 
 func setting(_ name: String, _ problem: String) -> LatchkeyError {
     LatchkeyError(.invalidConfiguration, "setting \(name) \(problem)")
+}
+
+extension ServerConfiguration {
+    /// Each endpoint: https (or http to a loopback address), a `whsec_` secret of at least 24 bytes, known event types,
+    /// and no URL twice (deliveries name their endpoint by URL).
+    func validateWebhooks() throws(LatchkeyError) {
+        var seen: Set<String> = []
+        for (index, endpoint) in webhooks.enumerated() {
+            if let problem = WebhookEndpoint.problem(url: endpoint.url) { throw setting("webhooks[\(index)].url", "is \(endpoint.url.prefix(200)): \(problem)") }
+            guard seen.insert(endpoint.url).inserted else { throw setting("webhooks[\(index)].url", "is \(endpoint.url.prefix(200)), listed twice") }
+            if case .failure(let problem) = WebhookEndpoint.signingKey(endpoint.secret) { throw setting("webhooks[\(index)].secret", "\(problem)") }
+            if endpoint.events?.isEmpty == true { throw setting("webhooks[\(index)].events", "is empty; leave it out to receive every event") }
+        }
+    }
 }

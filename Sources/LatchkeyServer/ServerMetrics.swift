@@ -11,8 +11,11 @@ public final class ServerMetrics: Sendable {
     /// statuses, configured providers, outcomes), so this stays small.
     private let counters = Mutex<[[String]: any CounterHandler]>([:])
 
+    private let pendingWebhooks: Prometheus.Gauge
+
     public init() {
         factory = PrometheusMetricsFactory(registry: registry)
+        pendingWebhooks = registry.makeGauge(name: "latchkey_webhook_pending_deliveries", help: "Webhook deliveries not yet delivered or given up")
     }
 
     private func count(_ label: String, _ dimensions: [(String, String)]) {
@@ -38,6 +41,9 @@ public final class ServerMetrics: Sendable {
         count("latchkey_provider_calls_total", [("provider", provider), ("operation", operation), ("outcome", outcome)])
     }
     func notification(type: String, outcome: String) { count("latchkey_apple_notifications_total", [("type", type), ("outcome", outcome)]) }
+    /// `outcome`: `delivered`, `retry` (the attempt failed; another follows) or `failed` (given up).
+    func webhookDelivery(type: String, outcome: String) { count("latchkey_webhook_deliveries_total", [("type", type), ("outcome", outcome)]) }
+    func webhookPending(_ count: Int) { pendingWebhooks.set(Double(count)) }
 
     /// The Prometheus text exposition.
     public func exposition() -> String {

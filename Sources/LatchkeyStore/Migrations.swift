@@ -130,6 +130,19 @@ enum Migrations {
                 "CREATE TABLE maintenance_runs (name TEXT PRIMARY KEY, last_run_at BIGINT NOT NULL)"
             ]
         ),
+        (
+            9,
+            [
+                // Events owed to the app's webhook endpoints, one row per event and endpoint, written in the transaction
+                // of the change they tell of. `message_id` is the event's webhook-id; `payload` its body.
+                """
+                CREATE TABLE webhook_deliveries (id TEXT PRIMARY KEY, message_id TEXT NOT NULL, endpoint TEXT NOT NULL, kind TEXT NOT NULL,
+                  user_id TEXT, payload TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_at BIGINT NOT NULL,
+                  last_error TEXT, created_at BIGINT NOT NULL, finished_at BIGINT)
+                """,
+                "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt_at)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -58,7 +58,7 @@ extension SQLAuthStore {
         }
     }
 
-    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool {
+    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String, notifying notices: [WebhookDelivery]) async throws -> Bool {
         try await write { db in
             let current =
                 try await db.raw(
@@ -67,6 +67,7 @@ extension SQLAuthStore {
             if current {
                 try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)")
                     .run()
+                try await Self.insertWebhookDeliveries(notices, db)
             }
             return current
         }

@@ -10,6 +10,8 @@ struct RotationRequest: Sendable {
     let now: Date
     let graceWindow: TimeInterval
     let accepting: (@Sendable (SessionFamily) -> Bool)?
+    /// The webhook deliveries of a session this presentation revokes for reuse.
+    let onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])?
 }
 
 extension SQLAuthStore {
@@ -92,6 +94,11 @@ extension SQLAuthStore {
                 """
             ).run()
         }
+        var notices: [WebhookDelivery] = []
+        for (request, result) in zip(requests, results) {
+            if case .reuseDetected(let family) = result, let onReuse = request.onReuse { notices += onReuse(family) }
+        }
+        try await insertWebhookDeliveries(notices, db)
         return results
     }
 }

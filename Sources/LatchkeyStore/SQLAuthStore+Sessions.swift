@@ -16,9 +16,11 @@ extension SQLAuthStore {
     }
 
     public func rotate(
-        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
+        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?,
+        onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])?
     ) async throws -> RotationResult {
-        let request = RotationRequest(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting)
+        let request = RotationRequest(
+            presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting, onReuse: onReuse)
         return try await Self.translatingErrors { try await rotations.submit(request) }
     }
 

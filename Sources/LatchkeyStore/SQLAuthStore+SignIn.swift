@@ -215,6 +215,7 @@ extension SQLAuthStore: SignInStepParts {
         }
         let audits = accepted.flatMap(\.audits)
         if !audits.isEmpty { try await insertAudits(audits).run(on: db) }
+        try await insertWebhookDeliveries(accepted.flatMap(\.notices), db)
         return answers
     }
 }

@@ -18,18 +18,24 @@ extension SQLAuthStore {
         }
     }
 
-    public func updateIdentity(_ identity: LinkedIdentity) async throws {
-        try await write { db in try await Self.updateIdentities([identity]).run(on: db) }
-    }
-
-    public func addIdentity(_ identity: LinkedIdentity) async throws {
+    public func updateIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) async throws {
         try await write { db in
-            guard try await db.raw("SELECT id FROM users WHERE id = \(bind: identity.userID)").first() != nil else { throw AuthStoreError.notFound }
-            try await Self.insertIdentities([identity]).run(on: db)
+            guard !notices.isEmpty else { return try await Self.updateIdentities([identity]).run(on: db) }
+            guard try await db.raw("SELECT id FROM identities WHERE id = \(bind: identity.id)").first() != nil else { return }
+            try await Self.updateIdentities([identity]).run(on: db)
+            try await Self.insertWebhookDeliveries(notices, db)
         }
     }
 
-    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink {
+    public func addIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) async throws {
+        try await write { db in
+            guard try await db.raw("SELECT id FROM users WHERE id = \(bind: identity.userID)").first() != nil else { throw AuthStoreError.notFound }
+            try await Self.insertIdentities([identity]).run(on: db)
+            try await Self.insertWebhookDeliveries(notices, db)
+        }
+    }
+
+    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying notices: [WebhookDelivery]) async throws -> IdentityUnlink {
         let postgres = backend.isPostgres
         return try await write { db in
             // The count and the delete in one transaction, the user's row locked on PostgreSQL (SQLite has one writer):
@@ -44,14 +50,16 @@ extension SQLAuthStore {
             _ = try await Self.revokeOpenSessions(Self.sessionsOfIdentity(id), reason: reason, at: at).all(on: db)
             try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
             try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+            try await Self.insertWebhookDeliveries(notices, db)
             return .unlinked(grant)
         }
     }
 
-    public func deleteIdentity(id: String) async throws {
+    public func deleteIdentity(id: String, notifying notices: [WebhookDelivery]) async throws {
         try await write { db in
             try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
-            try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+            let deleted = try await db.raw("DELETE FROM identities WHERE id = \(bind: id) RETURNING id").all()
+            if !deleted.isEmpty { try await Self.insertWebhookDeliveries(notices, db) }
         }
     }
 
@@ -110,8 +118,12 @@ extension SQLAuthStore {
         try await read { db in try await db.raw("SELECT * FROM users ORDER BY created_at LIMIT \(bind: limit)").all().map { try Self.user($0) } }
     }
 
-    public func deleteUser(id: String) async throws {
+    public func deleteUser(id: String, notifying notices: [WebhookDelivery]) async throws {
         try await write { db in
+            if !notices.isEmpty {
+                guard try await db.raw("SELECT id FROM users WHERE id = \(bind: id)").first() != nil else { return }
+                try await Self.insertWebhookDeliveries(notices, db)
+            }
             // Explicit deletes, child tables first: correct whether or not foreign keys cascade.
             try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = \(bind: id))").run()
             try await db.raw("DELETE FROM sessions WHERE user_id = \(bind: id)").run()

@@ -163,7 +163,7 @@ struct UsersCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withServer { server, _ in
                 _ = try await requireUser(id, server)
-                let report = try await server.sessions.deletion.deleteAccount(userID: id)
+                let report = try await server.sessions.deletion.deleteAccount(userID: id, reason: .admin)
                 if options.json {
                     Printer(json: true).emit([
                         "deleted": id, "tokensRevoked": report.revoked, "revocationsPending": report.queued, "appleTokensRevoked": report.revoked,

@@ -21,8 +21,9 @@ public struct AccountDeletion: Sendable {
     }
 
     /// Deletes an account as the App Store requires: revoke every provider grant first, then delete everything.
-    /// A revocation that fails is kept in the outbox and retried; the deletion happens regardless.
-    public func deleteAccount(userID: String) async throws -> DeletionReport {
+    /// A revocation that fails is kept in the outbox and retried; the deletion happens regardless. The app's webhook
+    /// endpoints hear `user.deleted` with `reason`.
+    public func deleteAccount(userID: String, reason: LifecycleEvent.DeletionReason = .userRequest) async throws -> DeletionReport {
         var report = DeletionReport(revoked: 0, queued: 0)
         for identity in try await store.identities(userID: userID) {
             switch try await grants.revoke(of: identity) {
@@ -31,7 +32,7 @@ public struct AccountDeletion: Sendable {
             case nil: break
             }
         }
-        try await store.deleteUser(id: userID)
+        try await store.deleteUser(id: userID, notifying: grants.policy.webhooks.deliveries(.userDeleted(userID, reason: reason, at: timeSource.now)))
         try await store.audit(at: timeSource.now, userID, "account_deleted", "revoked=\(report.revoked) queued=\(report.queued)")
         return report
     }

@@ -7,8 +7,11 @@ public import Foundation
 /// Every store gives the outcomes written here, and the conformance suite (`StoreConformanceTests`) holds all three to
 /// them: a key that is taken is ``AuthStoreError/duplicate``, a parent row that is missing (a user, an identity) is
 /// ``AuthStoreError/notFound``, and a change to a row that is not there changes nothing, unless a method says otherwise.
+///
+/// A change that the app's backend hears of takes its ``WebhookDelivery`` rows (`notifying`) into the same transaction:
+/// written with the change, and never without it.
 public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
-    OneTimeRecordStore
+    OneTimeRecordStore, WebhookStore
 {
     /// Creates or upgrades the schema.
     func migrate() async throws
@@ -40,6 +43,23 @@ package protocol SignInStepParts: AuthStore {
     func redeemInvite(codeHash: String, at now: Date) async throws -> Bool
 }
 
+/// The changes without deliveries (no endpoint hears of them).
+extension UserStore {
+    public func updateIdentity(_ identity: LinkedIdentity) async throws { try await updateIdentity(identity, notifying: []) }
+    public func addIdentity(_ identity: LinkedIdentity) async throws { try await addIdentity(identity, notifying: []) }
+    public func deleteIdentity(id: String) async throws { try await deleteIdentity(id: id, notifying: []) }
+    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink {
+        try await unlinkIdentity(id: id, userID: userID, reason: reason, at: at, notifying: [])
+    }
+    public func deleteUser(id: String) async throws { try await deleteUser(id: id, notifying: []) }
+}
+
+extension ProviderGrantStore {
+    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool {
+        try await deleteProviderGrant(identityID: identityID, sealedRefreshToken: sealedRefreshToken, notifying: [])
+    }
+}
+
 extension AuthStore {
     /// Sweeps now, whenever any instance last swept (see ``sweep(now:unlessSweptWithin:)``).
     @discardableResult public func sweep(now: Date) async throws -> Int {
@@ -54,24 +74,26 @@ public protocol UserStore: Sendable {
     /// identity id or the provider account is taken.
     func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws
     /// Writes what a sign-in learns about an identity: its profile (e-mail, names, flags, claims) and last sign-in. Its
-    /// user, provider, subject and first sighting never change. An identity that is gone stays gone.
-    func updateIdentity(_ identity: LinkedIdentity) async throws
+    /// user, provider, subject and first sighting never change. An identity that is gone stays gone (and nothing is notified).
+    func updateIdentity(_ identity: LinkedIdentity, notifying: [WebhookDelivery]) async throws
     /// Links another identity to an existing user; `.duplicate` when that provider account is linked already (to anyone)
     /// or the identity's id is taken, `.notFound` when the user does not exist.
-    func addIdentity(_ identity: LinkedIdentity) async throws
+    func addIdentity(_ identity: LinkedIdentity, notifying: [WebhookDelivery]) async throws
     /// Unlinks an identity, with its provider grant; the user's sessions begun through it are revoked by the caller.
-    func deleteIdentity(id: String) async throws
+    /// Notifies only when the identity was there.
+    func deleteIdentity(id: String, notifying: [WebhookDelivery]) async throws
     /// Unlinks the user's identity `id` unless it is the user's last one, deciding in the same transaction as the
     /// delete, so that two unlinks racing cannot both succeed and leave the user with no way in. With it go its provider
     /// grant (returned, for the caller to revoke at the provider) and the sessions it began (revoked for `reason`).
-    func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink
+    /// Notifies only when it unlinked.
+    func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying: [WebhookDelivery]) async throws -> IdentityUnlink
     func user(id: String) async throws -> UserAccount?
     func identities(userID: String) async throws -> [LinkedIdentity]
     /// The user and identities behind a live session, in one read; nil when the session is revoked or gone.
     func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])?
     func users(limit: Int) async throws -> [UserAccount]
-    /// Deletes the user with their identities, provider grants and sessions.
-    func deleteUser(id: String) async throws
+    /// Deletes the user with their identities, provider grants and sessions; notifies only when the user was there.
+    func deleteUser(id: String, notifying: [WebhookDelivery]) async throws
 }
 
 /// Session families and their rotating refresh tokens.
@@ -83,9 +105,11 @@ public protocol SessionStore: Sendable {
     func refreshToken(hash: String) async throws -> (RefreshTokenRecord, SessionFamily)?
     /// Rotates the presented token to `successor` atomically (see ``RotationResult``). With `accepting`, the token's
     /// session is read in the same step, and one it refuses is left as it is (``RotationResult/declined(_:)``).
-    /// `.duplicate` (and nothing changed) when a rotation's successor names a token that is stored already.
+    /// `.duplicate` (and nothing changed) when a rotation's successor names a token that is stored already. A session
+    /// revoked for reuse writes `onReuse`'s deliveries with its revocation.
     func rotate(
-        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
+        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?,
+        onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])?
     ) async throws -> RotationResult
     func session(id: String) async throws -> SessionFamily?
     func sessions(userID: String) async throws -> [SessionFamily]
@@ -110,8 +134,9 @@ public protocol ProviderGrantStore: Sendable {
     /// `replacingWith`, the provider's new refresh token (sealed) takes the validated one's place.
     func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?) async throws
         -> Bool
-    /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise.
-    func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool
+    /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise
+    /// (and nothing is notified).
+    func deleteProviderGrant(identityID: String, sealedRefreshToken: String, notifying: [WebhookDelivery]) async throws -> Bool
     /// Takes the right to ask the provider about this grant until `until`, if it was last validated at or before
     /// `dueBefore` and nobody holds the right at `now`: true for exactly one caller across every instance on the store.
     /// ``markProviderGrantValidated(identityID:sealedRefreshToken:at:replacingWith:)`` gives the right back.
@@ -178,6 +203,38 @@ public protocol OutboxStore: Sendable {
     func outboxItems() async throws -> [OutboxItem]
 }
 
+/// Events owed to the app's webhook endpoints (a change writes its own with ``AuthStore``'s `notifying`).
+public protocol WebhookStore: Sendable {
+    /// `.duplicate` (and nothing written) when an id is taken.
+    func enqueueWebhookDeliveries(_ deliveries: [WebhookDelivery]) async throws
+    /// Takes up to `limit` pending deliveries due at `now`, oldest first, hidden from every other caller until
+    /// `leaseUntil`; concurrent callers never get the same one.
+    func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date) async throws -> [WebhookDelivery]
+    /// Records an attempt's outcome (status, attempts, next attempt, last error, finish); a delivery no longer pending
+    /// is left as it is.
+    func updateWebhookDelivery(_ delivery: WebhookDelivery) async throws
+    /// The latest `limit` deliveries (of one status, or all), newest first.
+    func webhookDeliveries(status: WebhookDelivery.Status?, limit: Int) async throws -> [WebhookDelivery]
+    /// How many deliveries each endpoint has in each status.
+    func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount]
+    /// Makes a failed (or pending) delivery due at `at` again, with its attempts counted afresh; false when there is no
+    /// such delivery or it was delivered.
+    func retryWebhookDelivery(id: String, at: Date) async throws -> Bool
+}
+
+/// A count of ``WebhookStore/webhookDeliveryCounts()``.
+public struct WebhookDeliveryCount: Sendable, Equatable {
+    public var endpoint: String
+    public var status: WebhookDelivery.Status
+    public var count: Int
+
+    public init(endpoint: String, status: WebhookDelivery.Status, count: Int) {
+        self.endpoint = endpoint
+        self.status = status
+        self.count = count
+    }
+}
+
 /// What happened to accounts, for operators.
 public protocol AuditStore: Sendable {
     /// `.duplicate` (and nothing written) when the event's id is taken.
@@ -225,6 +282,13 @@ public enum AuthStoreError: Error, Sendable, Equatable, CustomStringConvertible 
 extension SessionStore {
     /// Rotates the presented token to `successor` atomically, whatever its session (see ``RotationResult``).
     public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
-        try await rotate(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: nil)
+        try await rotate(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: nil, onReuse: nil)
+    }
+
+    /// Rotates without notifying anyone of a reuse.
+    public func rotate(
+        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
+    ) async throws -> RotationResult {
+        try await rotate(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting, onReuse: nil)
     }
 }

@@ -17,6 +17,7 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
     private var events: [AuditEvent] = []
     private var invitesByID: [String: Invite] = [:]
     private var oneTimeRecords: [String: OneTimeRecord] = [:]
+    private var webhookDeliveriesByID: [String: WebhookDelivery] = [:]
 
     public init() {}
 
@@ -45,9 +46,9 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
 
     /// Runs `body`, leaving everything as it was when it throws (as a transaction rolled back does).
     private func atomically<T>(_ body: () throws -> T) throws -> T {
-        let saved = (usersByID, identitiesByID, grants, validationClaims, families, tokens, signInTokens, events, invitesByID)
+        let saved = (usersByID, identitiesByID, grants, validationClaims, families, tokens, signInTokens, events, invitesByID, webhookDeliveriesByID)
         do { return try body() } catch {
-            (usersByID, identitiesByID, grants, validationClaims, families, tokens, signInTokens, events, invitesByID) = saved
+            (usersByID, identitiesByID, grants, validationClaims, families, tokens, signInTokens, events, invitesByID, webhookDeliveriesByID) = saved
             throw error
         }
     }
@@ -57,11 +58,12 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         case .create(let user, let identity): try createUser(user, identity: identity)
         case .update(let user, let identity):
             if let user, usersByID[user.id] != nil { usersByID[user.id] = user }
-            updateIdentity(identity)
+            try updateIdentity(identity, notifying: [])
         }
         if let grant = record.grant { try saveProviderGrant(grant) }
         if let session = record.session { try createSession(session.family, firstToken: session.firstToken) }
         events += record.audits
+        try enqueueWebhookDeliveries(record.notices)
     }
 
     public func signIn(_ plan: SignInPlan) throws -> SignInStepResult {
@@ -80,8 +82,9 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         }
     }
 
-    public func updateIdentity(_ identity: LinkedIdentity) {
+    public func updateIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) throws {
         guard var stored = identitiesByID[identity.id] else { return }
+        try enqueueWebhookDeliveries(notices)
         stored.email = identity.email
         stored.emailVerified = identity.emailVerified
         stored.isPrivateEmail = identity.isPrivateEmail
@@ -95,24 +98,29 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         identitiesByID[identity.id] = stored
     }
 
-    public func addIdentity(_ identity: LinkedIdentity) throws {
+    public func addIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) throws {
         guard usersByID[identity.userID] != nil else { throw AuthStoreError.notFound }
         guard self.identity(provider: identity.provider, subject: identity.subject) == nil, identitiesByID[identity.id] == nil else {
             throw AuthStoreError.duplicate
         }
+        try enqueueWebhookDeliveries(notices)
         identitiesByID[identity.id] = identity
     }
 
-    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date) -> IdentityUnlink {
+    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying notices: [WebhookDelivery]) throws -> IdentityUnlink {
         guard let identity = identitiesByID[id], identity.userID == userID else { return .notFound }
         guard identities(userID: userID).count > 1 else { return .lastIdentity }
+        try enqueueWebhookDeliveries(notices)
         let grant = grants[id]
         _ = revokeSessions(identityID: id, reason: reason, at: at)
-        deleteIdentity(id: id)
+        identitiesByID[id] = nil
+        grants[id] = nil
         return .unlinked(grant)
     }
 
-    public func deleteIdentity(id: String) {
+    public func deleteIdentity(id: String, notifying notices: [WebhookDelivery]) throws {
+        guard identitiesByID[id] != nil else { return }
+        try enqueueWebhookDeliveries(notices)
         identitiesByID[id] = nil
         grants[id] = nil
     }
@@ -122,7 +130,9 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
     }
     public func users(limit: Int) -> [UserAccount] { Array(usersByID.values.sorted { $0.createdAt < $1.createdAt }.prefix(limit)) }
 
-    public func deleteUser(id: String) {
+    public func deleteUser(id: String, notifying notices: [WebhookDelivery]) throws {
+        guard usersByID[id] != nil else { return }
+        try enqueueWebhookDeliveries(notices)
         let identityIDs = identitiesByID.values.filter { $0.userID == id }.map(\.id)
         for identityID in identityIDs {
             identitiesByID[identityID] = nil
@@ -162,8 +172,9 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         validationClaims[identityID] = until
     }
 
-    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) -> Bool {
+    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String, notifying notices: [WebhookDelivery]) throws -> Bool {
         guard grants[identityID]?.sealedRefreshToken == sealedRefreshToken else { return false }
+        try enqueueWebhookDeliveries(notices)
         grants[identityID] = nil
         return true
     }
@@ -181,7 +192,8 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
     }
 
     public func rotate(
-        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
+        presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?,
+        onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])?
     ) throws -> RotationResult {
         var (tokens, families) = (self.tokens, self.families)
         let result = RotationRule.apply(
@@ -189,6 +201,7 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
             accepting: accepting)
         // A successor must be new: one that names a stored token changes nothing.
         if case .rotated = result, self.tokens[successor.hash] != nil { throw AuthStoreError.duplicate }
+        if case .reuseDetected(let family) = result, let onReuse { try enqueueWebhookDeliveries(onReuse(family)) }
         (self.tokens, self.families) = (tokens, families)
         return result
     }
@@ -336,5 +349,52 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         tokens = tokens.filter { !dead.contains($0.value.familyID) }
         for (id, item) in outbox where item.completedAt != nil && !item.sealedPayload.isEmpty { outbox[id]?.sealedPayload = "" }
         return before - tokens.count - families.count - signInTokens.count + oneTimeBefore - oneTimeRecords.count
+    }
+
+    // MARK: Webhook deliveries
+
+    public func enqueueWebhookDeliveries(_ deliveries: [WebhookDelivery]) throws {
+        guard !deliveries.isEmpty else { return }
+        let ids = deliveries.map(\.id)
+        guard Set(ids).count == ids.count, !ids.contains(where: { webhookDeliveriesByID[$0] != nil }) else { throw AuthStoreError.duplicate }
+        for delivery in deliveries { webhookDeliveriesByID[delivery.id] = delivery }
+    }
+
+    public func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date) -> [WebhookDelivery] {
+        let due = webhookDeliveriesByID.values.filter { $0.status == .pending && $0.nextAttemptAt <= now }
+            .sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }.prefix(max(0, limit))
+        return due.map { delivery in
+            webhookDeliveriesByID[delivery.id]?.nextAttemptAt = leaseUntil
+            return delivery
+        }
+    }
+
+    public func updateWebhookDelivery(_ delivery: WebhookDelivery) {
+        guard var stored = webhookDeliveriesByID[delivery.id], stored.status == .pending else { return }
+        stored.status = delivery.status
+        stored.attempts = delivery.attempts
+        stored.nextAttemptAt = delivery.nextAttemptAt
+        stored.lastError = delivery.lastError
+        stored.finishedAt = delivery.finishedAt
+        webhookDeliveriesByID[delivery.id] = stored
+    }
+
+    public func webhookDeliveries(status: WebhookDelivery.Status?, limit: Int) -> [WebhookDelivery] {
+        Array(
+            webhookDeliveriesByID.values.filter { status == nil || $0.status == status }.sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }
+                .prefix(max(0, limit)))
+    }
+
+    public func webhookDeliveryCounts() -> [WebhookDeliveryCount] {
+        let grouped = Dictionary(grouping: webhookDeliveriesByID.values) { "\($0.endpoint)\u{0}\($0.status.rawValue)" }
+        return grouped.values.compactMap { group in group.first.map { WebhookDeliveryCount(endpoint: $0.endpoint, status: $0.status, count: group.count) } }
+            .sorted { ($0.endpoint, $0.status.rawValue) < ($1.endpoint, $1.status.rawValue) }
+    }
+
+    public func retryWebhookDelivery(id: String, at: Date) -> Bool {
+        guard var delivery = webhookDeliveriesByID[id], delivery.status != .delivered else { return false }
+        (delivery.status, delivery.attempts, delivery.nextAttemptAt, delivery.finishedAt) = (.pending, 0, at, nil)
+        webhookDeliveriesByID[id] = delivery
+        return true
     }
 }

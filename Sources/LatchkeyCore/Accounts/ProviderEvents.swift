@@ -55,10 +55,12 @@ public struct ProviderEvents: Sendable {
                 // The provider account is gone for this app: so is the identity, and the standing of the sessions it began.
                 let what = event.kind == .consentRevoked ? "consent_revoked" : "account_deleted"
                 let count = try await store.revokeSessions(identityID: identity.id, reason: "\(event.provider)_\(what)", at: now)
-                try await store.deleteIdentity(id: identity.id)
+                try await store.deleteIdentity(
+                    id: identity.id, notifying: policy.webhooks.deliveries(.identity(.identityRevoked, identity, at: now, reason: what)))
                 let remaining = try await store.identities(userID: identity.userID)
                 if remaining.isEmpty && policy.deleteUserWithLastIdentity {
-                    try await store.deleteUser(id: identity.userID)
+                    let reason: LifecycleEvent.DeletionReason = event.kind == .consentRevoked ? .providerConsentRevoked : .providerAccountDeleted
+                    try await store.deleteUser(id: identity.userID, notifying: policy.webhooks.deliveries(.userDeleted(identity.userID, reason: reason, at: now)))
                     try await store.audit(
                         at: timeSource.now, identity.userID, "\(event.provider)_\(what)",
                         "\(count) session(s) revoked; the user had no other identity and was deleted")
@@ -67,7 +69,10 @@ public struct ProviderEvents: Sendable {
                 }
             case .emailDisabled, .emailEnabled:
                 identity.emailForwardingEnabled = event.kind == .emailEnabled
-                try await store.updateIdentity(identity)
+                let changed = LifecycleEvent.emailChanged(
+                    identity.userID, provider: event.provider, email: identity.email, verified: identity.emailVerified,
+                    forwarding: identity.emailForwardingEnabled, at: now)
+                try await store.updateIdentity(identity, notifying: policy.webhooks.deliveries(changed))
                 try await store.audit(
                     at: timeSource.now, identity.userID, "\(event.provider)_" + (event.kind == .emailEnabled ? "email_enabled" : "email_disabled"))
             case .other:

@@ -207,11 +207,16 @@ public struct ProviderGrants: Sendable {
     /// session); `.unreachable` when the store could not record it (the grant stays, to be asked about again).
     private func endSessions(of grant: ProviderGrant, identityID: String, userID: String, startedBefore started: Date) async -> ProviderValidation {
         do {
-            guard try await store.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return .valid }
-            let revoked = try await store.revokeSessions(
+            let revoked = LifecycleEvent.identity(
+                .identityRevoked, userID: userID, identityID: identityID, provider: grant.provider, subject: nil, at: timeSource.now, reason: "invalid_grant")
+            guard
+                try await store.deleteProviderGrant(
+                    identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, notifying: policy.webhooks.deliveries(revoked))
+            else { return .valid }
+            let count = try await store.revokeSessions(
                 identityID: identityID, createdBefore: started, reason: "\(grant.provider)_authorization_revoked", at: timeSource.now)
             try await store.audit(
-                at: timeSource.now, userID, "\(grant.provider)_authorization_revoked", "found at daily validation; \(revoked) session(s) revoked")
+                at: timeSource.now, userID, "\(grant.provider)_authorization_revoked", "found at daily validation; \(count) session(s) revoked")
             return .revoked
         } catch {
             logger?.error(

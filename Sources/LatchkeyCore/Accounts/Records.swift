@@ -358,11 +358,14 @@ public struct SignInRecord: Sendable, Equatable {
     public var grant: ProviderGrant?
     public var session: SessionStart?
     public var audits: [AuditEvent]
+    /// What the app's webhook endpoints hear of it.
+    public var notices: [WebhookDelivery]
 
-    public init(account: Account, grant: ProviderGrant? = nil, session: SessionStart? = nil, audits: [AuditEvent] = []) {
+    public init(account: Account, grant: ProviderGrant? = nil, session: SessionStart? = nil, audits: [AuditEvent] = [], notices: [WebhookDelivery] = []) {
         self.account = account
         self.grant = grant
         self.session = session
         self.audits = audits
+        self.notices = notices
     }
 }

@@ -24,6 +24,8 @@ public struct SessionPolicy: Sendable {
     public var deleteUserWithLastIdentity = true
     /// New users need a valid invite code (`signup.mode` = `invite`); existing users always sign in.
     public var requireInvite = false
+    /// The app's webhook endpoints: each change they hear of is written with the change (see ``WebhookEndpoints``).
+    public var webhooks = WebhookEndpoints()
 
     public init() {}
 }
@@ -131,9 +133,10 @@ public struct SessionService: Sendable {
     ///   - clientID: with it, a token of another client's session is refused (the browser flow's token endpoint).
     ///   - confidentialClients: tokens of these clients' sessions are refused: a confidential client refreshes only
     ///     where it authenticates (RFC 6749 §6), so a leaked token is worth nothing without the client's secret.
-    public func refresh(_ refreshToken: String, forClient clientID: String? = nil, refusing confidentialClients: Set<String> = []) async throws
-        -> IssuedTokens
-    {
+    /// - Parameter origin: where the request came from, for the webhook event of a detected reuse.
+    public func refresh(
+        _ refreshToken: String, forClient clientID: String? = nil, refusing confidentialClients: Set<String> = [], origin: RequestOrigin = RequestOrigin()
+    ) async throws -> IssuedTokens {
         guard RefreshTokens.isWellFormed(refreshToken) else {
             throw LatchkeyError(.invalidGrant, "the refresh token is malformed")
         }
@@ -147,7 +150,12 @@ public struct SessionService: Sendable {
                 idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime))
             // The store hands out the same successor within the window only while that successor is unused.
             let window = max(policy.reuseGraceWindow, policy.unusedSuccessorRecovery)
-            return try await store.rotate(presentedHash: hash, successor: successorRecord, now: now, graceWindow: window, accepting: accepting)
+            let webhooks = policy.webhooks
+            let onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])? =
+                webhooks.isEmpty
+                ? nil : { @Sendable family in webhooks.deliveries(.reuseDetected(family, ip: origin.ip, userAgent: origin.userAgent, at: now)) }
+            return try await store.rotate(
+                presentedHash: hash, successor: successorRecord, now: now, graceWindow: window, accepting: accepting, onReuse: onReuse)
         }
         // Most refreshes in one step: the session is read as it is rotated, when it is this client's and its provider
         // authorization is known to need no validation now. The others read it first, and may ask the provider.

@@ -42,6 +42,9 @@ public struct SignInPlan: Sendable {
     let session: PreparedSession?
     let sealedGrant: String?
     let auditIDs: (created: String, signedIn: String)
+    let webhooks: WebhookEndpoints
+    /// The webhook-ids of the events this sign-in may cause, drawn with the plan like its other identifiers.
+    let eventIDs: (created: String, emailChanged: String)
 
     /// What the plan writes for an account, and what the caller answers with.
     struct Resolution {
@@ -81,11 +84,14 @@ public struct SignInPlan: Sendable {
             givenName: givenName, familyName: familyName, claims: SignInService.claims(of: verified), firstSeenAt: now, lastSignInAt: now
         )
         let created = AuditEvent(id: auditIDs.created, at: now, userID: user.id, kind: "user_created", detail: "provider=\(provider)")
-        return resolution(.create(user, identity), user: user, identity: identity, identities: [identity], isNewUser: true, audits: [created])
+        return resolution(
+            .create(user, identity), user: user, identity: identity, identities: [identity], isNewUser: true, audits: [created],
+            events: [.userCreated(user.id, provider: provider, at: now, id: eventIDs.created)])
     }
 
     /// A known identity: fills gaps in the user's profile, refreshes the identity's and records the sign-in.
-    /// E-mail and name from the first sign-in are kept; later sign-ins fill gaps but never blank them.
+    /// Names from the first sign-in are kept and gaps filled, never blanked. An e-mail fills a gap too, and a new
+    /// e-mail the provider says is verified replaces the identity's (and the user's, when it was that identity's).
     private func existing(_ found: StoredAccount) -> Resolution {
         let known = found.user
         var user = known
@@ -94,6 +100,10 @@ public struct SignInPlan: Sendable {
         user.givenName = known.givenName ?? givenName
         user.familyName = known.familyName ?? familyName
         var identity = found.identity
+        if let email, verified.emailVerified == true, let previous = identity.email, previous != email {
+            identity.email = email
+            if known.email == previous { (user.email, user.emailVerified) = (email, true) }
+        }
         identity.email = identity.email ?? email
         identity.emailVerified = verified.emailVerified ?? identity.emailVerified
         identity.isPrivateEmail = verified.isPrivateEmail ?? identity.isPrivateEmail
@@ -104,14 +114,18 @@ public struct SignInPlan: Sendable {
         identity.claims.merge(SignInService.claims(of: verified)) { $1 }
         identity.lastSignInAt = now
         let identities = found.identities.map { $0.id == identity.id ? identity : $0 }
+        let emailChanged =
+            user.email != known.email
+            ? [LifecycleEvent.emailChanged(user.id, provider: provider, email: user.email, verified: user.emailVerified, at: now, id: eventIDs.emailChanged)]
+            : []
         return resolution(
             .update(user: user != known ? user : nil, identity: identity), user: user, identity: identity, identities: identities, isNewUser: false,
-            audits: [])
+            audits: [], events: emailChanged)
     }
 
     private func resolution(
         _ account: SignInRecord.Account, user: UserAccount, identity: LinkedIdentity, identities: [LinkedIdentity], isNewUser: Bool,
-        audits: [AuditEvent]
+        audits: [AuditEvent], events: [LifecycleEvent]
     ) -> Resolution {
         var audits = audits
         var session = session
@@ -128,7 +142,7 @@ public struct SignInPlan: Sendable {
                 identityID: identity.id, provider: provider, clientID: verified.audience, sealedRefreshToken: $0, lastValidatedAt: now, createdAt: now)
         }
         return Resolution(
-            record: SignInRecord(account: account, grant: grant, session: session?.start, audits: audits),
+            record: SignInRecord(account: account, grant: grant, session: session?.start, audits: audits, notices: webhooks.deliveries(events)),
             account: SignInService.ResolvedAccount(user: user, identity: identity, identities: identities, isNewUser: isNewUser), session: session)
     }
 }

@@ -78,7 +78,8 @@ public struct SignInService: Sendable {
             // Its user and identity are filled in by the plan once the account is known.
             session: startsSession
                 ? issuer.prepareSession(userID: "", identityID: nil, clientID: verified.audience, userAgent: userAgent, at: now) : nil,
-            sealedGrant: try providerRefreshToken.map { try grants.box.seal($0) }, auditIDs: (newIdentifier(), newIdentifier()))
+            sealedGrant: try providerRefreshToken.map { try grants.box.seal($0) }, auditIDs: (newIdentifier(), newIdentifier()),
+            webhooks: policy.webhooks, eventIDs: (LifecycleEvent.newID(), LifecycleEvent.newID()))
     }
 
     /// Runs a plan: in one store step when it can (the common case); otherwise follows a concurrent first sign-in that
@@ -168,7 +169,7 @@ public struct SignInService: Sendable {
                 claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
             )
             do {
-                try await store.addIdentity(identity)
+                try await store.addIdentity(identity, notifying: policy.webhooks.deliveries(.identity(.identityLinked, identity, at: now)))
             } catch AuthStoreError.duplicate {
                 throw LatchkeyError(.identityInUse, "this \(provider) account was just linked to another user")
             }
@@ -186,7 +187,9 @@ public struct SignInService: Sendable {
         guard let identity = try await store.identities(userID: userID).first(where: { $0.provider == provider && $0.subject == subject }) else {
             throw notLinked
         }
-        switch try await store.unlinkIdentity(id: identity.id, userID: userID, reason: "identity_unlinked", at: timeSource.now) {
+        let now = timeSource.now
+        let notices = policy.webhooks.deliveries(.identity(.identityUnlinked, identity, at: now, reason: "user_request"))
+        switch try await store.unlinkIdentity(id: identity.id, userID: userID, reason: "identity_unlinked", at: now, notifying: notices) {
         case .notFound:
             throw notLinked
         case .lastIdentity:

@@ -19,6 +19,15 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
+    /// The client webhook deliveries share: like ``providerClient``, and never redirected (a signed event goes where it
+    /// was configured to, or nowhere).
+    public static let webhookClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.redirectConfiguration = .disallow
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
     public init(client: HTTPClient = AsyncHTTPClientTransport.providerClient, maximumResponseBytes: Int = 1 << 20) {
         self.client = client
         self.maximumResponseBytes = maximumResponseBytes

@@ -1,0 +1,175 @@
+import Foundation
+public import LatchkeyCore
+import LatchkeyProviders
+public import Logging
+import ServiceLifecycle
+
+/// Sends the store's owed webhook deliveries: signed as Standard Webhooks asks, retried on the schedule of
+/// ``WebhookRetrySchedule`` until a 2xx, and given up (status `failed`) after the last attempt. Runs beside the
+/// requests, never in them: a slow or dead endpoint costs its own attempts only.
+public struct WebhookDispatcher: Sendable {
+    /// What one attempt got: a status code, or no answer (and why).
+    public enum Outcome: Sendable, Equatable {
+        case answered(Int)
+        case noAnswer(String)
+
+        var isSuccess: Bool {
+            if case .answered(let status) = self { return (200..<300).contains(status) }
+            return false
+        }
+
+        /// For the delivery's `lastError` and logs: never the response body.
+        var summary: String {
+            switch self {
+            case .answered(let status): "HTTP \(status)"
+            case .noAnswer(let reason): reason
+            }
+        }
+    }
+
+    /// Sends one signed POST and says what came back.
+    public typealias Send = @Sendable (_ url: String, _ headers: [(name: String, value: String)], _ body: String, _ timeout: Duration) async -> Outcome
+
+    let store: any AuthStore
+    let endpoints: [String: (endpoint: WebhookEndpoint, key: [UInt8])]
+    let timeout: Duration
+    let send: Send
+    let timeSource: TimeSource
+    let metrics: ServerMetrics?
+    let logger: Logger
+    /// How many deliveries one instance attempts at once.
+    static let concurrency = 8
+
+    /// `endpoints` must have valid secrets (``ServerConfiguration/validate()`` checked them).
+    public init(
+        store: any AuthStore, endpoints: [WebhookEndpoint], timeout: Duration = .seconds(10), send: @escaping Send = WebhookDispatcher.httpSend,
+        timeSource: TimeSource = .system, metrics: ServerMetrics? = nil, logger: Logger = Logger(label: "latchkey.webhooks")
+    ) {
+        self.store = store
+        var byURL: [String: (WebhookEndpoint, [UInt8])] = [:]
+        for endpoint in endpoints {
+            if case .success(let key) = WebhookEndpoint.signingKey(endpoint.secret) { byURL[endpoint.url] = (endpoint, key) }
+        }
+        self.endpoints = byURL
+        self.timeout = timeout
+        self.send = send
+        self.timeSource = timeSource
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// The lease on a claimed delivery: past the attempt's timeout, so another instance retries only after this one died.
+    var lease: TimeInterval { Double(timeout.components.seconds) + 50 }
+
+    /// Attempts every delivery due now (up to `limit`), ``concurrency`` at a time; returns how many were attempted.
+    @discardableResult
+    public func deliverDue(limit: Int = 64) async throws -> Int {
+        let now = timeSource.now
+        let due = try await store.claimDueWebhookDeliveries(now: now, limit: limit, leaseUntil: now.addingTimeInterval(lease))
+        guard !due.isEmpty else { return 0 }
+        await withTaskGroup(of: Void.self) { group in
+            var waiting = due[...]
+            for _ in 0..<Self.concurrency {
+                guard let next = waiting.popFirst() else { break }
+                group.addTask { await self.attemptAndRecord(next) }
+            }
+            while await group.next() != nil {
+                if let next = waiting.popFirst() { group.addTask { await self.attemptAndRecord(next) } }
+            }
+        }
+        return due.count
+    }
+
+    private func attemptAndRecord(_ delivery: WebhookDelivery) async {
+        let updated = await attempt(delivery)
+        do {
+            try await store.updateWebhookDelivery(updated)
+        } catch {
+            // Its lease runs out and it is attempted again: at least once.
+            logger.warning(
+                "could not record a webhook delivery's outcome; it will be attempted again",
+                metadata: ["delivery": "\(delivery.id)", "error": "\(MaintenanceService.describe(error))"])
+        }
+    }
+
+    /// One attempt at `delivery`, and the record as it should be stored after it.
+    func attempt(_ delivery: WebhookDelivery) async -> WebhookDelivery {
+        var delivery = delivery
+        let outcome: Outcome
+        if let (endpoint, key) = endpoints[delivery.endpoint] {
+            outcome = await post(messageID: delivery.messageID, body: delivery.payload, to: endpoint.url, key: key)
+        } else {
+            outcome = .noAnswer("the endpoint is no longer configured")
+        }
+        let now = timeSource.now
+        delivery.attempts += 1
+        delivery.lastError = outcome.isSuccess ? nil : outcome.summary
+        let result: String
+        if outcome.isSuccess {
+            (delivery.status, delivery.finishedAt, result) = (.delivered, now, "delivered")
+        } else if endpoints[delivery.endpoint] != nil, let next = WebhookRetrySchedule.nextAttempt(after: delivery.attempts, at: now) {
+            (delivery.nextAttemptAt, result) = (next, "retry")
+            logger.debug(
+                "a webhook endpoint did not take a delivery; it is retried",
+                metadata: ["delivery": "\(delivery.id)", "type": "\(delivery.kind)", "outcome": "\(outcome.summary)", "attempt": "\(delivery.attempts)"])
+        } else {
+            (delivery.status, delivery.finishedAt, result) = (.failed, now, "failed")
+            logger.warning(
+                "a webhook delivery failed for good; `latchkey webhooks retry \(delivery.id)` sends it again",
+                metadata: ["delivery": "\(delivery.id)", "type": "\(delivery.kind)", "outcome": "\(outcome.summary)", "attempts": "\(delivery.attempts)"])
+        }
+        metrics?.webhookDelivery(type: delivery.kind, outcome: result)
+        return delivery
+    }
+
+    /// A signed POST of `body` to `url`, timestamped now.
+    public func post(messageID: String, body: String, to url: String, key: [UInt8]) async -> Outcome {
+        let timestamp = Int(timeSource.now.timeIntervalSince1970)
+        let headers = [("Content-Type", "application/json"), ("User-Agent", "Latchkey-Webhooks")]
+            + WebhookSignature.headers(messageID: messageID, timestamp: timestamp, body: body, key: key)
+        return await send(url, headers, body, timeout)
+    }
+
+    /// Sends through ``AsyncHTTPClientTransport/webhookClient`` (no redirects); the answer's body is dropped.
+    public static let httpSend: Send = { url, headers, body, timeout in
+        let transport = AsyncHTTPClientTransport(client: AsyncHTTPClientTransport.webhookClient, maximumResponseBytes: 64 * 1024)
+        do {
+            let response = try await transport.send(OutboundRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8), timeout: timeout))
+            return .answered(response.status)
+        } catch {
+            return .noAnswer((error as? LatchkeyError)?.reason ?? "no answer")
+        }
+    }
+}
+
+/// Delivers owed webhook events about once a second, and keeps the pending gauge current.
+struct WebhookDeliveryService: Service, CustomStringConvertible {
+    let dispatcher: WebhookDispatcher
+    let logger: Logger
+
+    /// The name swift-service-lifecycle logs for this service (the default would print its endpoints' secrets).
+    var description: String { "WebhookDeliveryService" }
+
+    func run() async throws {
+        var round = 0
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                // A full round means more are due: the next one starts at once.
+                let attempted = try await cancelWhenGracefulShutdown { try await dispatcher.deliverDue() }
+                if round % 15 == 0 { try await updateGauge() }
+                round += 1
+                if attempted >= 64 { continue }
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.warning("webhook delivery failed; will retry", metadata: ["error": "\(MaintenanceService.describe(error))"])
+            }
+            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) } } catch { return }
+        }
+    }
+
+    private func updateGauge() async throws {
+        let pending = try await dispatcher.store.webhookDeliveryCounts().filter { $0.status == .pending }.reduce(0) { $0 + $1.count }
+        dispatcher.metrics?.webhookPending(pending)
+    }
+}
