@@ -240,7 +240,7 @@ func setting(_ name: String, _ problem: String) -> LatchkeyError {
 extension ServerConfiguration {
     /// Each endpoint: https (or http to a loopback address), a `whsec_` secret of at least 24 bytes, known event types,
     /// and no URL twice (deliveries name their endpoint by URL).
-    func validateWebhooks() throws(LatchkeyError) {
+    public func validateWebhooks() throws(LatchkeyError) {
         var seen: Set<String> = []
         for (index, endpoint) in webhooks.enumerated() {
             if let problem = WebhookEndpoint.problem(url: endpoint.url) { throw setting("webhooks[\(index)].url", "is \(endpoint.url.prefix(200)): \(problem)") }

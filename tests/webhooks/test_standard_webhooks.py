@@ -1,0 +1,225 @@
+"""Webhook deliveries of a real `latchkey serve --dev`, received on loopback and judged by the Standard Webhooks
+reference library (standardwebhooks on PyPI), unmodified: every delivery must verify, and an event whose first
+attempt was refused arrives later under the same webhook-id."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import json
+import os
+import re
+import secrets
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from standardwebhooks import Webhook
+
+BINARY = os.environ.get("LATCHKEY_BIN", str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "latchkey"))
+LISTENING = re.compile(r"Latchkey listening on http://127\.0\.0\.1:(\d+)")
+CLIENT_ID = "com.example.app"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Receiver:
+    """An endpoint that refuses the first `refuse` attempts with 503, then verifies each delivery with the reference
+    library: 204 when it verifies, 400 when it does not."""
+
+    def __init__(self, secret: str, refuse: int) -> None:
+        self.verifier = Webhook(secret)
+        self.refuse = refuse
+        self.attempts: list[dict] = []
+        self.verified: list[dict] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+                headers = {name: value for name, value in self.headers.items()}
+                status = receiver.judge(body, headers)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def judge(self, body: str, headers: dict[str, str]) -> int:
+        with self.lock:
+            self.attempts.append({"id": headers.get("webhook-id"), "body": body})
+            if len(self.attempts) <= self.refuse:
+                return 503
+        try:
+            payload = self.verifier.verify(body, headers)
+        except Exception as error:  # the reference library's refusal, whatever its type
+            with self.lock:
+                self.verified.append({"id": headers.get("webhook-id"), "error": repr(error)})
+            return 400
+        with self.lock:
+            self.verified.append({"id": headers["webhook-id"], "type": payload["type"], "data": payload["data"], "payload": payload})
+        return 204
+
+    def wait_for(self, predicate, seconds: float, what: str) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with self.lock:
+                if predicate(list(self.verified)):
+                    return
+            time.sleep(0.1)
+        pytest.fail(f"waited {seconds} s for {what}; received {self.verified}, attempts {len(self.attempts)}")
+
+
+def post(url: str, body: dict | None = None, bearer: str | None = None, method: str = "POST", form: dict | None = None) -> tuple[int, dict]:
+    headers = {"Content-Type": "application/json"}
+    data = json.dumps(body).encode() if body is not None else None
+    if form is not None:
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+        data = urllib.parse.urlencode(form).encode()
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+@pytest.fixture
+def dev_server():
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    receiver = Receiver(secret, refuse=1)
+    port, emulator_port = free_port(), free_port()
+    with tempfile.TemporaryDirectory(prefix="latchkey-webhooks-") as folder:
+        environment = {key: value for key, value in os.environ.items() if not key.startswith("LATCHKEY_")}
+        environment.update({
+            "LATCHKEY_WEBHOOKS_0_URL": receiver.url, "LATCHKEY_WEBHOOKS_0_SECRET": secret, "LATCHKEY_SESSION_REUSE_GRACE": "0",
+            "LATCHKEY_LOG_LEVEL": "warning",
+        })
+        process = subprocess.Popen(
+            [BINARY, "serve", "--dev", "--port", str(port), "--emulator-port", str(emulator_port)], cwd=folder, env=environment,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+        )
+        output: list[str] = []
+        ready = threading.Event()
+
+        def pump() -> None:
+            for line in process.stdout:
+                output.append(line)
+                if LISTENING.search(line):
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            if not ready.wait(60) or process.poll() is not None:
+                pytest.fail("serve --dev did not start:\n" + "".join(output))
+            yield {
+                "server": f"http://127.0.0.1:{port}", "emulator": f"http://127.0.0.1:{emulator_port}", "receiver": receiver,
+                "folder": folder, "environment": environment, "output": output,
+            }
+        finally:
+            process.terminate()
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            receiver.server.shutdown()
+
+
+def sign_in(emulator: str, server: str) -> dict:
+    status, user = post(f"{emulator}/emulator/users", {})
+    assert status == 201, user
+    raw_nonce = secrets.token_urlsafe(24)
+    status, authorization = post(
+        f"{emulator}/emulator/authorizations", {"sub": user["sub"], "clientId": CLIENT_ID, "nonce": hashlib.sha256(raw_nonce.encode()).hexdigest()})
+    assert status == 201, authorization
+    status, answer = post(
+        f"{server}/v1/auth/apple",
+        {"identityToken": authorization["identityToken"], "rawNonce": raw_nonce, "authorizationCode": authorization["authorizationCode"]})
+    assert status == 200, answer
+    return answer
+
+
+def test_every_delivery_verifies_with_the_reference_library(dev_server) -> None:
+    server, emulator, receiver = dev_server["server"], dev_server["emulator"], dev_server["receiver"]
+    session = sign_in(emulator, server)
+    user_id = json.loads(base64.urlsafe_b64decode(session["accessToken"].split(".")[1] + "=="))["sub"]
+
+    # A refresh token replayed after its successor was used: the session is revoked, and the backend hears of it.
+    status, first = post(f"{server}/v1/token", form={"grant_type": "refresh_token", "refresh_token": session["refreshToken"]})
+    assert status == 200, first
+    status, second = post(f"{server}/v1/token", form={"grant_type": "refresh_token", "refresh_token": first["refreshToken"]})
+    assert status == 200, second
+    status, replay = post(f"{server}/v1/token", form={"grant_type": "refresh_token", "refresh_token": session["refreshToken"]})
+    assert status == 400 and replay["error"] == "invalid_grant", replay
+
+    # Jane deletes her account.
+    again = sign_in(emulator, server)
+    status, deleted = post(f"{server}/v1/me", bearer=again["accessToken"], method="DELETE")
+    assert status == 200, deleted
+
+    # The first attempt was refused (503); its event comes again about 5 s later, under the same webhook-id.
+    receiver.wait_for(lambda seen: {"user.created", "session.reuse_detected", "user.deleted"} <= {item.get("type") for item in seen}, 60, "the events")
+    refused_id = receiver.attempts[0]["id"]
+    receiver.wait_for(lambda seen: any(item.get("id") == refused_id for item in seen), 60, "the refused event again")
+
+    with receiver.lock:
+        verified = list(receiver.verified)
+    assert all("error" not in item for item in verified), verified
+    created = [item for item in verified if item["type"] == "user.created" and item["data"]["userId"] == user_id]
+    assert len({item["id"] for item in created}) == 1 and created[0]["data"]["provider"] == "apple", created
+    reuse = next(item for item in verified if item["type"] == "session.reuse_detected")
+    assert reuse["data"]["userId"] == user_id and reuse["data"]["clientId"] == CLIENT_ID and reuse["data"]["ip"] == "127.0.0.1", reuse
+    deletion = next(item for item in verified if item["type"] == "user.deleted")
+    assert deletion["data"]["reason"] == "user_request", deletion
+    for item in verified:
+        assert set(item["payload"]) == {"type", "timestamp", "data"}, item
+        # Never a token or a code in an event.
+        text = json.dumps(item["payload"])
+        assert session["refreshToken"] not in text and session["accessToken"] not in text
+
+    # `latchkey webhooks test 0` reaches the same endpoint, signed the same way.
+    result = subprocess.run(
+        [BINARY, "webhooks", "test", "0", "--json"], cwd=dev_server["folder"], env=dev_server["environment"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr + result.stdout
+    answer = json.loads(result.stdout)
+    assert answer["delivered"] is True and answer["status"] == 204, answer
+    receiver.wait_for(lambda seen: any(item.get("type") == "webhook.test" and item["id"] == answer["webhookId"] for item in seen), 10, "webhook.test")
+
+
+def test_a_tampered_delivery_is_refused_by_the_reference_library() -> None:
+    """The receiver above would accept anything if the library did: a changed body or a foreign secret must fail."""
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    receiver = Receiver(secret, refuse=0)
+    try:
+        body = '{"data":{"userId":"u"},"timestamp":"2026-01-01T00:00:00.000Z","type":"user.created"}'
+        headers = {"webhook-id": "msg_1", "webhook-timestamp": str(int(time.time()))}
+        headers["webhook-signature"] = Webhook(secret).sign("msg_1", datetime.datetime.now(tz=datetime.timezone.utc), body)
+        assert receiver.judge(body, headers) == 204
+        assert receiver.judge(body.replace('"u"', '"v"'), headers) == 400
+        foreign = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+        headers["webhook-signature"] = Webhook(foreign).sign("msg_1", datetime.datetime.now(tz=datetime.timezone.utc), body)
+        assert receiver.judge(body, headers) == 400
+    finally:
+        receiver.server.shutdown()
