@@ -225,6 +225,7 @@ let package = Package(
             dependencies: [
                 "LatchkeyStore", "LatchkeyEmulator", "LatchkeyTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
             ],

@@ -243,7 +243,9 @@ extension ServerConfiguration {
     public func validateWebhooks() throws(LatchkeyError) {
         var seen: Set<String> = []
         for (index, endpoint) in webhooks.enumerated() {
-            if let problem = WebhookEndpoint.problem(url: endpoint.url) { throw setting("webhooks[\(index)].url", "is \(endpoint.url.prefix(200)): \(problem)") }
+            if let problem = WebhookEndpoint.problem(url: endpoint.url) {
+                throw setting("webhooks[\(index)].url", "is \(endpoint.url.prefix(200)): \(problem)")
+            }
             guard seen.insert(endpoint.url).inserted else { throw setting("webhooks[\(index)].url", "is \(endpoint.url.prefix(200)), listed twice") }
             if case .failure(let problem) = WebhookEndpoint.signingKey(endpoint.secret) { throw setting("webhooks[\(index)].secret", "\(problem)") }
             if endpoint.events?.isEmpty == true { throw setting("webhooks[\(index)].events", "is empty; leave it out to receive every event") }

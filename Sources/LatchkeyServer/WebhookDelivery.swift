@@ -125,7 +125,8 @@ public struct WebhookDispatcher: Sendable {
     /// A signed POST of `body` to `url`, timestamped now.
     public func post(messageID: String, body: String, to url: String, key: [UInt8]) async -> Outcome {
         let timestamp = Int(timeSource.now.timeIntervalSince1970)
-        let headers = [("Content-Type", "application/json"), ("User-Agent", "Latchkey-Webhooks")]
+        let headers =
+            [("Content-Type", "application/json"), ("User-Agent", "Latchkey-Webhooks")]
             + WebhookSignature.headers(messageID: messageID, timestamp: timestamp, body: body, key: key)
         return await send(url, headers, body, timeout)
     }

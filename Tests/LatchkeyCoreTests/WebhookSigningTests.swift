@@ -19,9 +19,10 @@ struct WebhookSigningTests {
         #expect(
             WebhookSignature.verify(
                 messageID: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: body, header: "v2,abc v1,AAAA \(signature)", key: key))
-        for (id, timestamp, changed) in [("msg_other", 1_614_265_330, body), ("msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_331, body),
-            ("msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, body + " ")]
-        {
+        for (id, timestamp, changed) in [
+            ("msg_other", 1_614_265_330, body), ("msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_331, body),
+            ("msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, body + " "),
+        ] {
             #expect(!WebhookSignature.verify(messageID: id, timestamp: timestamp, body: changed, header: signature, key: key))
         }
         let headers = WebhookSignature.headers(messageID: "msg_1", timestamp: 5, body: "{}", key: key)
@@ -44,12 +45,14 @@ struct WebhookSigningTests {
         }
     }
 
-    @Test("endpoint URLs: https anywhere, http only to loopback, nothing else", arguments: [
-        ("https://api.example.com/hooks/latchkey", true), ("http://127.0.0.1:9000/hooks", true), ("http://[::1]:9000/", true),
-        ("http://localhost/hooks", true), ("http://api.example.com/hooks", false), ("http://10.0.0.8/hooks", false), ("ftp://example.com/", false),
-        ("https://user:pass@example.com/", false), ("https://example.com/#x", false), ("/relative/hooks", false), ("https://", false),
-        ("http://127.0.0.1.nip.io/", false),
-    ])
+    @Test(
+        "endpoint URLs: https anywhere, http only to loopback, nothing else",
+        arguments: [
+            ("https://api.example.com/hooks/latchkey", true), ("http://127.0.0.1:9000/hooks", true), ("http://[::1]:9000/", true),
+            ("http://localhost/hooks", true), ("http://api.example.com/hooks", false), ("http://10.0.0.8/hooks", false), ("ftp://example.com/", false),
+            ("https://user:pass@example.com/", false), ("https://example.com/#x", false), ("/relative/hooks", false), ("https://", false),
+            ("http://127.0.0.1.nip.io/", false),
+        ])
     func urls(url: String, accepted: Bool) {
         #expect((WebhookEndpoint.problem(url: url) == nil) == accepted, "\(url): \(WebhookEndpoint.problem(url: url) ?? "accepted")")
     }
@@ -58,7 +61,8 @@ struct WebhookSigningTests {
     func body() throws {
         let at = Date(timeIntervalSince1970: 1_767_225_600.5)
         let event = LifecycleEvent.userDeleted("user-1", reason: .providerConsentRevoked, at: at)
-        #expect(event.body() == #"{"data":{"reason":"provider_consent_revoked","userId":"user-1"},"timestamp":"2026-01-01T00:00:00.500Z","type":"user.deleted"}"#)
+        #expect(
+            event.body() == #"{"data":{"reason":"provider_consent_revoked","userId":"user-1"},"timestamp":"2026-01-01T00:00:00.500Z","type":"user.deleted"}"#)
         #expect(event.body() == event.body())
         #expect(event.id.hasPrefix("msg_"))
         let family = SessionFamily(

@@ -52,7 +52,8 @@ extension StoreConformanceTests {
             let revoked = hooks.deliveries(.identity(.identityRevoked, identity, at: now))
             #expect(try await !store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.other", notifying: revoked))
             #expect(try await store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.t", notifying: revoked))
-            try await store.updateIdentity(identity, notifying: hooks.deliveries(.emailChanged(user.id, provider: "apple", email: "n@example.com", verified: true, at: now)))
+            try await store.updateIdentity(
+                identity, notifying: hooks.deliveries(.emailChanged(user.id, provider: "apple", email: "n@example.com", verified: true, at: now)))
             try await store.deleteIdentity(id: identity.id, notifying: hooks.deliveries(.identity(.identityRevoked, identity, at: now)))
             try await store.deleteIdentity(id: identity.id, notifying: hooks.deliveries(.identity(.identityRevoked, identity, at: now)))
             try await store.updateIdentity(identity, notifying: hooks.deliveries(.emailChanged(user.id, provider: "apple", email: nil, verified: nil, at: now)))
@@ -124,11 +125,15 @@ extension StoreConformanceTests {
             // Ten callers at once, two each: each due delivery goes to one of them.
             let lease = Self.now.addingTimeInterval(60)
             let claims = try await withThrowingTaskGroup(of: [WebhookDelivery].self) { group in
-                for _ in 0..<10 { group.addTask { try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(10), limit: 2, leaseUntil: lease) } }
+                for _ in 0..<10 {
+                    group.addTask { try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(10), limit: 2, leaseUntil: lease) }
+                }
                 return try await group.reduce(into: []) { $0 += $1 }
             }.filter { $0.endpoint == url }
             #expect(claims.map(\.id).sorted() == written.map(\.id).sorted())
-            #expect(try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(59), limit: 100, leaseUntil: lease).filter { $0.endpoint == url }.isEmpty)
+            #expect(
+                try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(59), limit: 100, leaseUntil: lease).filter { $0.endpoint == url }
+                    .isEmpty)
 
             // Delivered and failed ones stay so: a late report of an expired lease changes nothing.
             var delivered = claims[0]

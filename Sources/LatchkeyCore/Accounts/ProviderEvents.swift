@@ -60,7 +60,8 @@ public struct ProviderEvents: Sendable {
                 let remaining = try await store.identities(userID: identity.userID)
                 if remaining.isEmpty && policy.deleteUserWithLastIdentity {
                     let reason: LifecycleEvent.DeletionReason = event.kind == .consentRevoked ? .providerConsentRevoked : .providerAccountDeleted
-                    try await store.deleteUser(id: identity.userID, notifying: policy.webhooks.deliveries(.userDeleted(identity.userID, reason: reason, at: now)))
+                    try await store.deleteUser(
+                        id: identity.userID, notifying: policy.webhooks.deliveries(.userDeleted(identity.userID, reason: reason, at: now)))
                     try await store.audit(
                         at: timeSource.now, identity.userID, "\(event.provider)_\(what)",
                         "\(count) session(s) revoked; the user had no other identity and was deleted")

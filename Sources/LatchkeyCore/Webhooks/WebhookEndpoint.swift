@@ -28,7 +28,8 @@ public struct WebhookEndpoint: Sendable, Hashable {
         if parsed.fragment != nil { return "must not have a #fragment" }
         switch scheme {
         case "https": return nil
-        case "http": return OAuthClient.loopbackHosts.contains(host.lowercased()) ? nil : "uses http to \(host); use https (http only to 127.0.0.1, [::1] or localhost)"
+        case "http":
+            return OAuthClient.loopbackHosts.contains(host.lowercased()) ? nil : "uses http to \(host); use https (http only to 127.0.0.1, [::1] or localhost)"
         default: return "uses \(scheme); use https"
         }
     }
