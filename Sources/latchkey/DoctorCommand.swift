@@ -285,9 +285,18 @@ struct DoctorCommand: AsyncParsableCommand {
             add(.ok, "signup.mode", "invite: new users need a code from `latchkey invites create`", nil)
         }
         checkBrowserFlow(configuration, add)
+        checkWebhooks(configuration, add)
     }
 
     /// The browser flow: each registered client, and the callback Apple must accept.
+    /// What each webhook endpoint receives (its URL and secret were checked as the configuration was read).
+    private func checkWebhooks(_ configuration: ServerConfiguration, _ add: (Finding.Status, String, String, String?) -> Void) {
+        for (index, endpoint) in configuration.webhooks.enumerated() {
+            let events = endpoint.events.map { $0.map(\.rawValue).sorted().joined(separator: ", ") } ?? "every event type"
+            add(.ok, "webhooks[\(index)]", "\(endpoint.url) receives \(events); `latchkey webhooks test \(index)` sends it a signed test event", nil)
+        }
+    }
+
     private func checkBrowserFlow(_ configuration: ServerConfiguration, _ add: (Finding.Status, String, String, String?) -> Void) {
         for client in configuration.clients {
             add(
