@@ -231,6 +231,14 @@ public final class SQLAuthStore: AuthStore {
             try await db.raw("DELETE FROM one_time_records WHERE expires_at <= \(bind: dayAgo)").run()
             // Finished revocations need no token any more.
             try await db.raw("UPDATE outbox SET sealed_payload = '' WHERE completed_at IS NOT NULL AND sealed_payload <> ''").run()
+            let delivered = now.addingTimeInterval(-WebhookDelivery.deliveredRetention).millis
+            let failed = now.addingTimeInterval(-WebhookDelivery.failedRetention).millis
+            try await db.raw(
+                """
+                DELETE FROM webhook_deliveries WHERE (status = 'delivered' AND finished_at <= \(bind: delivered))
+                  OR (status = 'failed' AND finished_at <= \(bind: failed))
+                """
+            ).run()
             return expired + dead + deadTokens + usedSignIns + oneTime
         }
     }

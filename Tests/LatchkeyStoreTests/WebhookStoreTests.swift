@@ -171,3 +171,22 @@ extension StoreConformanceTests {
         }
     }
 }
+
+extension StoreConformanceTests {
+    @Test("the sweep drops deliveries delivered 7 days ago and failed 30 days ago, and keeps pending ones", arguments: kinds)
+    func sweptDeliveries(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let hooks = endpoints("sweep")
+            let events = (0..<4).map { LifecycleEvent.userCreated("u\($0)", provider: "apple", at: Self.now) }
+            var written = hooks.deliveries(events)
+            (written[0].status, written[0].finishedAt) = (.delivered, Self.now)
+            (written[1].status, written[1].finishedAt) = (.failed, Self.now)
+            (written[2].status, written[2].finishedAt) = (.failed, Self.now.addingTimeInterval(20 * 86_400))
+            try await store.enqueueWebhookDeliveries(written)
+            try await store.sweep(now: Self.now.addingTimeInterval(7 * 86_400 - 1))
+            #expect(try await deliveries(store, hooks).count == 4)
+            try await store.sweep(now: Self.now.addingTimeInterval(30 * 86_400))
+            #expect(try await deliveries(store, hooks).map(\.id).sorted() == [written[2].id, written[3].id].sorted())
+        }
+    }
+}

@@ -21,7 +21,8 @@ public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningK
     /// provider and subject, and writes the plan's record for it (see ``SignInPlan``).
     func signIn(_ plan: SignInPlan) async throws -> SignInStepResult
     /// Deletes expired refresh tokens and sign-in records, one-time records expired for a day, sessions revoked or
-    /// expired for 30 days or more with all their tokens, and sealed payloads of finished outbox items; returns how many
+    /// expired for 30 days or more with all their tokens, sealed payloads of finished outbox items, and webhook
+    /// deliveries finished longer ago than ``WebhookDelivery/deliveredRetention`` or ``WebhookDelivery/failedRetention``; returns how many
     /// rows went (tokens, sessions, sign-in and one-time records).
     ///
     /// With an `interval` above zero, it sweeps only when no sweep with an interval (by any instance sharing the store)

@@ -348,6 +348,11 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         for id in dead { families[id] = nil }
         tokens = tokens.filter { !dead.contains($0.value.familyID) }
         for (id, item) in outbox where item.completedAt != nil && !item.sealedPayload.isEmpty { outbox[id]?.sealedPayload = "" }
+        webhookDeliveriesByID = webhookDeliveriesByID.filter { _, delivery in
+            guard let finished = delivery.finishedAt else { return true }
+            let retention = delivery.status == .failed ? WebhookDelivery.failedRetention : WebhookDelivery.deliveredRetention
+            return now.timeIntervalSince(finished) < retention
+        }
         return before - tokens.count - families.count - signInTokens.count + oneTimeBefore - oneTimeRecords.count
     }
 

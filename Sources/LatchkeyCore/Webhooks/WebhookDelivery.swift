@@ -25,6 +25,10 @@ public struct WebhookDelivery: Sendable, Equatable {
     /// When it was delivered, or given up.
     public var finishedAt: Date?
 
+    /// How long the sweep keeps a delivered delivery, and a failed one (for `latchkey webhooks retry`).
+    public static let deliveredRetention: TimeInterval = 7 * 86_400
+    public static let failedRetention: TimeInterval = 30 * 86_400
+
     public init(
         id: String, messageID: String, endpoint: String, kind: String, userID: String?, payload: String, status: Status = .pending, attempts: Int = 0,
         nextAttemptAt: Date, lastError: String? = nil, createdAt: Date, finishedAt: Date? = nil
