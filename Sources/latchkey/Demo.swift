@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Configuration
 import Crypto
 import Foundation
+import Hummingbird
 import LatchkeyCore
 import LatchkeyEmulator
 import LatchkeyModels
@@ -12,6 +13,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
+import Synchronization
 
 /// `latchkey demo`: the whole Sign in with Apple lifecycle, offline, narrated.
 struct Demo: AsyncParsableCommand {
@@ -43,6 +45,9 @@ struct Demo: AsyncParsableCommand {
         configuration.port = 0
         configuration.database = .sqlite(path: directory + "/latchkey.sqlite")
         configuration.session.reuseGraceWindow = 1
+        // The app's backend, as far as webhooks go: a tiny receiver that checks each delivery's signature.
+        let backend = try await DemoBackend.start(logger: logger)
+        configuration.webhooks = [WebhookEndpoint(url: backend.url, secret: Secret(backend.secret))]
         let store = try await Runtime.openStore(configuration, logger: logger)
         let server = try await LatchkeyServer.make(configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), logger: logger)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -168,6 +173,14 @@ struct Demo: AsyncParsableCommand {
             say.detail(
                 "provider grants revoked: \(deletion["tokensRevoked"]) · \"Apple\" received POST /auth/revoke → \(calls("/auth/revoke")), as the App Store requires; \"Google\" POST /google/revoke → \(calls("/google/revoke"))"
             )
+            let userID = viaGoogle.child("user")["id"]
+            if let heard = await backend.waitFor(type: "user.deleted", userID: userID) {
+                say.detail(
+                    "the app's backend got webhook user.deleted (reason \(heard.reason), signature verified, webhook-id \(heard.id.prefix(16))…) and deletes Jane's data too"
+                )
+            } else {
+                say.detail("the app's backend did not get user.deleted within 10 s (latchkey webhooks list shows why)")
+            }
 
             say.step("And when something is wrong, Latchkey says what")
             let other = try await http.json(
@@ -182,6 +195,7 @@ struct Demo: AsyncParsableCommand {
             say.step("Done. Next: `latchkey serve --dev` to run both for your app, `swift run -c release latchkey-bench` for figures.")
         } catch {
             await http.shutdown()
+            await backend.stop()
             await group.triggerGracefulShutdown()
             _ = try? await serverTask.value
             await running.stop()
@@ -189,6 +203,7 @@ struct Demo: AsyncParsableCommand {
             throw error
         }
         await http.shutdown()
+        await backend.stop()
         await group.triggerGracefulShutdown()
         _ = try? await serverTask.value
         await running.stop()
@@ -262,5 +277,65 @@ struct Narrator {
     func detail(_ text: String) {
         print("   " + text)
         flushStandardOutput()
+    }
+}
+
+/// The demo app's backend: receives Latchkey's webhooks on loopback and keeps those whose signature verifies.
+final class DemoBackend: Sendable {
+    struct Heard: Sendable {
+        let id: String
+        let type: String
+        let userID: String
+        let reason: String
+    }
+
+    let secret = WebhookEndpoint.generateSecret()
+    private let port = Mutex(0)
+    private let heard = Mutex<[Heard]>([])
+    private let task = Mutex<Task<Void, any Error>?>(nil)
+
+    var url: String { "http://127.0.0.1:\(port.withLock { $0 })/webhooks" }
+
+    static func start(logger: Logger) async throws -> DemoBackend {
+        let backend = DemoBackend()
+        let key = try WebhookEndpoint.signingKey(Secret(backend.secret)).get()
+        let router = Router()
+        router.post("/webhooks") { request, _ -> HTTPResponse.Status in
+            let body = String(buffer: try await request.body.collect(upTo: 64 * 1024))
+            let header = { (name: String) in request.headers.first { $0.name.canonicalName == name }?.value ?? "" }
+            guard let timestamp = Int(header("webhook-timestamp")),
+                WebhookSignature.verify(messageID: header("webhook-id"), timestamp: timestamp, body: body, header: header("webhook-signature"), key: key),
+                let event = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], let data = event["data"] as? [String: Any]
+            else { return .badRequest }
+            let heard = Heard(
+                id: header("webhook-id"), type: event["type"] as? String ?? "", userID: data["userId"] as? String ?? "",
+                reason: data["reason"] as? String ?? "")
+            backend.heard.withLock { $0.append(heard) }
+            return .noContent
+        }
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let application = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        backend.task.withLock { $0 = Task { try await application.runService() } }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next(), port > 0 else { throw CLIError("the demo backend did not start") }
+        backend.port.withLock { $0 = port }
+        return backend
+    }
+
+    /// The first verified event of `type` for `userID`, waiting up to 10 s (deliveries go out about once a second).
+    func waitFor(type: String, userID: String) async -> Heard? {
+        for _ in 0..<100 {
+            if let found = heard.withLock({ $0.first { $0.type == type && $0.userID == userID } }) { return found }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
+    }
+
+    func stop() async {
+        let running = task.withLock { $0 }
+        running?.cancel()
+        _ = try? await running?.value
     }
 }

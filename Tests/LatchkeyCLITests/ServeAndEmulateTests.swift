@@ -240,7 +240,7 @@ struct ServeAndEmulateTests {
         #expect(result.status == 0, "\(result.stderr)")
         for step in [
             "nonce_required", "token_already_used", "isNewUser false", "identities: apple + google", "same user: true", "POST /auth/revoke → 200",
-            "POST /google/revoke → 200", "nonce_mismatch", "Done.",
+            "POST /google/revoke → 200", "got webhook user.deleted (reason user_request, signature verified", "nonce_mismatch", "Done.",
         ] {
             #expect(result.stdout.contains(step), "\(step) is missing from the demo's output")
         }
