@@ -79,6 +79,7 @@ let package = Package(
         .target(
             name: "LatchkeyStore",
             dependencies: [
+                "LatchkeyModels",
                 "LatchkeyCore",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),

@@ -109,8 +109,14 @@ public struct UserResponse: Codable, Sendable, Equatable {
     public var familyName: String?
     public var createdAt: Date
     public var identities: [IdentityResponse]
+    /// The claims the app's backend set on the user (`PUT /admin/v1/users/{id}/claims`), which every access token
+    /// carries; absent when there are none.
+    public var claims: [String: JSONValue]?
 
-    public init(id: String, email: String?, emailVerified: Bool?, givenName: String?, familyName: String?, createdAt: Date, identities: [IdentityResponse]) {
+    public init(
+        id: String, email: String?, emailVerified: Bool?, givenName: String?, familyName: String?, createdAt: Date, identities: [IdentityResponse],
+        claims: [String: JSONValue]? = nil
+    ) {
         self.id = id
         self.email = email
         self.emailVerified = emailVerified
@@ -118,6 +124,7 @@ public struct UserResponse: Codable, Sendable, Equatable {
         self.familyName = familyName
         self.createdAt = createdAt
         self.identities = identities
+        self.claims = claims
     }
 }
 

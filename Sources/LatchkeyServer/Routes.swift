@@ -15,7 +15,7 @@ extension LatchkeyServer {
         ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/openapi.json"),
         ("GET", "/oauth2/authorize"), ("GET", "/oauth2/callback/{provider}"), ("POST", "/oauth2/callback/{provider}"), ("POST", "/oauth2/token"),
         ("POST", "/oauth2/revoke"), ("GET", "/.well-known/oauth-authorization-server"),
-    ]
+    ] + adminRoutes
 
     func addRoutes(to router: Router<LatchkeyRequestContext>) {
         router.post("/v1/auth/apple") { request, _ in try await signIn(request, providerName: "apple") }
@@ -41,6 +41,7 @@ extension LatchkeyServer {
             JSONBody.response(authorizationServerMetadata, headers: [.cacheControl: "public, max-age=3600"])
         }
         addOAuthRoutes(to: router)
+        addAdminRoutes(to: router)
         router.get("/healthz") { _, _ in JSONBody.response(["status": "ok"]) }
         router.get("/readyz") { _, _ in
             do {
@@ -364,7 +365,8 @@ extension LatchkeyServer {
                 IdentityResponse(
                     provider: $0.provider, subject: $0.subject, email: $0.email, isPrivateEmail: $0.isPrivateEmail, realUserStatus: $0.realUserStatus,
                     emailForwardingEnabled: $0.emailForwardingEnabled, firstSeenAt: $0.firstSeenAt)
-            }
+            },
+            claims: user.claims
         )
     }
 

@@ -143,6 +143,22 @@ enum Migrations {
                 "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt_at)",
             ]
         ),
+        (
+            10,
+            [
+                // The admin API: keys by name, only their hashes kept. Users found by e-mail; claims the app's backend
+                // sets on a user (a JSON object) go into their access tokens.
+                """
+                CREATE TABLE admin_keys (name TEXT PRIMARY KEY, key_hash TEXT NOT NULL UNIQUE, read_only INTEGER NOT NULL,
+                  created_at BIGINT NOT NULL, revoked_at BIGINT)
+                """,
+                "CREATE INDEX users_email ON users(email)",
+                "CREATE INDEX identities_email ON identities(email)",
+                "ALTER TABLE users ADD COLUMN claims TEXT",
+                // The provider of the sign-in that began a session: `idp` in its access tokens.
+                "ALTER TABLE sessions ADD COLUMN idp TEXT",
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

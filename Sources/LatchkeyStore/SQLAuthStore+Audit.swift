@@ -16,12 +16,13 @@ extension SQLAuthStore {
                 } else {
                     try await db.raw("SELECT * FROM audit_events ORDER BY at DESC LIMIT \(bind: limit)").all()
                 }
-            return try rows.map { row in
-                AuditEvent(
-                    id: try row.decode(column: "id", as: String.self), at: try row.date("at"), userID: try row.decode(column: "user_id", as: String?.self),
-                    kind: try row.decode(column: "kind", as: String.self), detail: try row.decode(column: "detail", as: String.self)
-                )
-            }.reversed()
+            return try rows.map(Self.auditEvent).reversed()
         }
+    }
+
+    static func auditEvent(_ row: any SQLRow) throws -> AuditEvent {
+        AuditEvent(
+            id: try row.decode(column: "id", as: String.self), at: try row.date("at"), userID: try row.decode(column: "user_id", as: String?.self),
+            kind: try row.decode(column: "kind", as: String.self), detail: try row.decode(column: "detail", as: String.self))
     }
 }

@@ -119,12 +119,16 @@ extension SQLAuthStore {
         return try await (tokenWithSession + matching).all(on: db).map(tokenWithSession)
     }
 
-    /// A refresh token and its session in one row: the session's columns as they are, the token's prefixed `t_`.
-    static let tokenWithSession =
-        "SELECT s.*, \(refreshTokenColumns.list(table: "t", alias: "t_")) FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id"
+    /// A refresh token and its session in one row: the session's columns as they are, the token's prefixed `t_`, and
+    /// the user's claims (for the access token a rotation mints).
+    static let tokenWithSession = """
+        SELECT s.*, \(refreshTokenColumns.list(table: "t", alias: "t_")), u.claims AS u_claims
+        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id LEFT JOIN users u ON u.id = s.user_id
+        """
 
     static func tokenWithSession(_ row: any SQLRow) throws -> (RefreshTokenRecord, SessionFamily) {
-        let family = try session(row)
+        var family = try session(row)
+        family.userClaims = try row.decode(column: "u_claims", as: String?.self).flatMap(claims)
         let token = RefreshTokenRecord(
             hash: try row.decode(column: "t_hash", as: String.self), familyID: family.id,
             parentHash: try row.decode(column: "t_parent_hash", as: String?.self), createdAt: try row.date("t_created_at"),
@@ -140,7 +144,7 @@ extension PostgresHandle {
     func tokensWithSessions(_ hashes: [String], locking: Bool) async throws -> [(RefreshTokenRecord, SessionFamily)] {
         let query: PostgresQuery =
             locking
-            ? "\(unescaped: Self.tokenWithSessionColumns) WHERE t.hash = ANY(\(hashes)) ORDER BY t.hash FOR UPDATE"
+            ? "\(unescaped: Self.tokenWithSessionColumns) WHERE t.hash = ANY(\(hashes)) ORDER BY t.hash FOR UPDATE OF t, s"
             : "\(unescaped: Self.tokenWithSessionColumns) WHERE t.hash = ANY(\(hashes))"
         var pairs: [(RefreshTokenRecord, SessionFamily)] = []
         for try await row in try await connection.query(query, logger: logger) {
@@ -148,15 +152,18 @@ extension PostgresHandle {
             // token's in the order of `SQLAuthStore.refreshTokenColumns` (see `tokenWithSessionColumns`). A change to
             // either list changes this tuple and the initializers below with it.
             let (
-                id, userID, identityID, clientID, created, lastUsed, absoluteExpiry, revoked, reason, userAgent,
-                hash, familyID, parent, tokenCreated, idleExpiry, rotated, successor
+                id, userID, identityID, clientID, created, lastUsed, absoluteExpiry, revoked, reason, userAgent, idp,
+                hash, familyID, parent, tokenCreated, idleExpiry, rotated, successor, claims
             ) =
                 try row.decode(
-                    (String, String, String?, String, Int64, Int64, Int64, Int64?, String?, String?, String, String, String?, Int64, Int64, Int64?, String?)
-                        .self)
+                    (
+                        String, String, String?, String, Int64, Int64, Int64, Int64?, String?, String?, String?, String, String, String?, Int64, Int64, Int64?,
+                        String?, String?
+                    ).self)
             let family = SessionFamily(
                 id: id, userID: userID, identityID: identityID, clientID: clientID, createdAt: Date(millis: created), lastUsedAt: Date(millis: lastUsed),
-                absoluteExpiresAt: Date(millis: absoluteExpiry), revokedAt: revoked.map(Date.init(millis:)), revocationReason: reason, userAgent: userAgent)
+                absoluteExpiresAt: Date(millis: absoluteExpiry), revokedAt: revoked.map(Date.init(millis:)), revocationReason: reason, userAgent: userAgent,
+                idp: idp, userClaims: claims.flatMap(SQLAuthStore.claims))
             let token = RefreshTokenRecord(
                 hash: hash, familyID: familyID, parentHash: parent, createdAt: Date(millis: tokenCreated), idleExpiresAt: Date(millis: idleExpiry),
                 rotatedAt: rotated.map(Date.init(millis:)), successorHash: successor)
@@ -165,10 +172,10 @@ extension PostgresHandle {
         return pairs
     }
 
-    /// Every column of the session, then every column of the token, each in its list's order: the order the
-    /// positional decode above reads them.
+    /// Every column of the session, then every column of the token, each in its list's order, then the user's claims:
+    /// the order the positional decode above reads them.
     static let tokenWithSessionColumns = """
-        SELECT \(SQLAuthStore.sessionColumns.list(table: "s")), \(SQLAuthStore.refreshTokenColumns.list(table: "t"))
-        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+        SELECT \(SQLAuthStore.sessionColumns.list(table: "s")), \(SQLAuthStore.refreshTokenColumns.list(table: "t")), u.claims
+        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id LEFT JOIN users u ON u.id = s.user_id
         """
 }

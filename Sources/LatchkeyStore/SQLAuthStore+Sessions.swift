@@ -97,13 +97,14 @@ extension SQLAuthStore {
     /// through a rotation on both databases).
     static let sessionColumns: SQLColumns = [
         "id", "user_id", "identity_id", "client_id", "created_at", "last_used_at", "absolute_expires_at", "revoked_at", "revocation_reason", "user_agent",
+        "idp",
     ]
 
     /// A family's values in the order of ``sessionColumns``.
     static func sessionValues(_ family: SessionFamily) -> [any StatementValue] {
         [
             family.id, family.userID, family.identityID, family.clientID, family.createdAt.millis, family.lastUsedAt.millis,
-            family.absoluteExpiresAt.millis, family.revokedAt?.millis, family.revocationReason, family.userAgent,
+            family.absoluteExpiresAt.millis, family.revokedAt?.millis, family.revocationReason, family.userAgent, family.idp,
         ]
     }
 
@@ -131,7 +132,7 @@ extension SQLAuthStore {
             identityID: try row.decode(column: "identity_id", as: String?.self), clientID: try row.decode(column: "client_id", as: String.self),
             createdAt: try row.date("created_at"), lastUsedAt: try row.date("last_used_at"), absoluteExpiresAt: try row.date("absolute_expires_at"),
             revokedAt: try row.optionalDate("revoked_at"), revocationReason: try row.decode(column: "revocation_reason", as: String?.self),
-            userAgent: try row.decode(column: "user_agent", as: String?.self)
+            userAgent: try row.decode(column: "user_agent", as: String?.self), idp: try row.decode(column: "idp", as: String?.self)
         )
     }
 }

@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyModels
 import SQLKit
 import Synchronization
 
@@ -101,7 +102,7 @@ extension SQLAuthStore {
             let rows = try await db.raw(
                 """
                 SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
-                  u.given_name AS u_given_name, u.family_name AS u_family_name, i.*
+                  u.given_name AS u_given_name, u.family_name AS u_family_name, u.claims AS u_claims, i.*
                 FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN identities i ON i.user_id = u.id
                 WHERE s.id = \(bind: sessionID) AND s.user_id = \(bind: userID) AND s.revoked_at IS NULL
                 ORDER BY i.first_seen_at
@@ -141,8 +142,21 @@ extension SQLAuthStore {
             id: try row.decode(column: prefix + "id", as: String.self), createdAt: try row.date(prefix + "created_at"),
             email: try row.decode(column: prefix + "email", as: String?.self), emailVerified: try row.flag(prefix + "email_verified"),
             givenName: try row.decode(column: prefix + "given_name", as: String?.self),
-            familyName: try row.decode(column: prefix + "family_name", as: String?.self)
+            familyName: try row.decode(column: prefix + "family_name", as: String?.self),
+            claims: try row.decode(column: prefix + "claims", as: String?.self).flatMap { Self.claims($0) }
         )
+    }
+
+    /// A claims document as stored; nil when it is missing or unreadable (it was checked when it was set).
+    static func claims(_ document: String) -> [String: JSONValue]? {
+        try? LeanJSONDecoder().decode([String: JSONValue].self, from: Array(document.utf8))
+    }
+
+    public func setUserClaims(userID: String, claims: [String: JSONValue]?) async throws -> Bool {
+        let document = try claims.flatMap { $0.isEmpty ? nil : String(decoding: try LeanJSONEncoder().encode($0), as: UTF8.self) }
+        return try await write { db in
+            try await !db.raw("UPDATE users SET claims = \(bind: document) WHERE id = \(bind: userID) RETURNING id").all().isEmpty
+        }
     }
 
     static func identity(_ row: any SQLRow) throws -> LinkedIdentity {

@@ -8,6 +8,7 @@ import Logging
 /// Options shared by the commands that work on the configured store.
 struct StoreOptions: ParsableArguments {
     @Option(help: "A JSON configuration file (the same as `latchkey serve`).") var config: String?
+    @Flag(help: "Work on the database `latchkey serve --dev` keeps in the current folder (no configuration file).") var dev = false
     @Flag(help: "Print JSON instead.") var json = false
 
     /// Opens the store (and the server wiring, for deletions that must reach Apple), runs `body`, closes.
@@ -17,7 +18,9 @@ struct StoreOptions: ParsableArguments {
         var logger = Logger(label: "latchkey")
         logger.logLevel = .error
         do {
+            if dev && config != nil { throw CLIError("--dev works on serve --dev's database; leave out --config") }
             let configuration = try await Runtime.configuration(file: config, overrides: [:])
+            if dev && configuration.mode != .development { throw CLIError("--dev is for development mode (mode is \(configuration.mode.rawValue))") }
             if case .sqlite(let path) = configuration.database, !FileManager.default.fileExists(atPath: path) {
                 throw CLIError("no database at \(path): check database.url, or create it with `latchkey migrate` (or by starting `latchkey serve`)")
             }

@@ -8,7 +8,7 @@ struct Latchkey: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             Serve.self, Demo.self, Emulate.self, ClientSecretCommand.self, TokenCommand.self, DoctorCommand.self, PKCECommand.self, KeysCommand.self,
-            UsersCommand.self, SessionsCommand.self, InvitesCommand.self, WebhooksCommand.self, Migrate.self,
+            UsersCommand.self, SessionsCommand.self, InvitesCommand.self, WebhooksCommand.self, AdminKeysCommand.self, Migrate.self,
         ]
     )
 }

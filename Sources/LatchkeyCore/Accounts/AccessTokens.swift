@@ -1,6 +1,7 @@
 import Crypto
 public import Foundation
 import Synchronization
+public import LatchkeyModels
 
 /// The keys Latchkey signs its access tokens with: the active ES256 key, plus retiring ones still published.
 ///
@@ -133,7 +134,8 @@ public struct AccessTokenService: Sendable {
         self.keys = keys
         self.timeSource = timeSource
         self.leeway = leeway
-        self.envelope = SignedTokenVerifier(allowedAlgorithms: ["ES256"], keys: keys, maximumTokenSize: 4096)
+        // Room for 4 KiB of the user's claims, base64url-encoded, beside Latchkey's own.
+        self.envelope = SignedTokenVerifier(allowedAlgorithms: ["ES256"], keys: keys, maximumTokenSize: 8192)
     }
 
     /// The `typ` of every access token's header (RFC 9068).
@@ -142,23 +144,58 @@ public struct AccessTokenService: Sendable {
     /// Declared in key order, the order they are written in, which spares the encoder a sort.
     struct Claims: Encodable {
         let aud: String
+        let auth_time: Int?
         let client_id: String
         let exp: Int
         let iat: Int
+        let idp: String?
         let iss: String
         let jti: String
         let sid: String
         let sub: String
     }
 
+    /// ``Claims`` and the user's own claims, whose names never collide with them (``UserClaims/reserved``).
+    struct ClaimsWithUserClaims: Encodable {
+        let standard: Claims
+        let user: [String: JSONValue]
+
+        func encode(to encoder: any Encoder) throws {
+            try standard.encode(to: encoder)
+            var container = encoder.container(keyedBy: UserClaimKey.self)
+            for name in user.keys.sorted() where !UserClaims.reserved.contains(name) {
+                try container.encode(user[name], forKey: UserClaimKey(stringValue: name))
+            }
+        }
+    }
+
+    struct UserClaimKey: CodingKey {
+        let stringValue: String
+        init(stringValue: String) { self.stringValue = stringValue }
+        var intValue: Int? { nil }
+        init?(intValue: Int) { nil }
+    }
+
+    /// Signs a new access token for `session`: its user, client, start (`auth_time`), provider (`idp`) and the user's
+    /// claims as read with it; returns it with its lifetime in seconds.
+    public func issue(for session: SessionFamily) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
+        try issue(
+            userID: session.userID, sessionID: session.id, clientID: session.clientID, authTime: session.createdAt, idp: session.idp,
+            userClaims: session.userClaims)
+    }
+
     /// Signs a new access token; returns it with its lifetime in seconds.
-    public func issue(userID: String, sessionID: String, clientID: String) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
+    public func issue(
+        userID: String, sessionID: String, clientID: String, authTime: Date? = nil, idp: String? = nil, userClaims: [String: JSONValue]? = nil
+    ) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
         let instant = timeSource.now
         guard let signer = keys.current?.signer(at: instant) else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
         let now = Int(instant.timeIntervalSince1970)
         let claims = Claims(
-            aud: audience, client_id: clientID, exp: now + Int(lifetime), iat: now, iss: issuer, jti: newIdentifier(), sid: sessionID, sub: userID)
-        return (try JWSSigner.es256(claims, header: signer.header, key: signer.key), Int(lifetime))
+            aud: audience, auth_time: authTime.map { Int($0.timeIntervalSince1970) }, client_id: clientID, exp: now + Int(lifetime), iat: now, idp: idp,
+            iss: issuer, jti: newIdentifier(), sid: sessionID, sub: userID)
+        guard let userClaims, !userClaims.isEmpty else { return (try JWSSigner.es256(claims, header: signer.header, key: signer.key), Int(lifetime)) }
+        return (try JWSSigner.es256(ClaimsWithUserClaims(standard: claims, user: userClaims), header: signer.header, key: signer.key), Int(lifetime))
     }
 
     /// Verifies a bearer token; every failure is `invalid_token` with the reason, except `unknown_key_id` for a

@@ -1,4 +1,5 @@
 public import Foundation
+public import LatchkeyModels
 
 /// Where Latchkey keeps users, sessions and keys: one store made of the aggregates below. ``MemoryAuthStore``
 /// is for tests; `SQLAuthStore` (module `LatchkeyStore`) keeps them in SQLite or PostgreSQL. Every method is
@@ -11,7 +12,7 @@ public import Foundation
 /// A change that the app's backend hears of takes its ``WebhookDelivery`` rows (`notifying`) into the same transaction:
 /// written with the change, and never without it.
 public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
-    OneTimeRecordStore, WebhookStore
+    OneTimeRecordStore, WebhookStore, AdminKeyStore
 {
     /// Creates or upgrades the schema.
     func migrate() async throws
@@ -93,6 +94,10 @@ public protocol UserStore: Sendable {
     /// The user and identities behind a live session, in one read; nil when the session is revoked or gone.
     func profile(userID: String, sessionID: String) async throws -> (UserAccount, [LinkedIdentity])?
     func users(limit: Int) async throws -> [UserAccount]
+    /// The users `search` matches, oldest first (by id, which orders by creation), at most `search.limit`.
+    func searchUsers(_ search: UserSearch) async throws -> [UserAccount]
+    /// Replaces the user's claims (nil or empty: none); false when there is no such user.
+    func setUserClaims(userID: String, claims: [String: JSONValue]?) async throws -> Bool
     /// Deletes the user with their identities, provider grants and sessions; notifies only when the user was there.
     func deleteUser(id: String, notifying: [WebhookDelivery]) async throws
 }
@@ -242,6 +247,19 @@ public protocol AuditStore: Sendable {
     func audit(_ event: AuditEvent) async throws
     /// The latest `limit` events by time (of one user, or of all), oldest first.
     func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent]
+    /// The events `search` matches, newest first (by id, which orders by time), at most `search.limit`.
+    func auditEvents(_ search: AuditSearch) async throws -> [AuditEvent]
+}
+
+/// The admin API's keys, by name; only their hashes are kept.
+public protocol AdminKeyStore: Sendable {
+    /// `.duplicate` (and nothing written) when the name or the hash is taken.
+    func createAdminKey(_ key: AdminKey) async throws
+    /// Every key, revoked ones too, oldest first.
+    func adminKeys() async throws -> [AdminKey]
+    func adminKey(hash: String) async throws -> AdminKey?
+    /// False when there is no such key; revoking it again is true and keeps the first revocation's time.
+    func revokeAdminKey(name: String, at: Date) async throws -> Bool
 }
 
 extension AuthStore {

@@ -1,4 +1,5 @@
 public import Foundation
+public import LatchkeyModels
 
 /// An ``AuthStore`` in memory, for tests and the demo. Loses everything when the process ends.
 public actor MemoryAuthStore: AuthStore, SignInStepParts {
@@ -18,6 +19,7 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
     private var invitesByID: [String: Invite] = [:]
     private var oneTimeRecords: [String: OneTimeRecord] = [:]
     private var webhookDeliveriesByID: [String: WebhookDelivery] = [:]
+    private var adminKeysByName: [String: AdminKey] = [:]
 
     public init() {}
 
@@ -57,7 +59,10 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         switch record.account {
         case .create(let user, let identity): try createUser(user, identity: identity)
         case .update(let user, let identity):
-            if let user, usersByID[user.id] != nil { usersByID[user.id] = user }
+            if var user, let stored = usersByID[user.id] {
+                user.claims = stored.claims  // only setUserClaims changes them
+                usersByID[user.id] = user
+            }
             try updateIdentity(identity, notifying: [])
         }
         if let grant = record.grant { try saveProviderGrant(grant) }
@@ -182,6 +187,8 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
     public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) throws {
         guard families[family.id] == nil, tokens[firstToken.hash] == nil else { throw AuthStoreError.duplicate }
         guard usersByID[family.userID] != nil else { throw AuthStoreError.notFound }
+        var family = family
+        family.userClaims = nil  // kept with the user
         families[family.id] = family
         tokens[firstToken.hash] = firstToken
     }
@@ -203,7 +210,17 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         if case .rotated = result, self.tokens[successor.hash] != nil { throw AuthStoreError.duplicate }
         if case .reuseDetected(let family) = result, let onReuse { try enqueueWebhookDeliveries(onReuse(family)) }
         (self.tokens, self.families) = (tokens, families)
-        return result
+        // Read with the session, as the SQL store does, for the access token a rotation mints.
+        switch result {
+        case .rotated(var family):
+            family.userClaims = usersByID[family.userID]?.claims
+            return .rotated(family)
+        case .retried(var family):
+            family.userClaims = usersByID[family.userID]?.claims
+            return .retried(family)
+        default:
+            return result
+        }
     }
 
     public func session(id: String) -> SessionFamily? { families[id] }
@@ -400,6 +417,62 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         guard var delivery = webhookDeliveriesByID[id], delivery.status != .delivered else { return false }
         (delivery.status, delivery.attempts, delivery.nextAttemptAt, delivery.finishedAt) = (.pending, 0, at, nil)
         webhookDeliveriesByID[id] = delivery
+        return true
+    }
+
+    // MARK: Administration
+
+    public func searchUsers(_ search: UserSearch) -> [UserAccount] {
+        // As the SQL store finds them by index: the e-mail as given, or in lower case.
+        let spellings = Set([search.email, search.email?.lowercased()].compactMap { $0 })
+        return Array(
+            usersByID.values.filter { user in
+                if let cursor = search.cursor, user.id <= cursor { return false }
+                if let after = search.createdAfter, user.createdAt <= after { return false }
+                let identities = identities(userID: user.id)
+                if !spellings.isEmpty, !spellings.contains(user.email ?? ""), !identities.contains(where: { spellings.contains($0.email ?? "") }) {
+                    return false
+                }
+                if search.provider != nil || search.subject != nil,
+                    !identities.contains(where: { identity in
+                        (search.provider.map { identity.provider == $0 } ?? true) && (search.subject.map { identity.subject == $0 } ?? true)
+                    })
+                {
+                    return false
+                }
+                return true
+            }
+            .sorted { $0.id < $1.id }.prefix(max(0, search.limit)))
+    }
+
+    public func auditEvents(_ search: AuditSearch) -> [AuditEvent] {
+        Array(
+            events.filter { event in
+                (search.cursor.map { event.id < $0 } ?? true) && (search.userID.map { event.userID == $0 } ?? true)
+                    && (search.kind.map { event.kind == $0 } ?? true) && (search.since.map { event.at >= $0 } ?? true)
+            }
+            .sorted { $0.id > $1.id }.prefix(max(0, search.limit)))
+    }
+
+    public func setUserClaims(userID: String, claims: [String: JSONValue]?) -> Bool {
+        guard usersByID[userID] != nil else { return false }
+        usersByID[userID]?.claims = claims?.isEmpty == false ? claims : nil
+        return true
+    }
+
+    public func createAdminKey(_ key: AdminKey) throws {
+        guard adminKeysByName[key.name] == nil, !adminKeysByName.values.contains(where: { $0.keyHash == key.keyHash }) else {
+            throw AuthStoreError.duplicate
+        }
+        adminKeysByName[key.name] = key
+    }
+
+    public func adminKeys() -> [AdminKey] { adminKeysByName.values.sorted { ($0.createdAt, $0.name) < ($1.createdAt, $1.name) } }
+    public func adminKey(hash: String) -> AdminKey? { adminKeysByName.values.first { $0.keyHash == hash } }
+
+    public func revokeAdminKey(name: String, at: Date) -> Bool {
+        guard let key = adminKeysByName[name] else { return false }
+        if key.revokedAt == nil { adminKeysByName[name]?.revokedAt = at }
         return true
     }
 }

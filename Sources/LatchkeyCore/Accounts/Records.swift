@@ -1,4 +1,5 @@
 public import Foundation
+public import LatchkeyModels
 
 /// A person using the app. Identified by ``id`` only; e-mail is informational and never links accounts.
 public struct UserAccount: Sendable, Codable, Equatable {
@@ -9,14 +10,21 @@ public struct UserAccount: Sendable, Codable, Equatable {
     public var emailVerified: Bool?
     public var givenName: String?
     public var familyName: String?
+    /// What the app's backend set with `PUT /admin/v1/users/{id}/claims`: top-level claims of every access token
+    /// minted for the user. Only ``UserStore/setUserClaims(userID:claims:)`` changes them.
+    public var claims: [String: JSONValue]?
 
-    public init(id: String, createdAt: Date, email: String? = nil, emailVerified: Bool? = nil, givenName: String? = nil, familyName: String? = nil) {
+    public init(
+        id: String, createdAt: Date, email: String? = nil, emailVerified: Bool? = nil, givenName: String? = nil, familyName: String? = nil,
+        claims: [String: JSONValue]? = nil
+    ) {
         self.id = id
         self.createdAt = createdAt
         self.email = email
         self.emailVerified = emailVerified
         self.givenName = givenName
         self.familyName = familyName
+        self.claims = claims
     }
 }
 
@@ -100,10 +108,15 @@ public struct SessionFamily: Sendable, Codable, Equatable {
     public var revokedAt: Date?
     public var revocationReason: String?
     public var userAgent: String?
+    /// The provider of the sign-in that began it (`idp` in its access tokens); nil for sessions from before it was kept.
+    public var idp: String?
+    /// The user's claims (``UserAccount/claims``) as read with the session to mint its access tokens: not stored with
+    /// the session, and nil wherever the session was not read for that.
+    public var userClaims: [String: JSONValue]?
 
     public init(
         id: String, userID: String, identityID: String?, clientID: String, createdAt: Date, lastUsedAt: Date, absoluteExpiresAt: Date,
-        revokedAt: Date? = nil, revocationReason: String? = nil, userAgent: String? = nil
+        revokedAt: Date? = nil, revocationReason: String? = nil, userAgent: String? = nil, idp: String? = nil, userClaims: [String: JSONValue]? = nil
     ) {
         self.id = id
         self.userID = userID
@@ -115,6 +128,8 @@ public struct SessionFamily: Sendable, Codable, Equatable {
         self.revokedAt = revokedAt
         self.revocationReason = revocationReason
         self.userAgent = userAgent
+        self.idp = idp
+        self.userClaims = userClaims
     }
 
     public var isRevoked: Bool { revokedAt != nil }

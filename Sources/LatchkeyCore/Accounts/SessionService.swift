@@ -1,4 +1,5 @@
 public import Foundation
+public import LatchkeyModels
 public import Logging
 
 /// Lifetimes and windows of Latchkey sessions.
@@ -47,28 +48,33 @@ public struct SessionIssuer: Sendable {
     public let timeSource: TimeSource
 
     /// Starts a new session family for a user.
-    public func startSession(userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier()) async throws
-        -> IssuedTokens
-    {
-        let prepared = prepareSession(userID: userID, identityID: identityID, clientID: clientID, userAgent: userAgent, sessionID: sessionID)
+    /// - Parameters:
+    ///   - idp: the provider of the sign-in (`idp` in the session's access tokens).
+    ///   - userClaims: the user's claims, for its first access token.
+    public func startSession(
+        userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier(), idp: String? = nil,
+        userClaims: [String: JSONValue]? = nil
+    ) async throws -> IssuedTokens {
+        var prepared = prepareSession(userID: userID, identityID: identityID, clientID: clientID, userAgent: userAgent, sessionID: sessionID, idp: idp)
         try await store.createSession(prepared.start.family, firstToken: prepared.start.firstToken)
+        prepared.start.family.userClaims = userClaims
         return try issue(prepared)
     }
 
     /// A new session family and its first refresh token, not yet stored (a sign-in stores it with its account).
-    public func prepareSession(userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier())
-        -> PreparedSession
-    {
-        prepareSession(userID: userID, identityID: identityID, clientID: clientID, userAgent: userAgent, sessionID: sessionID, at: timeSource.now)
+    public func prepareSession(
+        userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier(), idp: String? = nil
+    ) -> PreparedSession {
+        prepareSession(userID: userID, identityID: identityID, clientID: clientID, userAgent: userAgent, sessionID: sessionID, idp: idp, at: timeSource.now)
     }
 
-    func prepareSession(userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier(), at now: Date)
-        -> PreparedSession
-    {
+    func prepareSession(
+        userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier(), idp: String? = nil, at now: Date
+    ) -> PreparedSession {
         let refreshToken = refreshTokens.generate()
         let family = SessionFamily(
             id: sessionID, userID: userID, identityID: identityID, clientID: clientID, createdAt: now, lastUsedAt: now,
-            absoluteExpiresAt: now.addingTimeInterval(policy.refreshAbsoluteLifetime), userAgent: userAgent.map { String($0.prefix(256)) }
+            absoluteExpiresAt: now.addingTimeInterval(policy.refreshAbsoluteLifetime), userAgent: userAgent.map { String($0.prefix(256)) }, idp: idp
         )
         let record = RefreshTokenRecord(
             hash: RefreshTokens.hash(refreshToken), familyID: family.id, parentHash: nil, createdAt: now,
@@ -79,7 +85,7 @@ public struct SessionIssuer: Sendable {
     /// The tokens of a stored session: its refresh token and a new access token.
     public func issue(_ prepared: PreparedSession) throws -> IssuedTokens {
         let family = prepared.start.family
-        let access = try accessTokens.issue(userID: family.userID, sessionID: family.id, clientID: family.clientID)
+        let access = try accessTokens.issue(for: family)
         return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: prepared.refreshToken, sessionID: family.id)
     }
 }
@@ -179,7 +185,7 @@ public struct SessionService: Sendable {
         }
         switch result {
         case .rotated(let family), .retried(let family):
-            let access = try accessTokens.issue(userID: family.userID, sessionID: family.id, clientID: family.clientID)
+            let access = try accessTokens.issue(for: family)
             return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, sessionID: family.id)
         case .reuseDetected(let family):
             try await store.audit(at: timeSource.now, family.userID, "refresh_token_reuse", "session=\(family.id); the session was revoked")

@@ -132,6 +132,8 @@ public struct SignInPlan: Sendable {
         if var started = session {
             started.start.family.userID = user.id
             started.start.family.identityID = identity.id
+            // For its first access token; the store keeps the user's claims with the user, not the session.
+            started.start.family.userClaims = user.claims
             session = started
             audits.append(
                 AuditEvent(

@@ -77,7 +77,7 @@ public struct SignInService: Sendable {
             familyName: familyName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.familyName, newUserID: newIdentifier(), newIdentityID: newIdentifier(),
             // Its user and identity are filled in by the plan once the account is known.
             session: startsSession
-                ? issuer.prepareSession(userID: "", identityID: nil, clientID: verified.audience, userAgent: userAgent, at: now) : nil,
+                ? issuer.prepareSession(userID: "", identityID: nil, clientID: verified.audience, userAgent: userAgent, idp: provider, at: now) : nil,
             sealedGrant: try providerRefreshToken.map { try grants.box.seal($0) }, auditIDs: (newIdentifier(), newIdentifier()),
             webhooks: policy.webhooks, eventIDs: (LifecycleEvent.newID(), LifecycleEvent.newID()))
     }

@@ -61,6 +61,8 @@ public struct AuthorizationCodeFlow: Sendable {
         /// Chosen when the code is issued, so a replay can end the session the first redemption started.
         var sessionID: String
         var userAgent: String?
+        /// The provider the user signed in with (nil in codes issued before it was kept).
+        var idp: String?
     }
 
     public let store: any AuthStore
@@ -98,7 +100,7 @@ public struct AuthorizationCodeFlow: Sendable {
         let code = Self.randomToken()
         let grant = CodeGrant(
             clientID: pending.clientID, redirectURI: pending.redirectURI, codeChallenge: pending.codeChallenge, userID: userID, identityID: identityID,
-            sessionID: newIdentifier(), userAgent: userAgent)
+            sessionID: newIdentifier(), userAgent: userAgent, idp: pending.provider)
         try await store.saveOneTimeRecord(
             OneTimeRecord(
                 kind: "code", keyHash: sha256Hex(code), sealedPayload: try seal(grant), expiresAt: timeSource.now.addingTimeInterval(Self.codeLifetime)))
@@ -127,7 +129,8 @@ public struct AuthorizationCodeFlow: Sendable {
             throw LatchkeyError(.invalidGrant, "code_verifier does not match the code_challenge of the authorization request")
         }
         let tokens = try await issuer.startSession(
-            userID: grant.userID, identityID: grant.identityID, clientID: grant.clientID, userAgent: grant.userAgent, sessionID: grant.sessionID)
+            userID: grant.userID, identityID: grant.identityID, clientID: grant.clientID, userAgent: grant.userAgent, sessionID: grant.sessionID,
+            idp: grant.idp, userClaims: try await store.user(id: grant.userID)?.claims)
         // Like a native sign-in, the audit line is best effort: the session exists, the app must get its tokens.
         try? await store.audit(at: timeSource.now, grant.userID, "signed_in", "client=\(grant.clientID) session=\(tokens.sessionID) browser")
         return tokens

@@ -1,0 +1,168 @@
+public import Foundation
+
+/// A user as the admin API shows them: the profile, identities, and (for one user) sessions and claims.
+public struct AdminUserResponse: Codable, Sendable, Equatable {
+    public var id: String
+    public var email: String?
+    public var emailVerified: Bool?
+    public var givenName: String?
+    public var familyName: String?
+    public var createdAt: Date
+    public var identities: [IdentityResponse]
+    /// Only for `GET /admin/v1/users/{id}`.
+    public var sessions: [AdminSessionResponse]?
+    /// The claims set with `PUT /admin/v1/users/{id}/claims`; only for `GET /admin/v1/users/{id}`.
+    public var claims: [String: JSONValue]?
+
+    public init(
+        id: String, email: String?, emailVerified: Bool?, givenName: String?, familyName: String?, createdAt: Date, identities: [IdentityResponse],
+        sessions: [AdminSessionResponse]? = nil, claims: [String: JSONValue]? = nil
+    ) {
+        self.id = id
+        self.email = email
+        self.emailVerified = emailVerified
+        self.givenName = givenName
+        self.familyName = familyName
+        self.createdAt = createdAt
+        self.identities = identities
+        self.sessions = sessions
+        self.claims = claims
+    }
+}
+
+/// `GET /admin/v1/users`: a page, and the cursor of the next one (nil on the last page).
+public struct AdminUserList: Codable, Sendable, Equatable {
+    public var users: [AdminUserResponse]
+    public var nextCursor: String?
+
+    public init(users: [AdminUserResponse], nextCursor: String?) {
+        self.users = users
+        self.nextCursor = nextCursor
+    }
+}
+
+/// A session, live or ended, as the admin API shows it.
+public struct AdminSessionResponse: Codable, Sendable, Equatable {
+    public var id: String
+    public var clientId: String
+    public var createdAt: Date
+    public var lastUsedAt: Date
+    public var expiresAt: Date
+    public var userAgent: String?
+    public var revokedAt: Date?
+    public var revocationReason: String?
+
+    public init(
+        id: String, clientId: String, createdAt: Date, lastUsedAt: Date, expiresAt: Date, userAgent: String?, revokedAt: Date?, revocationReason: String?
+    ) {
+        self.id = id
+        self.clientId = clientId
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.expiresAt = expiresAt
+        self.userAgent = userAgent
+        self.revokedAt = revokedAt
+        self.revocationReason = revocationReason
+    }
+}
+
+/// An audit event: what happened to an account, or what an admin key did.
+public struct AuditEventResponse: Codable, Sendable, Equatable {
+    public var id: String
+    public var at: Date
+    public var userId: String?
+    public var type: String
+    public var detail: String
+
+    public init(id: String, at: Date, userId: String?, type: String, detail: String) {
+        self.id = id
+        self.at = at
+        self.userId = userId
+        self.type = type
+        self.detail = detail
+    }
+}
+
+/// `GET /admin/v1/audit`: newest first, and the cursor of the next (older) page.
+public struct AuditEventList: Codable, Sendable, Equatable {
+    public var events: [AuditEventResponse]
+    public var nextCursor: String?
+
+    public init(events: [AuditEventResponse], nextCursor: String?) {
+        self.events = events
+        self.nextCursor = nextCursor
+    }
+}
+
+/// An invite code; `code` only in the answer that made it.
+public struct InviteResponse: Codable, Sendable, Equatable {
+    public var id: String
+    public var code: String?
+    public var maxUses: Int
+    public var uses: Int
+    public var createdAt: Date
+    public var expiresAt: Date?
+    public var revokedAt: Date?
+    public var note: String?
+
+    public init(id: String, code: String?, maxUses: Int, uses: Int, createdAt: Date, expiresAt: Date?, revokedAt: Date?, note: String?) {
+        self.id = id
+        self.code = code
+        self.maxUses = maxUses
+        self.uses = uses
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.revokedAt = revokedAt
+        self.note = note
+    }
+}
+
+/// `POST /admin/v1/invites`.
+public struct InviteRequest: Codable, Sendable, Equatable {
+    /// How many new users the code may create (default 1).
+    public var maxUses: Int?
+    /// Seconds until the code expires (none by default).
+    public var expiresIn: Int?
+    public var note: String?
+
+    public init(maxUses: Int? = nil, expiresIn: Int? = nil, note: String? = nil) {
+        self.maxUses = maxUses
+        self.expiresIn = expiresIn
+        self.note = note
+    }
+}
+
+/// A webhook delivery as the admin API shows it (never its body's secrets: it has none).
+public struct WebhookDeliveryResponse: Codable, Sendable, Equatable {
+    public var id: String
+    /// The event's `webhook-id`.
+    public var webhookId: String
+    public var endpoint: String
+    public var type: String
+    public var userId: String?
+    /// `pending`, `delivered` or `failed`.
+    public var status: String
+    public var attempts: Int
+    /// While pending: when it is tried next.
+    public var nextAttemptAt: Date?
+    public var lastError: String?
+    public var createdAt: Date
+    public var finishedAt: Date?
+
+    public init(
+        id: String, webhookId: String, endpoint: String, type: String, userId: String?, status: String, attempts: Int, nextAttemptAt: Date?,
+        lastError: String?, createdAt: Date, finishedAt: Date?
+    ) {
+        self.id = id
+        self.webhookId = webhookId
+        self.endpoint = endpoint
+        self.type = type
+        self.userId = userId
+        self.status = status
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+        self.createdAt = createdAt
+        self.finishedAt = finishedAt
+    }
+}

@@ -1,0 +1,264 @@
+import Foundation
+import Hummingbird
+import LatchkeyCore
+import LatchkeyModels
+
+/// The admin API under `/admin/v1`, for the app's backend and its support tools. Requests carry an admin key
+/// (`Authorization: Bearer lka_…`, made with `latchkey admin-keys create`); while no key exists the API is off and
+/// every path answers 404. A read-only key may only read. Every write is an audit event naming its key.
+extension LatchkeyServer {
+    static let adminRoutes: [(method: String, path: String)] = [
+        ("GET", "/admin/v1/users"), ("GET", "/admin/v1/users/{id}"), ("DELETE", "/admin/v1/users/{id}"), ("PUT", "/admin/v1/users/{id}/claims"),
+        ("DELETE", "/admin/v1/users/{id}/sessions"), ("DELETE", "/admin/v1/sessions/{id}"), ("GET", "/admin/v1/audit"),
+        ("POST", "/admin/v1/invites"), ("GET", "/admin/v1/invites"), ("DELETE", "/admin/v1/invites/{id}"),
+        ("GET", "/admin/v1/webhooks/deliveries"), ("POST", "/admin/v1/webhooks/deliveries/{id}/retry"),
+    ]
+
+    var adminKeys: AdminKeys { AdminKeys(store: store, timeSource: timeSource) }
+
+    func addAdminRoutes(to router: Router<LatchkeyRequestContext>) {
+        router.get("/admin/v1/users") { request, _ in try await adminListUsers(request) }
+        router.get("/admin/v1/users/:id") { request, context in try await adminShowUser(request, id: try context.parameters.require("id")) }
+        router.delete("/admin/v1/users/:id") { request, context in try await adminDeleteUser(request, id: try context.parameters.require("id")) }
+        router.put("/admin/v1/users/:id/claims") { request, context in try await adminSetClaims(request, id: try context.parameters.require("id")) }
+        router.delete("/admin/v1/users/:id/sessions") { request, context in
+            try await adminRevokeSessions(request, userID: try context.parameters.require("id"))
+        }
+        router.delete("/admin/v1/sessions/:id") { request, context in try await adminRevokeSession(request, id: try context.parameters.require("id")) }
+        router.get("/admin/v1/audit") { request, _ in try await adminAudit(request) }
+        router.post("/admin/v1/invites") { request, _ in try await adminCreateInvite(request) }
+        router.get("/admin/v1/invites") { request, _ in try await adminListInvites(request) }
+        router.delete("/admin/v1/invites/:id") { request, context in try await adminRevokeInvite(request, id: try context.parameters.require("id")) }
+        router.get("/admin/v1/webhooks/deliveries") { request, _ in try await adminDeliveries(request) }
+        router.post("/admin/v1/webhooks/deliveries/:id/retry") { request, context in
+            try await adminRetryDelivery(request, id: try context.parameters.require("id"))
+        }
+    }
+
+    // MARK: - Keys
+
+    /// The request's admin key; 404 while the admin API is off, 401 for a wrong or revoked key, 403 for a read-only
+    /// key that would write.
+    func requireAdminKey(_ request: Request, writing: Bool) async throws -> AdminKey {
+        switch try await adminKeys.authenticate(request.bearerToken) {
+        case .disabled:
+            throw APIError(status: .notFound, code: "not_found", description: "no such endpoint (the admin API is off until `latchkey admin-keys create`)")
+        case .refused:
+            throw APIError(
+                status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer lka_… with an admin key that is not revoked",
+                headers: [.wwwAuthenticate: #"Bearer realm="latchkey-admin", error="invalid_token""#])
+        case .key(let key):
+            if writing && key.readOnly {
+                throw APIError(
+                    status: .forbidden, code: "insufficient_scope", description: "the admin key \(key.name) is read-only",
+                    headers: [.wwwAuthenticate: #"Bearer realm="latchkey-admin", error="insufficient_scope""#])
+            }
+            return key
+        }
+    }
+
+    private func auditAdmin(_ key: AdminKey, _ userID: String?, _ kind: String, _ detail: String = "") async throws {
+        try await store.audit(AuditEvent(at: timeSource.now, userID: userID, kind: kind, detail: "key=\(key.name)" + (detail.isEmpty ? "" : " " + detail)))
+    }
+
+    // MARK: - Users
+
+    func adminListUsers(_ request: Request) async throws -> Response {
+        _ = try await requireAdminKey(request, writing: false)
+        let fields = try queryFields(request)
+        try Self.allowOnly(["email", "provider", "subject", "createdAfter", "cursor", "limit"], in: fields)
+        if fields["subject"] != nil && fields["provider"] == nil { throw APIError.invalidRequest("subject needs provider") }
+        let search = UserSearch(
+            email: fields["email"], provider: fields["provider"], subject: fields["subject"], createdAfter: try Self.instant(fields, "createdAfter"),
+            cursor: fields["cursor"], limit: try Self.limit(fields))
+        let users = try await store.searchUsers(search)
+        var listed: [AdminUserResponse] = []
+        for user in users { listed.append(Self.adminUser(user, try await store.identities(userID: user.id))) }
+        return JSONBody.response(AdminUserList(users: listed, nextCursor: users.count == search.limit ? users.last?.id : nil))
+    }
+
+    func adminShowUser(_ request: Request, id: String) async throws -> Response {
+        _ = try await requireAdminKey(request, writing: false)
+        let user = try await requireUser(id)
+        let sessions = try await store.sessions(userID: id).map(Self.adminSession)
+        return JSONBody.response(Self.adminUser(user, try await store.identities(userID: id), sessions: sessions, claims: user.claims ?? [:]))
+    }
+
+    func adminDeleteUser(_ request: Request, id: String) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        _ = try await requireUser(id)
+        let report = try await sessions.deletion.deleteAccount(userID: id, reason: .admin)
+        try await auditAdmin(key, id, "admin_user_deleted", "revoked=\(report.revoked) queued=\(report.queued)")
+        return JSONBody.response(["deleted": 1, "tokensRevoked": report.revoked, "revocationsPending": report.queued])
+    }
+
+    /// Replaces the user's claims with the JSON object in the body (`{}` clears them); the next access token minted
+    /// for the user carries them.
+    func adminSetClaims(_ request: Request, id: String) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+        let claims: [String: JSONValue]
+        do {
+            claims = try LeanJSONDecoder().decode([String: JSONValue].self, from: bytes)
+        } catch {
+            throw APIError(status: .badRequest, code: "invalid_claims", description: "the body must be a JSON object of claims (names once each, nested at most \(UserClaims.maximumDepth) deep)")
+        }
+        if let problem = UserClaims.problem(claims, encodedSize: try LeanJSONEncoder().encode(claims).count) {
+            throw APIError(status: .badRequest, code: "invalid_claims", description: problem)
+        }
+        guard try await store.setUserClaims(userID: id, claims: claims) else {
+            throw APIError(status: .notFound, code: "not_found", description: "no user \(id.prefix(64))")
+        }
+        try await auditAdmin(key, id, "admin_claims_set", "names=\(claims.keys.sorted().joined(separator: ",").prefix(200))")
+        return JSONBody.response(["claims": claims])
+    }
+
+    func adminRevokeSessions(_ request: Request, userID: String) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        _ = try await requireUser(userID)
+        let count = try await store.revokeSessions(userID: userID, reason: "revoked_by_admin", at: timeSource.now)
+        try await auditAdmin(key, userID, "admin_sessions_revoked", "sessions=\(count)")
+        return JSONBody.response(["revokedSessions": count])
+    }
+
+    func adminRevokeSession(_ request: Request, id: String) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        guard let session = try await store.session(id: id) else {
+            throw APIError(status: .notFound, code: "not_found", description: "no session \(id.prefix(64))")
+        }
+        let revoked = try await store.revokeSession(id: id, reason: "revoked_by_admin", at: timeSource.now)
+        if revoked { try await auditAdmin(key, session.userID, "admin_session_revoked", "session=\(id)") }
+        return JSONBody.response(["revokedSessions": revoked ? 1 : 0])
+    }
+
+    private func requireUser(_ id: String) async throws -> UserAccount {
+        guard let user = try await store.user(id: id) else { throw APIError(status: .notFound, code: "not_found", description: "no user \(id.prefix(64))") }
+        return user
+    }
+
+    // MARK: - Audit
+
+    func adminAudit(_ request: Request) async throws -> Response {
+        _ = try await requireAdminKey(request, writing: false)
+        let fields = try queryFields(request)
+        try Self.allowOnly(["userId", "type", "since", "cursor", "limit"], in: fields)
+        let search = AuditSearch(
+            userID: fields["userId"], kind: fields["type"], since: try Self.instant(fields, "since"), cursor: fields["cursor"], limit: try Self.limit(fields))
+        let events = try await store.auditEvents(search)
+        return JSONBody.response(
+            AuditEventList(
+                events: events.map { AuditEventResponse(id: $0.id, at: $0.at, userId: $0.userID, type: $0.kind, detail: $0.detail) },
+                nextCursor: events.count == search.limit ? events.last?.id : nil))
+    }
+
+    // MARK: - Invites
+
+    func adminCreateInvite(_ request: Request) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+        let body = bytes.isEmpty ? InviteRequest() : try decodeJSON(InviteRequest.self, bytes)
+        let maxUses = body.maxUses ?? 1
+        guard (1...1_000_000).contains(maxUses) else { throw APIError.invalidRequest("maxUses is 1 to 1000000") }
+        if let expiresIn = body.expiresIn, !(60...(365 * 86_400)).contains(expiresIn) {
+            throw APIError.invalidRequest("expiresIn is 60 to 31536000 seconds")
+        }
+        if let note = body.note, note.count > 200 { throw APIError.invalidRequest("note is at most 200 characters") }
+        let (invite, code) = try await sessions.signIns.createInvite(
+            maxUses: maxUses, expiresAt: body.expiresIn.map { timeSource.now.addingTimeInterval(TimeInterval($0)) }, note: body.note)
+        try await auditAdmin(key, nil, "admin_invite_created", "invite=\(invite.id)")
+        return JSONBody.response(Self.inviteResponse(invite, code: code), status: .created)
+    }
+
+    func adminListInvites(_ request: Request) async throws -> Response {
+        _ = try await requireAdminKey(request, writing: false)
+        return JSONBody.response(["invites": try await store.invites().map { Self.inviteResponse($0, code: nil) }])
+    }
+
+    func adminRevokeInvite(_ request: Request, id: String) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        guard try await store.revokeInvite(id: id, at: timeSource.now) else {
+            throw APIError(status: .notFound, code: "not_found", description: "no invite \(id.prefix(64))")
+        }
+        try await auditAdmin(key, nil, "admin_invite_revoked", "invite=\(id)")
+        return Response(status: .noContent)
+    }
+
+    // MARK: - Webhook deliveries
+
+    func adminDeliveries(_ request: Request) async throws -> Response {
+        _ = try await requireAdminKey(request, writing: false)
+        let fields = try queryFields(request)
+        try Self.allowOnly(["status", "limit"], in: fields)
+        var status: WebhookDelivery.Status?
+        if let name = fields["status"] {
+            guard let parsed = WebhookDelivery.Status(rawValue: name) else { throw APIError.invalidRequest("status is pending, failed or delivered") }
+            status = parsed
+        }
+        let deliveries = try await store.webhookDeliveries(status: status, limit: try Self.limit(fields))
+        return JSONBody.response(["deliveries": deliveries.map(Self.deliveryResponse)])
+    }
+
+    func adminRetryDelivery(_ request: Request, id: String) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        guard try await store.retryWebhookDelivery(id: id, at: timeSource.now) else {
+            throw APIError(status: .notFound, code: "not_found", description: "no failed or pending delivery \(id.prefix(80))")
+        }
+        try await auditAdmin(key, nil, "admin_delivery_retried", "delivery=\(id)")
+        return JSONBody.response(["retrying": id], status: .accepted)
+    }
+
+    // MARK: - Shapes
+
+    static func adminUser(
+        _ user: UserAccount, _ identities: [LinkedIdentity], sessions: [AdminSessionResponse]? = nil, claims: [String: JSONValue]? = nil
+    ) -> AdminUserResponse {
+        let profile = userResponse(user, identities)
+        return AdminUserResponse(
+            id: user.id, email: user.email, emailVerified: user.emailVerified, givenName: user.givenName, familyName: user.familyName,
+            createdAt: user.createdAt, identities: profile.identities, sessions: sessions, claims: claims)
+    }
+
+    static func adminSession(_ session: SessionFamily) -> AdminSessionResponse {
+        AdminSessionResponse(
+            id: session.id, clientId: session.clientID, createdAt: session.createdAt, lastUsedAt: session.lastUsedAt, expiresAt: session.absoluteExpiresAt,
+            userAgent: session.userAgent, revokedAt: session.revokedAt, revocationReason: session.revocationReason)
+    }
+
+    static func inviteResponse(_ invite: Invite, code: String?) -> InviteResponse {
+        InviteResponse(
+            id: invite.id, code: code, maxUses: invite.maxUses, uses: invite.uses, createdAt: invite.createdAt, expiresAt: invite.expiresAt,
+            revokedAt: invite.revokedAt, note: invite.note)
+    }
+
+    static func deliveryResponse(_ delivery: WebhookDelivery) -> WebhookDeliveryResponse {
+        WebhookDeliveryResponse(
+            id: delivery.id, webhookId: delivery.messageID, endpoint: delivery.endpoint, type: delivery.kind, userId: delivery.userID,
+            status: delivery.status.rawValue, attempts: delivery.attempts, nextAttemptAt: delivery.status == .pending ? delivery.nextAttemptAt : nil,
+            lastError: delivery.lastError, createdAt: delivery.createdAt, finishedAt: delivery.finishedAt)
+    }
+
+    // MARK: - Query parameters
+
+    static func allowOnly(_ names: Set<String>, in fields: [String: String]) throws {
+        if let unknown = fields.keys.first(where: { !names.contains($0) }) {
+            throw APIError.invalidRequest("unknown parameter \(unknown.prefix(40)); this endpoint takes \(names.sorted().joined(separator: ", "))")
+        }
+    }
+
+    /// `limit`: 1 to 200, 50 when absent.
+    static func limit(_ fields: [String: String]) throws -> Int {
+        guard let text = fields["limit"] else { return 50 }
+        guard let limit = Int(text), (1...200).contains(limit) else { throw APIError.invalidRequest("limit is a whole number from 1 to 200") }
+        return limit
+    }
+
+    /// An RFC 3339 time (`2026-11-26T10:00:00Z`).
+    static func instant(_ fields: [String: String], _ name: String) throws -> Date? {
+        guard let text = fields[name] else { return nil }
+        let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        guard let date = (try? Date(text, strategy: Date.ISO8601FormatStyle())) ?? (try? Date(text, strategy: withFraction)) else {
+            throw APIError.invalidRequest("\(name) is an RFC 3339 time such as 2026-11-26T10:00:00Z")
+        }
+        return date
+    }
+}
