@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "LatchkeyStore", targets: ["LatchkeyStore"]),
         .library(name: "LatchkeyServer", targets: ["LatchkeyServer"]),
         .library(name: "LatchkeyClient", targets: ["LatchkeyClient"]),
+        .library(name: "LatchkeyBackend", targets: ["LatchkeyBackend"]),
+        .library(name: "LatchkeyBackendHummingbird", targets: ["LatchkeyBackendHummingbird"]),
         .executable(name: "latchkey", targets: ["latchkey"]),
         .executable(name: "latchkey-bench", targets: ["latchkey-bench"]),
     ],
@@ -33,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
         .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
         .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.0"),
         .package(url: "https://github.com/vapor/postgres-kit.git", from: "2.17.0"),
@@ -73,6 +76,26 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // For the app's own Swift server: verifies Latchkey's access tokens and webhooks, nothing of the server.
+        .target(
+            name: "LatchkeyBackend",
+            dependencies: [
+                "LatchkeyModels",
+                "LatchkeyCore",
+                "LatchkeyProviders",
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The same in a Hummingbird server: an authenticator middleware (hummingbird-auth).
+        .target(
+            name: "LatchkeyBackendHummingbird",
+            dependencies: [
+                "LatchkeyBackend",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -215,8 +238,9 @@ let package = Package(
         .testTarget(
             name: "LatchkeyServerTests",
             dependencies: [
-                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient",
+                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient", "LatchkeyBackend", "LatchkeyBackendHummingbird",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Configuration", package: "swift-configuration"),
             ],

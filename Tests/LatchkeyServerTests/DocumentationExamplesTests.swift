@@ -1,4 +1,8 @@
 import Foundation
+import Hummingbird
+import HummingbirdAuth
+import LatchkeyBackend
+import LatchkeyBackendHummingbird
 import LatchkeyClient
 import LatchkeyCore
 import LatchkeyEmulator
@@ -9,6 +13,7 @@ import LatchkeyStore
 import LatchkeyTestSupport
 import Logging
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -73,6 +78,20 @@ struct DocumentationExamplesTests {
     }
 
     static func trimmed(_ line: some StringProtocol) -> String { line.trimmingCharacters(in: .whitespaces) }
+
+    @Test("the README's backend example (the ```swift block after its `compiled:` marker) appears here, line for line")
+    func readmeBackendExampleIsCopiedHere() throws {
+        let thisFile = URL(fileURLWithPath: #filePath)
+        let root = thisFile.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        let marker = try #require(readme.firstIndex { $0.contains("<!-- compiled:") }, "README.md has no compiled: marker")
+        let start = try #require(readme[marker...].firstIndex { Self.trimmed($0) == "```swift" })
+        let end = try #require(readme[(start + 1)...].firstIndex { Self.trimmed($0) == "```" })
+        let lines = readme[(start + 1)..<end].map(Self.trimmed).filter { !$0.isEmpty }
+        let here = try String(contentsOf: thisFile, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(Self.trimmed)
+        #expect(lines.count > 5)
+        #expect(here.indices.contains { here[$0...].starts(with: lines) }, "README.md's backend example is not copied verbatim here")
+    }
 
     // MARK: LatchkeyModels
 
@@ -278,6 +297,71 @@ extension DocumentationExamplesTests {
         let container = URL(fileURLWithPath: NSTemporaryDirectory())
         let store = FileTokenStore(url: container.appendingPathComponent("session.json"))
         #expect(store.url.lastPathComponent == "session.json")
+    }
+
+    // MARK: LatchkeyBackend
+
+    @Test("AccessTokenVerifier.swift: a verifier and a token's claim (built only: verifying would fetch from auth.example.com)")
+    func accessTokenVerifierExample() {
+        func example(bearer: String) async throws -> JSONValue? {
+            let verifier = AccessTokenVerifier(issuer: "https://auth.example.com", audience: "latchkey")
+            let token = try await verifier.verify(bearer)
+            let plan = token[claim: "plan"]
+            return plan
+        }
+        _ = example
+    }
+
+    @Test("WebhookVerifier.swift: a delivery verified, and user.deleted acted on")
+    func webhookVerifierExample() async throws {
+        let secret = WebhookEndpoint.generateSecret()
+        let key = try WebhookEndpoint.signingKey(Secret(secret)).get()
+        let sent = LifecycleEvent.userDeleted("user-1", reason: .userRequest, at: Date())
+        let body = Array(sent.body().utf8)
+        let headers = Dictionary(
+            uniqueKeysWithValues: WebhookSignature.headers(messageID: sent.id, timestamp: Int(Date().timeIntervalSince1970), body: sent.body(), key: key).map {
+                ($0.name, $0.value)
+            })
+        let deleted = Mutex<[String]>([])
+        func deleteEverything(of user: String) async throws { deleted.withLock { $0.append(user) } }
+        let webhooks = try WebhookVerifier(secret: secret)
+        let event = try webhooks.verify(body: body, headers: headers)
+        if event.type == "user.deleted", let user = event.userID { try await deleteEverything(of: user) }
+        #expect(deleted.withLock { $0 } == ["user-1"])
+    }
+
+    @Test("LatchkeyAuthenticator.swift: a router whose /api routes need a Latchkey access token (built only)")
+    func authenticatorExample() {
+        let router = Router(context: BasicAuthRequestContext<LatchkeyAccessToken>.self)
+        router.addMiddleware { LatchkeyAuthenticator(verifier: AccessTokenVerifier(issuer: "https://auth.example.com", audience: "latchkey")) }
+        router.group("api").add(middleware: IsAuthenticatedMiddleware()).get("me") { _, context -> String in
+            try context.requireIdentity().userID
+        }
+        _ = router
+    }
+
+    @Test("README.md: the backend example (built only: it would listen on port 8000 and fetch from auth.example.com)")
+    func readmeBackendExample() {
+        @Sendable func deleteEverything(of user: String) async throws { _ = user }
+        func example() async throws {
+            let verifier = AccessTokenVerifier(issuer: "https://auth.example.com", audience: "latchkey")
+            let webhooks = try WebhookVerifier(secret: ProcessInfo.processInfo.environment["LATCHKEY_WEBHOOK_SECRET"] ?? "")
+            let router = Router(context: BasicAuthRequestContext<LatchkeyAccessToken>.self)
+            router.addMiddleware { LatchkeyAuthenticator(verifier: verifier) }
+            router.group("api").add(middleware: IsAuthenticatedMiddleware()).get("notes") { _, context -> String in
+                let token = try context.requireIdentity()
+                return "notes of \(token.userID) on plan \(token[claim: "plan"] ?? .null)"
+            }
+            router.post("webhooks/latchkey") { request, _ -> HTTPResponse.Status in
+                let body = try await request.body.collect(upTo: 64 * 1024)
+                let headers = Dictionary(request.headers.map { ($0.name.canonicalName, $0.value) }, uniquingKeysWith: { first, _ in first })
+                guard let event = try? webhooks.verify(body: body.readableBytesView, headers: headers) else { return .unauthorized }
+                if event.type == "user.deleted", let user = event.userID { try await deleteEverything(of: user) }
+                return .noContent
+            }
+            try await Application(router: router, configuration: .init(address: .hostname("0.0.0.0", port: 8000))).runService()
+        }
+        _ = example
     }
 
     #if canImport(Security)
