@@ -24,7 +24,7 @@ public struct LatchkeyAuthenticator<Context: AuthRequestContext<LatchkeyAccessTo
         guard let bearer = request.headers.bearer else { return nil }
         do {
             return try await verifier.verify(bearer.token)
-        } catch where error.code == .keysUnavailable || error.code == .providerUnavailable {
+        } catch  where error.code == .keysUnavailable || error.code == .providerUnavailable {
             throw HTTPError(.serviceUnavailable, message: "the sign-in server's keys cannot be fetched now")
         } catch {
             throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: #"Bearer error="invalid_token""#], message: error.reason)

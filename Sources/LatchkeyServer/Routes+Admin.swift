@@ -101,7 +101,9 @@ extension LatchkeyServer {
         do {
             claims = try LeanJSONDecoder().decode([String: JSONValue].self, from: bytes)
         } catch {
-            throw APIError(status: .badRequest, code: "invalid_claims", description: "the body must be a JSON object of claims (names once each, nested at most \(UserClaims.maximumDepth) deep)")
+            throw APIError(
+                status: .badRequest, code: "invalid_claims",
+                description: "the body must be a JSON object of claims (names once each, nested at most \(UserClaims.maximumDepth) deep)")
         }
         if let problem = UserClaims.problem(claims, encodedSize: try LeanJSONEncoder().encode(claims).count) {
             throw APIError(status: .badRequest, code: "invalid_claims", description: problem)

@@ -1,7 +1,7 @@
 import Crypto
 public import Foundation
-import Synchronization
 public import LatchkeyModels
+import Synchronization
 
 /// The keys Latchkey signs its access tokens with: the active ES256 key, plus retiring ones still published.
 ///

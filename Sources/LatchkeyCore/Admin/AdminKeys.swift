@@ -1,6 +1,6 @@
-public import Foundation
 import Crypto
 import ExtrasBase64
+public import Foundation
 
 /// A key of the admin API. The store keeps its hash only; the key itself is shown once, when it is made.
 public struct AdminKey: Sendable, Equatable {

@@ -26,7 +26,8 @@ public enum UserClaims {
     public static func problem(_ claims: [String: JSONValue], encodedSize: Int) -> String? {
         if encodedSize > maximumBytes { return "the claims take \(encodedSize) bytes encoded; at most \(maximumBytes)" }
         if let name = claims.keys.sorted().first(where: { reserved.contains($0) }) {
-            return "\(name.prefix(40)) is a claim that JWT, RFC 9068, OpenID Connect or Latchkey defines; choose another name (for example app_\(name.prefix(40)))"
+            return
+                "\(name.prefix(40)) is a claim that JWT, RFC 9068, OpenID Connect or Latchkey defines; choose another name (for example app_\(name.prefix(40)))"
         }
         if claims.keys.contains(where: \.isEmpty) { return "a claim's name is empty" }
         if JSONValue.object(claims).depth > maximumDepth { return "the claims nest deeper than \(maximumDepth) levels" }
