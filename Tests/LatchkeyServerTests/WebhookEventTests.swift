@@ -175,3 +175,32 @@ extension ConfigurationTests {
         }
     }
 }
+
+extension WebhookEventTests {
+    @Test("Apple's email-disabled and a grant refused at the daily validation reach the backend as user.email_changed and identity.revoked")
+    func emailAndDailyValidation() async throws {
+        try await ServerHarness.with(configure: {
+            $0.webhooks = [WebhookEndpoint(url: Self.endpointURL, secret: Secret(WebhookEndpoint.generateSecret()))]
+            $0.session.providerValidationWait = 60
+        }) { harness in
+            let (sub, jane) = try await harness.signedIn()
+            #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/email-forwarding", json: ["enabled": false]).status < 300)
+            try await poll(until: "Apple's email-disabled notification", within: .seconds(10)) {
+                try await !harness.store.webhookDeliveries(status: nil, limit: 100).filter { $0.kind == "user.email_changed" }.isEmpty
+            }
+            let changed = try #require(try await harness.store.webhookDeliveries(status: nil, limit: 100).first { $0.kind == "user.email_changed" })
+            #expect(changed.payload.contains(#""emailForwardingEnabled":false"#))
+            #expect(changed.userID == jane.user.id)
+
+            // The user revokes the app; the notification is lost, so the daily validation finds out.
+            await harness.emulator.emulator.setNotificationURL(nil, for: Fixtures.bundleID)
+            #expect(try await harness.emulator.send("POST", "/emulator/users/\(sub)/consent-revocation").status == 204)
+            harness.clock.advance(86_401)
+            #expect(try await harness.refresh(jane.refreshToken).error == "invalid_grant")
+            let revoked = try #require(try await harness.store.webhookDeliveries(status: nil, limit: 100).first { $0.kind == "identity.revoked" })
+            #expect(revoked.payload.contains(#""reason":"invalid_grant""#))
+            #expect(revoked.payload.contains(#""provider":"apple""#))
+            #expect(revoked.userID == jane.user.id)
+        }
+    }
+}

@@ -190,3 +190,34 @@ extension StoreConformanceTests {
         }
     }
 }
+
+extension StoreConformanceTests {
+    @Test("a sign-in with a new verified e-mail changes the user's and tells the backend; an unverified one or the same one does not", arguments: kinds)
+    func emailChangedAtSignIn(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let plain = try await sessionService(store)
+            var policy = SessionPolicy()
+            let hooks = endpoints("email")
+            policy.webhooks = hooks
+            let signIns = SessionService(store: store, accessTokens: plain.accessTokens, box: plain.grants.box, policy: policy).signIns
+            let subject = "\(run)-mail"
+            func signIn(_ email: String, verified: Bool) async throws -> UserAccount {
+                var identity = googleIdentity(subject, email: email)
+                identity.emailVerified = verified
+                return try await signIns.signIn(identity: identity, provider: "google").user
+            }
+            let first = try await signIn("old@example.com", verified: true)
+            #expect(try await deliveries(store, hooks).map(\.kind) == ["user.created"])
+            #expect(try await signIn("old@example.com", verified: true).email == "old@example.com")
+            #expect(try await signIn("unverified@example.com", verified: false).email == "old@example.com")
+            #expect(try await deliveries(store, hooks).count == 1)
+            let changed = try await signIn("new@example.com", verified: true)
+            #expect(changed.id == first.id)
+            #expect(changed.email == "new@example.com")
+            #expect(try await store.user(id: first.id)?.email == "new@example.com")
+            let notices = try await deliveries(store, hooks).filter { $0.kind == "user.email_changed" }
+            #expect(notices.count == 1)
+            #expect(notices.first?.payload.contains(#""email":"new@example.com""#) == true)
+        }
+    }
+}
