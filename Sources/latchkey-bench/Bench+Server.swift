@@ -143,6 +143,9 @@ struct ServerBench {
             }
 
             rows += try await sdkRows(server: server, signIn: try await mintSignIns(emulator: emulator, http: http, count: 1)[0])
+            rows += try await webhookRows(
+                plain: server, environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/hooked.sqlite"]) { $1 }, emulator: emulator,
+                http: http)
 
             let (batched, unbatched) = try await rotationTurns(
                 server, sessions.map(\.refreshToken), unbatchedServer, unbatchedSessions.map(\.refreshToken), http: http)
@@ -366,7 +369,7 @@ struct ServerBench {
     }
 
     /// Each minted sign-in sent to the server, `concurrency` at a time; returns the rate and the sessions.
-    private func signIn(_ minted: some Collection<MintedSignIn>, server: ChildServer, http: HTTPClient) async throws -> (Double, [Session]) {
+    func signIn(_ minted: some Collection<MintedSignIn>, server: ChildServer, http: HTTPClient) async throws -> (Double, [Session]) {
         let start = ContinuousClock.now
         let sessions = try await withThrowingTaskGroup(of: Session.self) { group in
             var sessions: [Session] = []
