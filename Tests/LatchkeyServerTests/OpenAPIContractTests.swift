@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import LatchkeyCore
 import LatchkeyModels
 import LatchkeyServer
 import LatchkeyTestSupport
@@ -61,9 +62,18 @@ struct OpenAPIContractTests {
             provider: "apple", subject: "001234.abc.1234", email: "jane@example.com", isPrivateEmail: false, realUserStatus: 2, emailForwardingEnabled: true,
             firstSeenAt: date
         )
+        let claims: [String: JSONValue] = ["plan": .string("pro"), "app_roles": .array([.string("editor")]), "org": .object(["id": .integer(42)])]
         let user = UserResponse(
-            id: "u", email: "jane@example.com", emailVerified: true, givenName: "Jane", familyName: "Appleseed", createdAt: date, identities: [identity])
+            id: "u", email: "jane@example.com", emailVerified: true, givenName: "Jane", familyName: "Appleseed", createdAt: date, identities: [identity],
+            claims: claims)
         let tokens = TokenPairResponse(accessToken: "a.b.c", expiresIn: 600, refreshToken: "lkr_x")
+        let adminSession = AdminSessionResponse(
+            id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", revokedAt: date,
+            revocationReason: "signed_out")
+        let adminUser = AdminUserResponse(
+            id: "u", email: "jane@example.com", emailVerified: true, givenName: "Jane", familyName: "Appleseed", createdAt: date, identities: [identity],
+            sessions: [adminSession], claims: claims)
+        let event = AuditEventResponse(id: "e", at: date, userId: "u", type: "admin_claims_set", detail: "key=support names=plan")
         // Every optional member set, and every array non-empty, so every member is encoded (checked by reflection below).
         let full: [(String, any Encodable)] = [
             (
@@ -89,6 +99,24 @@ struct OpenAPIContractTests {
                     id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", current: true)
             ),
             ("Error", OAuthErrorResponse(error: "invalid_grant", errorDescription: "no")),
+            ("Claims", claims),
+            ("AdminUserResponse", adminUser),
+            ("AdminUserList", AdminUserList(users: [adminUser], nextCursor: "u")),
+            ("AdminSessionResponse", adminSession),
+            ("AuditEventResponse", event),
+            ("AuditEventList", AuditEventList(events: [event], nextCursor: "e")),
+            (
+                "InviteResponse",
+                InviteResponse(
+                    id: "i", code: "inv_x", maxUses: 5, uses: 1, createdAt: date, expiresAt: date, revokedAt: date, note: "beta testers")
+            ),
+            ("InviteRequest", InviteRequest(maxUses: 5, expiresIn: 3600, note: "beta testers")),
+            (
+                "WebhookDeliveryResponse",
+                WebhookDeliveryResponse(
+                    id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: "u", status: "pending",
+                    attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
+            ),
         ]
         // Every optional member nil and every array empty: what is left must be required. An answer omits exactly its nil
         // members, so it requires exactly the rest, except members the server always sends though the type allows leaving them out;
@@ -114,6 +142,27 @@ struct OpenAPIContractTests {
             ),
             ("SessionResponse", SessionResponse(id: "s", clientId: "c", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: nil, current: false)),
             ("Error", OAuthErrorResponse(error: "invalid_grant")),
+            ("Claims", [String: JSONValue]()),
+            (
+                "AdminUserResponse",
+                AdminUserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: [])
+            ),
+            ("AdminUserList", AdminUserList(users: [], nextCursor: nil)),
+            (
+                "AdminSessionResponse",
+                AdminSessionResponse(
+                    id: "s", clientId: "c", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: nil, revokedAt: nil, revocationReason: nil)
+            ),
+            ("AuditEventResponse", AuditEventResponse(id: "e", at: date, userId: nil, type: "user_created", detail: "")),
+            ("AuditEventList", AuditEventList(events: [], nextCursor: nil)),
+            ("InviteResponse", InviteResponse(id: "i", code: nil, maxUses: 1, uses: 0, createdAt: date, expiresAt: nil, revokedAt: nil, note: nil)),
+            ("InviteRequest", InviteRequest()),
+            (
+                "WebhookDeliveryResponse",
+                WebhookDeliveryResponse(
+                    id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: nil, status: "pending",
+                    attempts: 0, nextAttemptAt: nil, lastError: nil, createdAt: date, finishedAt: nil)
+            ),
         ]
         #expect(Set(full.map(\.0)) == Set(OpenAPI.wireTypes.keys))
         for (name, value) in full {
@@ -238,6 +287,157 @@ struct OpenAPIContractTests {
             let forged = try await harness.post(
                 "/v1/apple/notifications", json: ["payload": Fixtures.attackerKey.sign(claims: ["iss": "https://appleid.apple.com"])])
             contract.expectConforms(forged, "POST", "/v1/apple/notifications", status: 401)
+        }
+    }
+
+    @Test("the admin API with real keys: off until a key exists, then every operation's answers, refusals and errors conform")
+    func adminConforms() async throws {
+        let endpoint = WebhookEndpoint(url: "https://backend.example/hooks/latchkey", secret: Secret(WebhookEndpoint.generateSecret()))
+        // The harness runs no webhook dispatcher: each user's deliveries stay pending, so one can be retried.
+        try await ServerHarness.with(configure: { $0.webhooks = [endpoint] }) { harness in
+            let contract = try await OpenAPI.fetch(harness)
+            let routes = LatchkeyServer.routes.filter { $0.path.hasPrefix("/admin/") }
+            #expect(routes.count == 12)
+            let unknown = UUID().uuidString.lowercased()
+
+            // Off: no key was ever made, so every operation answers 404, whatever it is sent.
+            for (method, path) in routes {
+                let answer = try await harness.send(method, path.replacingOccurrences(of: "{id}", with: unknown), bearer: "lka_x")
+                contract.expectConforms(answer, method, path, status: 404, error: "not_found")
+            }
+
+            let keys = AdminKeys(store: harness.store)
+            let key = try await keys.create(name: "contract", readOnly: false).secret
+            let reader = try await keys.create(name: "contract-reader", readOnly: true).secret
+            let revoked = try await keys.create(name: "contract-revoked", readOnly: false).secret
+            #expect(try await harness.store.revokeAdminKey(name: "contract-revoked", at: Date()))
+            let (sub, session) = try await harness.signedIn(email: "admin-contract@example.com")
+            let userID = session.user.id
+
+            /// Sends `method path` (its `{id}` filled in) with the read-write key and expects a documented answer.
+            func call(
+                _ method: String, _ path: String, id: String = unknown, query: String = "", body: String? = nil, bearer: String? = nil, status: Int,
+                error: String? = nil, sourceLocation: SourceLocation = #_sourceLocation
+            ) async throws -> ServerHarness.Answer {
+                let target = path.replacingOccurrences(of: "{id}", with: id) + query
+                let answer = try await harness.send(method, target, body: body, bearer: bearer ?? key)
+                contract.expectConforms(answer, method, path, status: status, error: error, sourceLocation: sourceLocation)
+                return answer
+            }
+
+            // No key, a made-up, truncated or revoked one, or an access token: 401 with the challenge. A read-only key
+            // may read, never write.
+            let refused = [nil, "lka_" + String(repeating: "A", count: 43), String(key.dropLast()), revoked, session.accessToken]
+            for (method, path) in routes {
+                for bearer in refused {
+                    let answer = try await harness.send(method, path.replacingOccurrences(of: "{id}", with: userID), bearer: bearer)
+                    contract.expectConforms(answer, method, path, status: 401, error: "invalid_token")
+                    #expect(answer.headers["www-authenticate"]?.contains(#"realm="latchkey-admin""#) == true)
+                }
+                if method != "GET" { _ = try await call(method, path, id: userID, bearer: reader, status: 403, error: "insufficient_scope") }
+            }
+            _ = try await call("GET", "/admin/v1/users/{id}", id: userID, bearer: reader, status: 200)
+
+            // Users: search, pages, one user.
+            let all = try await call("GET", "/admin/v1/users", status: 200).decode(AdminUserList.self)
+            #expect(all.users.map(\.id) == [userID] && all.nextCursor == nil)
+            let found = try await call("GET", "/admin/v1/users", query: "?provider=apple&subject=\(sub)&createdAfter=2000-01-01T00:00:00Z", status: 200)
+            #expect(try found.decode(AdminUserList.self).users.map(\.id) == [userID])
+            let page = try await call("GET", "/admin/v1/users", query: "?limit=1&email=nobody%40example.com", status: 200)
+            #expect(try page.decode(AdminUserList.self).users.isEmpty)
+            let first = try await call("GET", "/admin/v1/users", query: "?limit=1", status: 200).decode(AdminUserList.self)
+            #expect(first.nextCursor == userID)
+            let next = try await call("GET", "/admin/v1/users", query: "?cursor=\(userID)&createdAfter=2000-01-01T00:00:00.000Z", status: 200)
+            #expect(try next.decode(AdminUserList.self).users.isEmpty)
+            for query in ["?subject=x", "?limit=0", "?limit=201", "?limit=ten", "?createdAfter=yesterday", "?name=jane", "?limit=1&limit=2"] {
+                _ = try await call("GET", "/admin/v1/users", query: query, status: 400, error: "invalid_request")
+            }
+            let shown = try await call("GET", "/admin/v1/users/{id}", id: userID, status: 200).decode(AdminUserResponse.self)
+            #expect(shown.sessions?.count == 1 && shown.claims == [:])
+            _ = try await call("GET", "/admin/v1/users/{id}", status: 404, error: "not_found")
+
+            // Claims: set, refused, and carried by access tokens, GET /v1/me and sign-in answers.
+            let claims = #"{"plan": "pro", "app_roles": ["editor"], "org": {"id": 42, "share": 0.5, "beta": true, "parent": null}}"#
+            let set = try await call("PUT", "/admin/v1/users/{id}/claims", id: userID, body: claims, status: 200)
+            #expect(set.json["claims"] as? [String: Any] != nil)
+            let deep = #"{"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}}"#
+            let large = #"{"notes": "\#(String(repeating: "n", count: 5000))"}"#
+            for body in ["[]", "not json", "", #"{"sub": "x"}"#, #"{"": 1}"#, #"{"a": 1, "a": 2}"#, deep, large] {
+                _ = try await call("PUT", "/admin/v1/users/{id}/claims", id: userID, body: body, status: 400, error: "invalid_claims")
+            }
+            let huge = #"{"notes": "\#(String(repeating: "n", count: 40_000))"}"#
+            _ = try await call("PUT", "/admin/v1/users/{id}/claims", id: userID, body: huge, status: 413, error: "invalid_request")
+            _ = try await call("PUT", "/admin/v1/users/{id}/claims", body: claims, status: 404, error: "not_found")
+            let refreshed = try await harness.refresh(session.refreshToken).decode(TokenPairResponse.self)
+            #expect(OpenAPI.claim("plan", of: refreshed.accessToken) == "pro" && OpenAPI.claim("idp", of: refreshed.accessToken) == "apple")
+            let me = try await harness.send("GET", "/v1/me", bearer: refreshed.accessToken)
+            contract.expectConforms(me, "GET", "/v1/me", status: 200)
+            #expect(try me.decode(UserResponse.self).claims?["plan"] == .string("pro"))
+            let signIn = try await harness.signIn(sub: sub)
+            contract.expectConforms(signIn, "POST", "/v1/auth/apple", status: 200)
+            let second = try signIn.decode(SignInResponse.self)
+            #expect(second.user.claims?["org"] == .object(["id": .integer(42), "share": .number(0.5), "beta": .bool(true), "parent": .null]))
+
+            // Sessions: one, then every one of the user.
+            let sessionID = try #require(OpenAPI.claim("sid", of: second.accessToken))
+            #expect(try await call("DELETE", "/admin/v1/sessions/{id}", id: sessionID, status: 200).json["revokedSessions"] as? Int == 1)
+            #expect(try await call("DELETE", "/admin/v1/sessions/{id}", id: sessionID, status: 200).json["revokedSessions"] as? Int == 0)
+            contract.expectConforms(try await harness.send("GET", "/v1/me", bearer: second.accessToken), "GET", "/v1/me", status: 401, error: "invalid_token")
+            _ = try await call("DELETE", "/admin/v1/sessions/{id}", status: 404, error: "not_found")
+            #expect(try await call("DELETE", "/admin/v1/users/{id}/sessions", id: userID, status: 200).json["revokedSessions"] as? Int == 1)
+            _ = try await call("DELETE", "/admin/v1/users/{id}/sessions", status: 404, error: "not_found")
+            let ended = try await call("GET", "/admin/v1/users/{id}", id: userID, status: 200).decode(AdminUserResponse.self)
+            #expect(ended.sessions?.count == 2 && ended.sessions?.allSatisfy { $0.revocationReason == "revoked_by_admin" } == true)
+
+            // The audit log: what the key did, newest first, a page at a time.
+            let audit = try await call("GET", "/admin/v1/audit", query: "?userId=\(userID)&type=admin_claims_set", status: 200).decode(AuditEventList.self)
+            #expect(audit.events.count == 1 && audit.events.first?.detail.hasPrefix("key=contract ") == true)
+            let newest = try await call("GET", "/admin/v1/audit", query: "?limit=1&since=2000-01-01T00:00:00Z", status: 200).decode(AuditEventList.self)
+            let cursor = try #require(newest.nextCursor)
+            #expect(try await call("GET", "/admin/v1/audit", query: "?cursor=\(cursor)", status: 200).decode(AuditEventList.self).events.count > 1)
+            for query in ["?since=yesterday", "?limit=0", "?user=x", "?type=a&type=b"] {
+                _ = try await call("GET", "/admin/v1/audit", query: query, status: 400, error: "invalid_request")
+            }
+
+            // Invites: made (the code shown once), listed, revoked.
+            let single = try await call("POST", "/admin/v1/invites", status: 201).decode(InviteResponse.self)
+            #expect(single.code?.hasPrefix("inv_") == true && single.maxUses == 1 && single.expiresAt == nil)
+            let body = #"{"maxUses": 5, "expiresIn": 3600, "note": "beta testers"}"#
+            #expect(try await call("POST", "/admin/v1/invites", body: body, status: 201).decode(InviteResponse.self).maxUses == 5)
+            let long = #"{"note": "\#(String(repeating: "n", count: 201))"}"#
+            for body in [
+                #"{"maxUses": 0}"#, #"{"maxUses": 1000001}"#, #"{"expiresIn": 59}"#, #"{"expiresIn": 31536001}"#, long, "[]", "not json", #"{"maxUses": "5"}"#,
+            ] {
+                _ = try await call("POST", "/admin/v1/invites", body: body, status: 400, error: "invalid_request")
+            }
+            _ = try await call("POST", "/admin/v1/invites", body: huge, status: 413, error: "invalid_request")
+            let invites = try await call("GET", "/admin/v1/invites", status: 200).json["invites"] as? [[String: Any]]
+            #expect(invites?.count == 2 && invites?.allSatisfy { $0["code"] == nil } == true)
+            #expect(try await call("DELETE", "/admin/v1/invites/{id}", id: single.id, status: 204).body.isEmpty)
+            _ = try await call("DELETE", "/admin/v1/invites/{id}", id: single.id, status: 204)
+            _ = try await call("DELETE", "/admin/v1/invites/{id}", status: 404, error: "not_found")
+
+            // Webhook deliveries: listed, retried.
+            let deliveries = try await call("GET", "/admin/v1/webhooks/deliveries", query: "?status=pending&limit=10", status: 200)
+            let delivery = try #require((deliveries.json["deliveries"] as? [[String: Any]])?.first?["id"] as? String)
+            _ = try await call("GET", "/admin/v1/webhooks/deliveries", status: 200)
+            for query in ["?status=lost", "?limit=201", "?since=2026-01-01T00:00:00Z"] {
+                _ = try await call("GET", "/admin/v1/webhooks/deliveries", query: query, status: 400, error: "invalid_request")
+            }
+            let retry = try await call("POST", "/admin/v1/webhooks/deliveries/{id}/retry", id: delivery, status: 202)
+            #expect(retry.json["retrying"] as? String == delivery)
+            _ = try await call("POST", "/admin/v1/webhooks/deliveries/{id}/retry", status: 404, error: "not_found")
+
+            // Deleting the user: gone from every operation.
+            let deleted = try await call("DELETE", "/admin/v1/users/{id}", id: userID, status: 200)
+            #expect(deleted.json["deleted"] as? Int == 1)
+            _ = try await call("DELETE", "/admin/v1/users/{id}", id: userID, status: 404, error: "not_found")
+            _ = try await call("GET", "/admin/v1/users/{id}", id: userID, status: 404, error: "not_found")
+            _ = try await call("PUT", "/admin/v1/users/{id}/claims", id: userID, body: "{}", status: 404, error: "not_found")
+
+            // The database gone: 503 as documented.
+            await harness.store.close()
+            _ = try await call("GET", "/admin/v1/users", status: 503, error: "temporarily_unavailable")
         }
     }
 
@@ -398,6 +598,9 @@ struct OpenAPI: Sendable {
         "AppleSignInRequest": AppleSignInRequest.self, "FullName": AppleSignInRequest.FullName.self, "TokenPairResponse": TokenPairResponse.self,
         "SignInResponse": SignInResponse.self, "UserResponse": UserResponse.self, "IdentityResponse": IdentityResponse.self,
         "SessionResponse": SessionResponse.self, "Error": OAuthErrorResponse.self, "ProviderSignInRequest": ProviderSignInRequest.self,
+        "Claims": [String: JSONValue].self, "AdminUserResponse": AdminUserResponse.self, "AdminUserList": AdminUserList.self,
+        "AdminSessionResponse": AdminSessionResponse.self, "AuditEventResponse": AuditEventResponse.self, "AuditEventList": AuditEventList.self,
+        "InviteResponse": InviteResponse.self, "InviteRequest": InviteRequest.self, "WebhookDeliveryResponse": WebhookDeliveryResponse.self,
     ]
 
     static func ref(_ name: String) -> Value { .object(["$ref": .string("#/components/schemas/\(name)")]) }
@@ -517,6 +720,7 @@ struct OpenAPI: Sendable {
         for alternative in schema["anyOf"]?.arrayValue ?? [] where checker.errors(value, alternative, at: location).isEmpty {
             errors += roundTrip(value, alternative, at: location, done: &done)
         }
+        for part in schema["allOf"]?.arrayValue ?? [] { errors += roundTrip(value, part, at: location, done: &done) }
         return errors
     }
 
@@ -536,6 +740,8 @@ struct OpenAPI: Sendable {
         }
         switch value {
         case .object(let members):
+            // A schema without properties that is not closed is a map of any names (the claims): its members are the value's own.
+            if schema["properties"] == nil && schema["additionalProperties"] != .bool(false) { return [] }
             let properties = schema["properties"]?.objectValue ?? [:]
             var errors: [String] = []
             let extra = Set(members.keys).subtracting(properties.keys)
@@ -697,7 +903,8 @@ struct SchemaChecker: Sendable {
 
     static let annotations: Set<String> = ["description", "examples", "example", "title"]
     static let keywords: Set<String> = [
-        "$ref", "type", "enum", "properties", "required", "additionalProperties", "items", "pattern", "minLength", "minimum", "format", "anyOf", "allOf",
+        "$ref", "type", "enum", "properties", "required", "additionalProperties", "items", "pattern", "minLength", "minimum", "maximum", "format", "anyOf",
+        "allOf",
     ]
 
     func errors(_ value: Value, _ schema: Value, at location: String) -> [String] {
@@ -757,6 +964,7 @@ struct SchemaChecker: Sendable {
             }
         case .int(let number):
             if case .int(let minimum) = keywords["minimum"], number < minimum { errors.append("\(location): \(number) is below \(minimum)") }
+            if case .int(let maximum) = keywords["maximum"], number > maximum { errors.append("\(location): \(number) is above \(maximum)") }
         default:
             break
         }

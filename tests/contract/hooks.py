@@ -6,6 +6,11 @@ Real sessions come from the dev server's Apple emulator, never from a fixed toke
 - every other positive generated call to POST /v1/auth/apple, POST /v1/token and DELETE /v1/me/sessions/{id} carries a
   real identity token, refresh token or session id instead of a generated one, so the success answers are
   checked against the document too, not only the refusals.
+
+The admin API (/admin/) gets the real admin key run.sh made with `latchkey admin-keys create` (read-write). Every
+other positive generated call to an admin operation on one user, session, invite or delivery names a real one instead
+of a generated id: a user or session this module makes for that call alone (so deleting the user, ending its sessions
+or replacing its claims touches no session another operation is using), an invite it makes, a pending delivery.
 """
 
 import base64
@@ -21,6 +26,7 @@ import schemathesis
 
 SERVER = os.environ["LATCHKEY_CONTRACT_SERVER"]
 EMULATOR = os.environ["LATCHKEY_CONTRACT_EMULATOR"]
+ADMIN_KEY = os.environ["LATCHKEY_CONTRACT_ADMIN_KEY"]
 CLIENT_ID = "com.example.app"
 
 _lock = threading.Lock()
@@ -29,13 +35,23 @@ _calls: dict[str, int] = {}
 _subjects: dict[str, str] = {}
 
 
-def _post(url: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST")
+def _send(method: str, url: str, body: dict | None = None, headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **(headers or {})}, method=method)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"{}")
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    return _send("POST", url, body)
+
+
+def admin(method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    """Calls the admin API with the run's admin key."""
+    return _send(method, f"{SERVER}{path}", body, {"Authorization": f"Bearer {ADMIN_KEY}"})
 
 
 def apple_sign_in(sub: str | None = None) -> tuple[str, dict]:
@@ -89,6 +105,39 @@ class LatchkeySession:
         case.headers["Authorization"] = f"Bearer {data}"
 
 
+@schemathesis.auth().apply_to(path_regex="^/admin/")
+class LatchkeyAdminKey:
+    def get(self, case, context):
+        return ADMIN_KEY
+
+    def set(self, case, data, context):
+        case.headers = case.headers or {}
+        case.headers["Authorization"] = f"Bearer {data}"
+
+
+# Admin operations on one user: each positive call of every other pair names a user made for it alone.
+ADMIN_USER_OPERATIONS = {
+    "GET /admin/v1/users/{id}",
+    "DELETE /admin/v1/users/{id}",
+    "PUT /admin/v1/users/{id}/claims",
+    "DELETE /admin/v1/users/{id}/sessions",
+}
+
+
+def _with_id(case, value: str) -> None:
+    case.path_parameters = {**(case.path_parameters or {}), "id": value}
+
+
+def pending_delivery() -> str | None:
+    """A webhook delivery that can be retried: the endpoint run.sh configured never answers, so they stay pending."""
+    for status in ("pending", "failed"):
+        code, listed = admin("GET", f"/admin/v1/webhooks/deliveries?status={status}&limit=1")
+        assert code == 200, f"GET /admin/v1/webhooks/deliveries answered {code}: {listed}"
+        if listed["deliveries"]:
+            return listed["deliveries"][0]["id"]
+    return None
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     operation = f"{case.operation.method.upper()} {case.operation.path}"
@@ -114,3 +163,19 @@ def before_call(context, case, kwargs):
             # Another session of the same user: ending it leaves the caller's own session alive.
             other = new_session(sub)
             case.path_parameters = {**(case.path_parameters or {}), "id": claim(other["accessToken"], "sid")}
+    elif operation in ADMIN_USER_OPERATIONS:
+        if _every_other(operation):
+            _with_id(case, new_session()["user"]["id"])
+    elif operation == "DELETE /admin/v1/sessions/{id}":
+        if _every_other(operation):
+            _with_id(case, claim(new_session()["accessToken"], "sid"))
+    elif operation == "DELETE /admin/v1/invites/{id}":
+        if _every_other(operation):
+            status, invite = admin("POST", "/admin/v1/invites", {"note": "contract run"})
+            assert status == 201, f"POST /admin/v1/invites answered {status}: {invite}"
+            _with_id(case, invite["id"])
+    elif operation == "POST /admin/v1/webhooks/deliveries/{id}/retry":
+        if _every_other(operation):
+            delivery = pending_delivery()
+            if delivery is not None:
+                _with_id(case, delivery)

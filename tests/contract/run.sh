@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Contract run: schemathesis (pinned in requirements.txt, from PyPI) against `latchkey serve --dev` and the
 # /openapi.json it serves. Every operation, every phase (documented examples, coverage, fuzzing, and stateful
-# sequences along the document's links), with real sessions from the dev server's Apple emulator (hooks.py).
+# sequences along the document's links), with real sessions from the dev server's Apple emulator and, for the admin
+# API, a real admin key made with `latchkey admin-keys create` on the server's database (hooks.py).
 # Fails on any 5xx and on any answer whose status, media type, headers or body the document does not describe.
 # (`--include-path-regex '^/'` selects every operation: schemathesis leaves out GET /openapi.json, the
 # operation serving the document, unless a filter names it.)
@@ -33,10 +34,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Two distinct free loopback ports, held open together while they are picked.
-read -r port emulator_port < <(python3 - <<'EOF'
+# Three distinct free loopback ports, held open together while they are picked: the server's, the emulator's, and
+# one nothing listens on, the webhook endpoint's.
+read -r port emulator_port webhook_port < <(python3 - <<'EOF'
 import socket
-sockets = [socket.socket() for _ in range(2)]
+sockets = [socket.socket() for _ in range(3)]
 for s in sockets:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in sockets))
@@ -47,10 +49,14 @@ EOF
 server="http://127.0.0.1:$port"
 
 # Everything the dev server keeps (database, encryption key, emulator team) goes into the temporary directory.
-# Rate limits stay on, high enough that generated traffic is not answered 429 throughout.
+# Rate limits stay on, high enough that generated traffic is not answered 429 throughout. A webhook endpoint that
+# never answers keeps every user's deliveries pending, so the admin API has deliveries to list and retry.
+webhook_secret="$(python3 -c 'import base64, os; print("whsec_" + base64.b64encode(os.urandom(32)).decode())')"
+settings=(LATCHKEY_DATABASE_URL="$work/latchkey.sqlite" LATCHKEY_WEBHOOKS_0_URL="http://127.0.0.1:$webhook_port/webhooks"
+  LATCHKEY_WEBHOOKS_0_SECRET="$webhook_secret")
 (
   cd "$work"
-  exec env LATCHKEY_DATABASE_URL="$work/latchkey.sqlite" LATCHKEY_RATE_LIMIT_PER_IP=100000 LATCHKEY_RATE_LIMIT_PER_SUBJECT=1000 \
+  exec env "${settings[@]}" LATCHKEY_RATE_LIMIT_PER_IP=100000 LATCHKEY_RATE_LIMIT_PER_SUBJECT=1000 \
     LATCHKEY_LOG_LEVEL=warning "$bin" serve --dev --port "$port" --emulator-port "$emulator_port"
 ) >"$work/server.log" 2>&1 &
 server_pid=$!
@@ -76,6 +82,18 @@ then
   exit 1
 fi
 
+# The admin API answers 404 until a key exists: make one (read-write) on the database the server just created, from
+# the same folder and with the same settings; it is printed alone on standard output.
+if ! admin_key="$(cd "$work" && env "${settings[@]}" "$bin" admin-keys create --name contract --dev 2>"$work/admin-keys.log")"; then
+  echo "contract: latchkey admin-keys create failed:" >&2
+  cat "$work/admin-keys.log" >&2
+  exit 1
+fi
+if [[ ! "$admin_key" =~ ^lka_[A-Za-z0-9_-]{43}$ ]]; then
+  echo "contract: latchkey admin-keys create printed no admin key" >&2
+  exit 1
+fi
+
 # The answer checks, plus: schema-violating requests are refused (the document is as strict as the server),
 # secured operations refuse missing or bad tokens, and ended sessions stay ended. Left out: positive_data_acceptance
 # (a generated identity or refresh token is never valid, so 400/401 are the right answers to schema-valid data) and
@@ -90,6 +108,7 @@ status=0
 (
   cd "$work"
   exec env SCHEMATHESIS_HOOKS="$here/hooks.py" LATCHKEY_CONTRACT_SERVER="$server" LATCHKEY_CONTRACT_EMULATOR="http://127.0.0.1:$emulator_port" \
+    LATCHKEY_CONTRACT_ADMIN_KEY="$admin_key" \
     python3 -m schemathesis.cli run "$server/openapi.json" --url "$server" \
     --include-path-regex '^/' \
     --phases examples,coverage,fuzzing,stateful \
