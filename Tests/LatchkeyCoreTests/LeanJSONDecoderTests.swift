@@ -130,3 +130,16 @@ struct LeanJSONDecoderInJWTKitTests {
         #expect(throws: LeanJSONError.duplicateKey("m42")) { _ = try LeanJSONDecoder().decode([String: Int].self, from: Array(escaped.utf8)) }
     }
 }
+
+@Suite("LeanJSONDecoder: integers of every length that fits")
+struct LeanJSONIntegerTests {
+    @Test("19-digit integers decode as Int64 exactly; fractions, exponents and overflow do not")
+    func longIntegers() throws {
+        struct Box: Decodable { let n: Int64 }
+        #expect(try LeanJSONDecoder().decode(Box.self, from: Array(#"{"n":4611686018427387904}"#.utf8)).n == 4_611_686_018_427_387_904)
+        #expect(try LeanJSONDecoder().decode(Box.self, from: Array(#"{"n":-9223372036854775808}"#.utf8)).n == Int64.min)
+        for text in [#"{"n":9223372036854775808}"#, #"{"n":1.5}"#, #"{"n":1e3}"#, #"{"n":12345678901234567890123}"#] {
+            #expect(throws: (any Error).self) { try LeanJSONDecoder().decode(Box.self, from: Array(text.utf8)) }
+        }
+    }
+}

@@ -15,6 +15,7 @@ import NIOCore
 struct RouterHarness: Sendable {
     let client: any TestClientProtocol
     let providers: InMemoryTransport
+    let store: MemoryAuthStore
 
     static func with(configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: @Sendable (RouterHarness) async throws -> Void) async throws {
         var configuration = ServerConfiguration()
@@ -29,11 +30,12 @@ struct RouterHarness: Sendable {
         var logger = Logger(label: "latchkey.test")
         logger.logLevel = .critical
         let providers = InMemoryTransport.answering(503, "")
+        let store = MemoryAuthStore()
         let server = try await LatchkeyServer.make(
-            configuration: configuration, store: MemoryAuthStore(), encryptionKey: SecretBox.generateKey(), transport: providers,
+            configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), transport: providers,
             timeSource: MutableClock(Date()).source, logger: logger)
         try await server.makeApplication().test(.router) { client in
-            try await body(RouterHarness(client: client, providers: providers))
+            try await body(RouterHarness(client: client, providers: providers, store: store))
         }
     }
 

@@ -54,7 +54,8 @@ struct LeanDecoder: Decoder {
 
     func integer<T: FixedWidthInteger>(_ type: T.Type, _ node: JSONNode, path: [any CodingKey]) throws -> T {
         guard case .number(let range) = node else { throw mismatch(T.self, node, path: path) }
-        guard let integer = smallInteger(range), let exact = T(exactly: integer) else {
+        // Longer integers (19 digits fit an Int64) through the standard library's parser, which refuses fractions and exponents.
+        guard let exact = smallInteger(range).flatMap(T.init(exactly:)) ?? T(String(decoding: bytes[range], as: UTF8.self)) else {
             throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "not an integer that fits \(T.self)"))
         }
         return exact
