@@ -52,8 +52,10 @@ extension ServerConfiguration {
     /// | `apple.servicesId`, `<provider>.webClientId`, `dropbox.authorizeUrl` | the browser flow's client ids and Dropbox's sign-in page | first client id |
     /// | `webhooks[]`: `url`, `secret`/`secretFile`, `events` | the app backend's Standard Webhooks endpoints | none |
     /// | `webhookTimeout` | seconds one delivery attempt may take | 10 |
-    public init(reading config: ConfigReader) throws(LatchkeyError) {
+    /// - Parameter administrationOnly: see ``ServerConfiguration/administrationOnly``.
+    public init(reading config: ConfigReader, administrationOnly: Bool = false) throws(LatchkeyError) {
         self.init()
+        self.administrationOnly = administrationOnly
         if let mode = config.string(forKey: "mode") {
             guard let parsed = Mode(rawValue: mode) else { throw setting("mode", "is \"\(mode)\"; use development or production") }
             self.mode = parsed

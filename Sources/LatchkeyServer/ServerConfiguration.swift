@@ -35,6 +35,9 @@ public struct ServerConfiguration: Sendable {
     public var signUp: SignUpMode = .open
     /// Apps registered for the browser flow (`/oauth2/authorize`, `/oauth2/token`).
     public var clients: [OAuthClient] = []
+    /// For administration commands (`users`, `admin-keys`, `migrate`, …): only the store's settings matter, so
+    /// production mode needs no provider and no public URL. Not a setting.
+    public var administrationOnly = false
     /// The app's backend endpoints that hear of users' lifecycle events (Standard Webhooks).
     public var webhooks: [WebhookEndpoint] = []
     /// How long one webhook delivery attempt may take before it counts as failed, in seconds.
@@ -186,17 +189,19 @@ public struct ServerConfiguration: Sendable {
                 throw setting("\(key).webClientId", "is \(web.prefix(200)), which \(key).clientIds does not list; add it there")
             }
         }
-        if mode == .production {
+        if mode == .production && !administrationOnly {
             guard !names.isEmpty else {
                 throw setting(
                     "apple",
                     "production mode needs at least one provider (apple.teamId, apple.keyId, apple.privateKeyFile and apple.clientIds, or another provider's settings)"
                 )
             }
+            guard publicURL != nil else { throw setting("publicUrl", "production mode needs the URL clients reach this server at") }
+        }
+        if mode == .production {
             guard encryptionKey != nil else {
                 throw setting("encryptionKey", "production mode needs an encryption key (32 random bytes in base64: openssl rand -base64 32)")
             }
-            guard publicURL != nil else { throw setting("publicUrl", "production mode needs the URL clients reach this server at") }
         }
     }
 }

@@ -9,7 +9,7 @@ extension SQLAuthStore {
         if let cursor = search.cursor { conditions.append("u.id > \(bind: cursor)") }
         if let after = search.createdAfter { conditions.append("u.created_at > \(bind: after.millis)") }
         if let email = search.email?.lowercased() {
-            // By index: as given, and in lower case (providers nearly always give e-mails in lower case).
+            // As given, and in lower case (providers nearly always give e-mails in lower case); a scan, as admin look-ups are rare.
             let spellings = Array(Set([search.email ?? email, email]))
             conditions.append(
                 "(u.email IN (\(binds: spellings)) OR u.id IN (SELECT user_id FROM identities WHERE email IN (\(binds: spellings))))")

@@ -19,7 +19,7 @@ struct StoreOptions: ParsableArguments {
         logger.logLevel = .error
         do {
             if dev && config != nil { throw CLIError("--dev works on serve --dev's database; leave out --config") }
-            let configuration = try await Runtime.configuration(file: config, overrides: [:])
+            let configuration = try await Runtime.configuration(file: config, overrides: [:], administrationOnly: true)
             if dev && configuration.mode != .development { throw CLIError("--dev is for development mode (mode is \(configuration.mode.rawValue))") }
             if case .sqlite(let path) = configuration.database, !FileManager.default.fileExists(atPath: path) {
                 throw CLIError("no database at \(path): check database.url, or create it with `latchkey migrate` (or by starting `latchkey serve`)")

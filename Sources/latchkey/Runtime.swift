@@ -12,8 +12,9 @@ import SystemPackage
 /// Composes a running Latchkey: configuration, store, encryption key, optional in-process emulator.
 enum Runtime {
     /// Reads configuration: command-line overrides, then `LATCHKEY_*` environment variables, then the file, then defaults.
-    static func configuration(file: String?, overrides: [String: String]) async throws -> ServerConfiguration {
-        try ServerConfiguration(reading: try await configReader(file: file, overrides: overrides))
+    /// `administrationOnly`: for commands that need only the store (see ``ServerConfiguration/administrationOnly``).
+    static func configuration(file: String?, overrides: [String: String], administrationOnly: Bool = false) async throws -> ServerConfiguration {
+        try ServerConfiguration(reading: try await configReader(file: file, overrides: overrides), administrationOnly: administrationOnly)
     }
 
     /// The sources every command reads settings from, in priority order; `serve` and `doctor` share it.

@@ -178,7 +178,7 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let configuration = try await Runtime.configuration(file: config, overrides: [:])
+            let configuration = try await Runtime.configuration(file: config, overrides: [:], administrationOnly: true)
             let store = try await Runtime.openStore(configuration, logger: Logger(label: "latchkey"))
             let versions = try await store.appliedMigrations()
             await store.close()

@@ -66,7 +66,7 @@ struct WebhooksCommand: AsyncParsableCommand {
         func run() async throws {
             let configuration: ServerConfiguration
             do {
-                configuration = try await Runtime.configuration(file: options.config, overrides: [:])
+                configuration = try await Runtime.configuration(file: options.config, overrides: [:], administrationOnly: true)
                 try configuration.validateWebhooks()
             } catch {
                 throw ExitStatus.configurationError(error)

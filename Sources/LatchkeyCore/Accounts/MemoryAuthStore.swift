@@ -423,7 +423,7 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
     // MARK: Administration
 
     public func searchUsers(_ search: UserSearch) -> [UserAccount] {
-        // As the SQL store finds them by index: the e-mail as given, or in lower case.
+        // As the SQL store finds them: the e-mail as given, or in lower case.
         let spellings = Set([search.email, search.email?.lowercased()].compactMap { $0 })
         return Array(
             usersByID.values.filter { user in

@@ -81,7 +81,7 @@ public struct AdminKeys: Sendable {
 
 /// Which users `GET /admin/v1/users` lists: every filter given must hold; oldest first, after `cursor` (a user id).
 public struct UserSearch: Sendable, Equatable {
-    /// The user's e-mail or one of their identities', as given or in lower case (as stores find them by index).
+    /// The user's e-mail or one of their identities', as given or in lower case (a scan of users and identities).
     public var email: String?
     /// With ``subject``: the user with that provider account.
     public var provider: String?
