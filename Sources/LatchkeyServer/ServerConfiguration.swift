@@ -196,11 +196,13 @@ public struct ServerConfiguration: Sendable {
                     "production mode needs at least one provider (apple.teamId, apple.keyId, apple.privateKeyFile and apple.clientIds, or another provider's settings)"
                 )
             }
-            guard publicURL != nil else { throw setting("publicUrl", "production mode needs the URL clients reach this server at") }
         }
         if mode == .production {
             guard encryptionKey != nil else {
                 throw setting("encryptionKey", "production mode needs an encryption key (32 random bytes in base64: openssl rand -base64 32)")
+            }
+            guard publicURL != nil || administrationOnly else {
+                throw setting("publicUrl", "production mode needs the URL clients reach this server at")
             }
         }
     }
