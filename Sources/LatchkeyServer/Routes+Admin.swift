@@ -18,21 +18,28 @@ extension LatchkeyServer {
 
     func addAdminRoutes(to router: Router<LatchkeyRequestContext>) {
         router.get("/admin/v1/users") { request, _ in try await adminListUsers(request) }
-        router.get("/admin/v1/users/:id") { request, context in try await adminShowUser(request, id: try context.parameters.require("id")) }
-        router.delete("/admin/v1/users/:id") { request, context in try await adminDeleteUser(request, id: try context.parameters.require("id")) }
-        router.put("/admin/v1/users/:id/claims") { request, context in try await adminSetClaims(request, id: try context.parameters.require("id")) }
+        router.get("/admin/v1/users/:id") { request, context in try await adminShowUser(request, id: try adminID(context)) }
+        router.delete("/admin/v1/users/:id") { request, context in try await adminDeleteUser(request, id: try adminID(context)) }
+        router.put("/admin/v1/users/:id/claims") { request, context in try await adminSetClaims(request, id: try adminID(context)) }
         router.delete("/admin/v1/users/:id/sessions") { request, context in
-            try await adminRevokeSessions(request, userID: try context.parameters.require("id"))
+            try await adminRevokeSessions(request, userID: try adminID(context))
         }
-        router.delete("/admin/v1/sessions/:id") { request, context in try await adminRevokeSession(request, id: try context.parameters.require("id")) }
+        router.delete("/admin/v1/sessions/:id") { request, context in try await adminRevokeSession(request, id: try adminID(context)) }
         router.get("/admin/v1/audit") { request, _ in try await adminAudit(request) }
         router.post("/admin/v1/invites") { request, _ in try await adminCreateInvite(request) }
         router.get("/admin/v1/invites") { request, _ in try await adminListInvites(request) }
-        router.delete("/admin/v1/invites/:id") { request, context in try await adminRevokeInvite(request, id: try context.parameters.require("id")) }
+        router.delete("/admin/v1/invites/:id") { request, context in try await adminRevokeInvite(request, id: try adminID(context)) }
         router.get("/admin/v1/webhooks/deliveries") { request, _ in try await adminDeliveries(request) }
         router.post("/admin/v1/webhooks/deliveries/:id/retry") { request, context in
-            try await adminRetryDelivery(request, id: try context.parameters.require("id"))
+            try await adminRetryDelivery(request, id: try adminID(context))
         }
+    }
+
+    /// The path's `{id}`; one holding a NUL character names nothing (and PostgreSQL refuses it in text).
+    private func adminID(_ context: LatchkeyRequestContext) throws -> String {
+        let id = try context.parameters.require("id")
+        guard !id.contains("\u{0}") else { throw APIError(status: .notFound, code: "not_found", description: "no such record") }
+        return id
     }
 
     // MARK: - Keys
@@ -68,6 +75,7 @@ extension LatchkeyServer {
         let fields = try queryFields(request)
         try Self.allowOnly(["email", "provider", "subject", "createdAfter", "cursor", "limit"], in: fields)
         if fields["subject"] != nil && fields["provider"] == nil { throw APIError.invalidRequest("subject needs provider") }
+        if let empty = fields.first(where: { $0.value.isEmpty })?.key { throw APIError.invalidRequest("\(empty) is empty") }
         let search = UserSearch(
             email: fields["email"], provider: fields["provider"], subject: fields["subject"], createdAfter: try Self.instant(fields, "createdAfter"),
             cursor: fields["cursor"], limit: try Self.limit(fields))
@@ -164,7 +172,9 @@ extension LatchkeyServer {
         if let expiresIn = body.expiresIn, !(60...(365 * 86_400)).contains(expiresIn) {
             throw APIError.invalidRequest("expiresIn is 60 to 31536000 seconds")
         }
-        if let note = body.note, note.count > 200 { throw APIError.invalidRequest("note is at most 200 characters") }
+        if let note = body.note, note.count > 200 || note.contains("\u{0}") {
+            throw APIError.invalidRequest("note is at most 200 characters, none of them NUL")
+        }
         let (invite, code) = try await sessions.signIns.createInvite(
             maxUses: maxUses, expiresAt: body.expiresIn.map { timeSource.now.addingTimeInterval(TimeInterval($0)) }, note: body.note)
         try await auditAdmin(key, nil, "admin_invite_created", "invite=\(invite.id)")
@@ -203,7 +213,9 @@ extension LatchkeyServer {
     func adminRetryDelivery(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
         guard try await store.retryWebhookDelivery(id: id, at: timeSource.now) else {
-            throw APIError(status: .notFound, code: "not_found", description: "no failed or pending delivery \(id.prefix(80))")
+            throw APIError(
+                status: .notFound, code: "not_found",
+                description: "no failed delivery \(id.prefix(80)) (a pending one is sent on its schedule, a delivered one not again)")
         }
         try await auditAdmin(key, nil, "admin_delivery_retried", "delivery=\(id)")
         return JSONBody.response(["retrying": id], status: .accepted)

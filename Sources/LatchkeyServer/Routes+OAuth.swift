@@ -363,6 +363,8 @@ extension LatchkeyServer {
         for (name, value) in request.uri.queryParameters {
             let name = String(name)
             guard fields[name] == nil else { throw APIError.invalidRequest("parameter \(name.prefix(40)) appears twice") }
+            // No identifier, code or search term holds one, and PostgreSQL refuses it in text.
+            guard !value.contains("\u{0}") else { throw APIError.invalidRequest("parameter \(name.prefix(40)) holds a NUL character") }
             fields[name] = String(value)
         }
         return fields

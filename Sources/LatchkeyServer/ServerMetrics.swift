@@ -15,7 +15,9 @@ public final class ServerMetrics: Sendable {
 
     public init() {
         factory = PrometheusMetricsFactory(registry: registry)
-        pendingWebhooks = registry.makeGauge(name: "latchkey_webhook_pending_deliveries", help: "Webhook deliveries not yet delivered or given up")
+        pendingWebhooks = registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                namespace: "latchkey", metricName: "webhook_pending", unitName: "deliveries", helpText: "Webhook deliveries not yet delivered or given up"))
     }
 
     private func count(_ label: String, _ dimensions: [(String, String)]) {

@@ -62,22 +62,23 @@ public struct WebhookDispatcher: Sendable {
     var lease: TimeInterval { Double(timeout.components.seconds) + 50 }
 
     /// Attempts every delivery due now (up to `limit`), ``concurrency`` at a time; returns how many were attempted.
+    /// Each group is claimed just before it is sent, so no attempt starts after its lease (one attempt's timeout and a
+    /// margin) has run out and another instance has taken it.
     @discardableResult
     public func deliverDue(limit: Int = 64) async throws -> Int {
-        let now = timeSource.now
-        let due = try await store.claimDueWebhookDeliveries(now: now, limit: limit, leaseUntil: now.addingTimeInterval(lease))
-        guard !due.isEmpty else { return 0 }
-        await withTaskGroup(of: Void.self) { group in
-            var waiting = due[...]
-            for _ in 0..<Self.concurrency {
-                guard let next = waiting.popFirst() else { break }
-                group.addTask { await self.attemptAndRecord(next) }
+        let urls = Array(endpoints.keys)
+        var attempted = 0
+        while attempted < limit {
+            let now = timeSource.now
+            let due = try await store.claimDueWebhookDeliveries(
+                now: now, limit: min(Self.concurrency, limit - attempted), leaseUntil: now.addingTimeInterval(lease), endpoints: urls)
+            await withTaskGroup(of: Void.self) { group in
+                for delivery in due { group.addTask { await self.attemptAndRecord(delivery) } }
             }
-            while await group.next() != nil {
-                if let next = waiting.popFirst() { group.addTask { await self.attemptAndRecord(next) } }
-            }
+            attempted += due.count
+            if due.count < Self.concurrency { break }
         }
-        return due.count
+        return attempted
     }
 
     private func attemptAndRecord(_ delivery: WebhookDelivery) async {
@@ -95,19 +96,16 @@ public struct WebhookDispatcher: Sendable {
     /// One attempt at `delivery`, and the record as it should be stored after it.
     func attempt(_ delivery: WebhookDelivery) async -> WebhookDelivery {
         var delivery = delivery
-        let outcome: Outcome
-        if let (endpoint, key) = endpoints[delivery.endpoint] {
-            outcome = await post(messageID: delivery.messageID, body: delivery.payload, to: endpoint.url, key: key)
-        } else {
-            outcome = .noAnswer("the endpoint is no longer configured")
-        }
+        // Only deliveries to this instance's endpoints are claimed.
+        guard let (endpoint, key) = endpoints[delivery.endpoint] else { return delivery }
+        let outcome = await post(messageID: delivery.messageID, body: delivery.payload, to: endpoint.url, key: key)
         let now = timeSource.now
         delivery.attempts += 1
         delivery.lastError = outcome.isSuccess ? nil : outcome.summary
         let result: String
         if outcome.isSuccess {
             (delivery.status, delivery.finishedAt, result) = (.delivered, now, "delivered")
-        } else if endpoints[delivery.endpoint] != nil, let next = WebhookRetrySchedule.nextAttempt(after: delivery.attempts, at: now) {
+        } else if let next = WebhookRetrySchedule.nextAttempt(after: delivery.attempts, at: now) {
             (delivery.nextAttemptAt, result) = (next, "retry")
             logger.debug(
                 "a webhook endpoint did not take a delivery; it is retried",
@@ -131,12 +129,12 @@ public struct WebhookDispatcher: Sendable {
         return await send(url, headers, body, timeout)
     }
 
-    /// Sends through ``AsyncHTTPClientTransport/webhookClient`` (no redirects); the answer's body is dropped.
+    /// Sends through ``AsyncHTTPClientTransport/webhookClient`` (no redirects); the answer's body is dropped, however long.
     public static let httpSend: Send = { url, headers, body, timeout in
         let transport = AsyncHTTPClientTransport(client: AsyncHTTPClientTransport.webhookClient, maximumResponseBytes: 64 * 1024)
         do {
-            let response = try await transport.send(OutboundRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8), timeout: timeout))
-            return .answered(response.status)
+            return .answered(
+                try await transport.status(of: OutboundRequest(method: "POST", url: url, headers: headers, body: Array(body.utf8), timeout: timeout)))
         } catch {
             return .noAnswer((error as? LatchkeyError)?.reason ?? "no answer")
         }

@@ -22,9 +22,9 @@ extension SQLAuthStore {
     public func updateIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) async throws {
         try await write { db in
             guard !notices.isEmpty else { return try await Self.updateIdentities([identity]).run(on: db) }
-            guard try await db.raw("SELECT id FROM identities WHERE id = \(bind: identity.id)").first() != nil else { return }
-            try await Self.updateIdentities([identity]).run(on: db)
-            try await Self.insertWebhookDeliveries(notices, db)
+            // Notified only when this update found the identity (not one a concurrent unlink removed).
+            let updated = try await (Self.updateIdentities([identity]) + " RETURNING identities.id").all(on: db)
+            if !updated.isEmpty { try await Self.insertWebhookDeliveries(notices, db) }
         }
     }
 
@@ -121,16 +121,14 @@ extension SQLAuthStore {
 
     public func deleteUser(id: String, notifying notices: [WebhookDelivery]) async throws {
         try await write { db in
-            if !notices.isEmpty {
-                guard try await db.raw("SELECT id FROM users WHERE id = \(bind: id)").first() != nil else { return }
-                try await Self.insertWebhookDeliveries(notices, db)
-            }
             // Explicit deletes, child tables first: correct whether or not foreign keys cascade.
             try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = \(bind: id))").run()
             try await db.raw("DELETE FROM sessions WHERE user_id = \(bind: id)").run()
             try await db.raw("DELETE FROM provider_grants WHERE identity_id IN (SELECT id FROM identities WHERE user_id = \(bind: id))").run()
             try await db.raw("DELETE FROM identities WHERE user_id = \(bind: id)").run()
-            try await db.raw("DELETE FROM users WHERE id = \(bind: id)").run()
+            // Notified only by the deletion that removed the user (two racing deletions send one user.deleted).
+            let deleted = try await db.raw("DELETE FROM users WHERE id = \(bind: id) RETURNING id").all()
+            if !deleted.isEmpty { try await Self.insertWebhookDeliveries(notices, db) }
         }
     }
 

@@ -11,7 +11,14 @@ extension SQLAuthStore {
 
     /// Writes deliveries in the caller's transaction (the change they tell of), in one statement.
     static func insertWebhookDeliveries(_ deliveries: [WebhookDelivery], _ db: any SQLDatabase) async throws {
-        guard !deliveries.isEmpty else { return }
+        // At most 256 rows (3,072 values) a statement: a group of sign-ins times several endpoints stays within
+        // SQLite's and PostgreSQL's limits on bound values.
+        for start in stride(from: 0, to: deliveries.count, by: 256) {
+            try await insertWebhookDeliveryRows(deliveries[start..<min(start + 256, deliveries.count)], db)
+        }
+    }
+
+    private static func insertWebhookDeliveryRows(_ deliveries: ArraySlice<WebhookDelivery>, _ db: any SQLDatabase) async throws {
         let statement: BoundStatement = """
             INSERT INTO webhook_deliveries (id, message_id, endpoint, kind, user_id, payload, status, attempts, next_attempt_at, last_error, created_at,
               finished_at)
@@ -25,12 +32,18 @@ extension SQLAuthStore {
         try await statement.run(on: db)
     }
 
-    public func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date) async throws -> [WebhookDelivery] {
+    public func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date, endpoints: [String]) async throws -> [WebhookDelivery] {
+        guard !endpoints.isEmpty else { return [] }
         // PostgreSQL: rows another instance is claiming right now are skipped, not waited for. SQLite has one writer.
         let skipLocked = backend.isPostgres ? " FOR UPDATE SKIP LOCKED" : ""
         // Asked about once a second per instance: a read finds most rounds have nothing due, without taking the writer.
         let due = try await read { db in
-            try await db.raw("SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= \(bind: now.millis) LIMIT 1").first() != nil
+            try await db.raw(
+                """
+                SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= \(bind: now.millis)
+                  AND endpoint IN (\(binds: endpoints)) LIMIT 1
+                """
+            ).first() != nil
         }
         guard due else { return [] }
         return try await write { db in
@@ -38,7 +51,7 @@ extension SQLAuthStore {
                 """
                 UPDATE webhook_deliveries SET next_attempt_at = \(bind: leaseUntil.millis)
                 WHERE id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= \(bind: now.millis)
-                  ORDER BY next_attempt_at, id LIMIT \(bind: max(0, limit))\(unsafeRaw: skipLocked))
+                  AND endpoint IN (\(binds: endpoints)) ORDER BY next_attempt_at, id LIMIT \(bind: max(0, limit))\(unsafeRaw: skipLocked))
                 RETURNING *
                 """
             ).all().map(Self.webhookDelivery)
@@ -89,7 +102,7 @@ extension SQLAuthStore {
             try await !db.raw(
                 """
                 UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = \(bind: at.millis), finished_at = NULL
-                WHERE id = \(bind: id) AND status <> 'delivered' RETURNING id
+                WHERE id = \(bind: id) AND status = 'failed' RETURNING id
                 """
             ).all().isEmpty
         }

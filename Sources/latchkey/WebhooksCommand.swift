@@ -109,7 +109,9 @@ struct WebhooksCommand: AsyncParsableCommand {
         func run() async throws {
             let found = try await options.withServer { server, _ in try await server.store.retryWebhookDelivery(id: id, at: Date()) }
             let printer = Printer(json: options.json)
-            guard found else { throw printer.fail("not_found", "no failed or pending delivery \(id.prefix(80)) (a delivered one is not sent again)") }
+            guard found else {
+                throw printer.fail("not_found", "no failed delivery \(id.prefix(80)) (a pending one is sent on its schedule, a delivered one not again)")
+            }
             if options.json { printer.emit(["retrying": id]) } else { print("delivery \(id) is due again; the server sends it within a few seconds") }
         }
     }

@@ -47,9 +47,9 @@ struct AdminAPITests {
 
             #expect(try await harness.store.revokeAdminKey(name: "support", at: harness.clock.now))
             #expect(try await harness.send("GET", "/admin/v1/invites", bearer: reader).status == 401)
-            // Every key revoked: the API is off again.
+            // Every key revoked: keys exist, so a revoked one is still refused (401), not hidden (404).
             #expect(try await harness.store.revokeAdminKey(name: "backend", at: harness.clock.now))
-            #expect(try await harness.send("GET", "/admin/v1/users", bearer: secret).status == 404)
+            #expect(try await harness.send("GET", "/admin/v1/users", bearer: secret).status == 401)
         }
     }
 
@@ -80,7 +80,10 @@ struct AdminAPITests {
             #expect(try await list("?createdAfter=2100-01-01T00:00:00Z").users.isEmpty)
             #expect(try await list("?createdAfter=2000-01-01T00:00:00.000Z").users.count == 5)
 
-            for bad in ["?limit=0", "?limit=201", "?limit=ten", "?subject=x", "?createdAfter=yesterday", "?sort=email", "?limit=1&limit=2"] {
+            for bad in [
+                "?limit=0", "?limit=201", "?limit=ten", "?subject=x", "?createdAfter=yesterday", "?sort=email", "?limit=1&limit=2", "?email=",
+                "?email=a%00b", "?cursor=%00",
+            ] {
                 let answer = try await harness.send("GET", "/admin/v1/users" + bad, bearer: secret)
                 #expect((answer.status, answer.error) == (400, "invalid_request"), "\(bad): \(answer.text)")
             }
@@ -90,6 +93,7 @@ struct AdminAPITests {
             #expect(shown.sessions?.count == 1)
             #expect(shown.claims == [:])
             #expect(try await harness.send("GET", "/admin/v1/users/nobody", bearer: secret).status == 404)
+            #expect(try await harness.send("GET", "/admin/v1/users/a%00b", bearer: secret).status == 404)
         }
     }
 
@@ -209,7 +213,10 @@ struct AdminAPITests {
             #expect(invites.allSatisfy { $0["code"] == nil })
             #expect(try await harness.send("DELETE", "/admin/v1/invites/\(invite.id)", bearer: key).status == 204)
             #expect(try await harness.send("DELETE", "/admin/v1/invites/nosuch", bearer: key).status == 404)
-            for body in [#"{"maxUses":0}"#, #"{"expiresIn":5}"#, #"{"note":"\#(String(repeating: "n", count: 201))"}"#, "[1]", #"{"maxUses":"two"}"#] {
+            for body in [
+                #"{"maxUses":0}"#, #"{"expiresIn":5}"#, #"{"note":"\#(String(repeating: "n", count: 201))"}"#, "[1]", #"{"maxUses":"two"}"#,
+                #"{"note":"a\u0000b"}"#,
+            ] {
                 let answer = try await harness.send("POST", "/admin/v1/invites", body: body, bearer: key)
                 #expect((answer.status, answer.error) == (400, "invalid_request"), "\(body.prefix(30)): \(answer.text)")
             }

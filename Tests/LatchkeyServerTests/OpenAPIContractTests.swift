@@ -417,8 +417,15 @@ struct OpenAPIContractTests {
             _ = try await call("DELETE", "/admin/v1/invites/{id}", id: single.id, status: 204)
             _ = try await call("DELETE", "/admin/v1/invites/{id}", status: 404, error: "not_found")
 
-            // Webhook deliveries: listed, retried.
-            let deliveries = try await call("GET", "/admin/v1/webhooks/deliveries", query: "?status=pending&limit=10", status: 200)
+            // Webhook deliveries: listed, retried (a failed one; a pending one keeps its schedule).
+            let pending = try await call("GET", "/admin/v1/webhooks/deliveries", query: "?status=pending&limit=10", status: 200)
+            let waiting = try #require((pending.json["deliveries"] as? [[String: Any]])?.first?["id"] as? String)
+            _ = try await call("POST", "/admin/v1/webhooks/deliveries/{id}/retry", id: waiting, status: 404, error: "not_found")
+            var given = WebhookEndpoints([WebhookEndpoint(url: "https://backend.example/hooks", secret: "whsec_x")]).deliveries(
+                .userCreated("u", provider: "apple", at: harness.clock.now))[0]
+            (given.status, given.attempts, given.finishedAt, given.lastError) = (.failed, 10, harness.clock.now, "HTTP 503")
+            try await harness.store.enqueueWebhookDeliveries([given])
+            let deliveries = try await call("GET", "/admin/v1/webhooks/deliveries", query: "?status=failed&limit=10", status: 200)
             let delivery = try #require((deliveries.json["deliveries"] as? [[String: Any]])?.first?["id"] as? String)
             _ = try await call("GET", "/admin/v1/webhooks/deliveries", status: 200)
             for query in ["?status=lost", "?limit=201", "?since=2026-01-01T00:00:00Z"] {

@@ -1,8 +1,10 @@
 import Foundation
+import Hummingbird
 import LatchkeyCore
 import LatchkeyModels
 import LatchkeyServer
 import LatchkeyTestSupport
+import Logging
 import Synchronization
 import Testing
 
@@ -201,6 +203,29 @@ extension WebhookEventTests {
             #expect(revoked.payload.contains(#""reason":"invalid_grant""#))
             #expect(revoked.payload.contains(#""provider":"apple""#))
             #expect(revoked.userID == jane.user.id)
+        }
+    }
+}
+
+extension WebhookEventTests {
+    @Test("an endpoint's 2xx counts whatever page comes with it (100 KB here); a refused connection is no answer")
+    func largeAnswer() async throws {
+        let router = Router()
+        router.post("/hooks") { _, _ in String(repeating: "x", count: 100_000) }
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        var quiet = Logger(label: "latchkey.tests.endpoint")
+        quiet.logLevel = .critical
+        let application = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: quiet)
+        let running = Task { try await application.runService() }
+        defer { running.cancel() }
+        var iterator = ports.makeAsyncIterator()
+        let port = try #require(await iterator.next())
+        #expect(await WebhookDispatcher.httpSend("http://127.0.0.1:\(port)/hooks", [], "{}", .seconds(10)) == .answered(200))
+        guard case .noAnswer = await WebhookDispatcher.httpSend("http://127.0.0.1:1/hooks", [], "{}", .seconds(10)) else {
+            Issue.record("a refused connection was taken for an answer")
+            return
         }
     }
 }

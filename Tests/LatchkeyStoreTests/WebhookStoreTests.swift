@@ -126,14 +126,15 @@ extension StoreConformanceTests {
             let lease = Self.now.addingTimeInterval(60)
             let claims = try await withThrowingTaskGroup(of: [WebhookDelivery].self) { group in
                 for _ in 0..<10 {
-                    group.addTask { try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(10), limit: 2, leaseUntil: lease) }
+                    group.addTask {
+                        try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(10), limit: 2, leaseUntil: lease, endpoints: [url])
+                    }
                 }
                 return try await group.reduce(into: []) { $0 += $1 }
             }.filter { $0.endpoint == url }
             #expect(claims.map(\.id).sorted() == written.map(\.id).sorted())
             #expect(
-                try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(59), limit: 100, leaseUntil: lease).filter { $0.endpoint == url }
-                    .isEmpty)
+                try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(59), limit: 100, leaseUntil: lease, endpoints: [url]).isEmpty)
 
             // Delivered and failed ones stay so: a late report of an expired lease changes nothing.
             var delivered = claims[0]
@@ -158,13 +159,18 @@ extension StoreConformanceTests {
             #expect(counts.map(\.count) == [1, 1, 4])
             #expect(try await store.webhookDeliveries(status: .failed, limit: 100).contains(failed))
 
-            // Retried: due at once with a fresh count; a delivered one is not sent again; an unknown one is not found.
+            // Retried: due at once with a fresh count; a delivered one is not sent again, a pending one keeps its schedule,
+            // an unknown one is not found.
             #expect(try await store.retryWebhookDelivery(id: failed.id, at: Self.now.addingTimeInterval(100)))
             #expect(try await !store.retryWebhookDelivery(id: delivered.id, at: Self.now))
+            #expect(try await !store.retryWebhookDelivery(id: retrying.id, at: Self.now))
             #expect(try await !store.retryWebhookDelivery(id: "\(run)-none", at: Self.now))
-            let again = try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(100), limit: 100, leaseUntil: lease).filter {
-                $0.endpoint == url
-            }
+            // Only the endpoints asked for: another instance's endpoint is left to it.
+            #expect(
+                try await store.claimDueWebhookDeliveries(
+                    now: Self.now.addingTimeInterval(100), limit: 100, leaseUntil: lease, endpoints: ["https://\(run)-elsewhere.example/"]
+                ).isEmpty)
+            let again = try await store.claimDueWebhookDeliveries(now: Self.now.addingTimeInterval(100), limit: 100, leaseUntil: lease, endpoints: [url])
             // The retried one, the one waiting for its retry, and those whose lease ran out.
             #expect(again.map(\.id).sorted() == written.map(\.id).filter { $0 != delivered.id }.sorted())
             #expect(again.first { $0.id == failed.id }.map { ($0.status, $0.attempts, $0.finishedAt) } ?? (.failed, 1, nil) == (.pending, 0, nil))
@@ -218,6 +224,34 @@ extension StoreConformanceTests {
             let notices = try await deliveries(store, hooks).filter { $0.kind == "user.email_changed" }
             #expect(notices.count == 1)
             #expect(notices.first?.payload.contains(#""email":"new@example.com""#) == true)
+        }
+    }
+}
+
+extension StoreConformanceTests {
+    @Test("a sign-in group's deliveries to many endpoints are written in pieces the databases accept", arguments: kinds)
+    func manyDeliveries(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let many = WebhookEndpoints((0..<40).map { WebhookEndpoint(url: "https://\(run)-\($0).example/hooks", secret: "whsec_unused") })
+            let events = (0..<100).map { LifecycleEvent.userCreated("u\($0)", provider: "apple", at: Self.now) }
+            try await store.enqueueWebhookDeliveries(many.deliveries(events))  // 4,000 rows, 48,000 values
+            let counts = try await store.webhookDeliveryCounts().filter { $0.endpoint.hasPrefix("https://\(run)-") }
+            #expect(counts.reduce(0) { $0 + $1.count } == 4_000)
+        }
+    }
+
+    @Test("of two deletions of one user at once, one writes user.deleted", arguments: kinds)
+    func oneDeletionNotice(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let hooks = endpoints("twice")
+            let (user, _) = try await makeUser(store)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<2 {
+                    group.addTask { try await store.deleteUser(id: user.id, notifying: hooks.deliveries(.userDeleted(user.id, reason: .admin, at: Self.now))) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await deliveries(store, hooks).count == 1)
         }
     }
 }

@@ -129,8 +129,9 @@ def _with_id(case, value: str) -> None:
 
 
 def pending_delivery() -> str | None:
-    """A webhook delivery that can be retried: the endpoint run.sh configured never answers, so they stay pending."""
-    for status in ("pending", "failed"):
+    """A real webhook delivery: a failed one if there is one (only those are retried; the endpoint run.sh configured
+    never answers, so within a run they stay pending, and retrying one is a documented 404)."""
+    for status in ("failed", "pending"):
         code, listed = admin("GET", f"/admin/v1/webhooks/deliveries?status={status}&limit=1")
         assert code == 200, f"GET /admin/v1/webhooks/deliveries answered {code}: {listed}"
         if listed["deliveries"]:

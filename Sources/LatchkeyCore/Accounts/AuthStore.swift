@@ -213,9 +213,10 @@ public protocol OutboxStore: Sendable {
 public protocol WebhookStore: Sendable {
     /// `.duplicate` (and nothing written) when an id is taken.
     func enqueueWebhookDeliveries(_ deliveries: [WebhookDelivery]) async throws
-    /// Takes up to `limit` pending deliveries due at `now`, oldest first, hidden from every other caller until
-    /// `leaseUntil`; concurrent callers never get the same one.
-    func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date) async throws -> [WebhookDelivery]
+    /// Takes up to `limit` pending deliveries to `endpoints` due at `now`, oldest first, hidden from every other caller
+    /// until `leaseUntil`; concurrent callers never get the same one. (An instance claims only the endpoints it knows:
+    /// during a rolling change of settings, another instance sends the rest.)
+    func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date, endpoints: [String]) async throws -> [WebhookDelivery]
     /// Records an attempt's outcome (status, attempts, next attempt, last error, finish); a delivery no longer pending
     /// is left as it is.
     func updateWebhookDelivery(_ delivery: WebhookDelivery) async throws
@@ -223,8 +224,8 @@ public protocol WebhookStore: Sendable {
     func webhookDeliveries(status: WebhookDelivery.Status?, limit: Int) async throws -> [WebhookDelivery]
     /// How many deliveries each endpoint has in each status.
     func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount]
-    /// Makes a failed (or pending) delivery due at `at` again, with its attempts counted afresh; false when there is no
-    /// such delivery or it was delivered.
+    /// Makes a failed delivery due at `at` again, with its attempts counted afresh; false when there is no failed
+    /// delivery `id` (a pending one is sent on its schedule, a delivered one not again).
     func retryWebhookDelivery(id: String, at: Date) async throws -> Bool
 }
 

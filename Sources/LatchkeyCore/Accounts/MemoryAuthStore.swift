@@ -382,8 +382,8 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         for delivery in deliveries { webhookDeliveriesByID[delivery.id] = delivery }
     }
 
-    public func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date) -> [WebhookDelivery] {
-        let due = webhookDeliveriesByID.values.filter { $0.status == .pending && $0.nextAttemptAt <= now }
+    public func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date, endpoints: [String]) -> [WebhookDelivery] {
+        let due = webhookDeliveriesByID.values.filter { $0.status == .pending && $0.nextAttemptAt <= now && endpoints.contains($0.endpoint) }
             .sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }.prefix(max(0, limit))
         return due.map { delivery in
             webhookDeliveriesByID[delivery.id]?.nextAttemptAt = leaseUntil
@@ -414,7 +414,7 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
     }
 
     public func retryWebhookDelivery(id: String, at: Date) -> Bool {
-        guard var delivery = webhookDeliveriesByID[id], delivery.status != .delivered else { return false }
+        guard var delivery = webhookDeliveriesByID[id], delivery.status == .failed else { return false }
         (delivery.status, delivery.attempts, delivery.nextAttemptAt, delivery.finishedAt) = (.pending, 0, at, nil)
         webhookDeliveriesByID[id] = delivery
         return true

@@ -35,7 +35,7 @@ public struct AdminKeys: Sendable {
 
     /// What a request's `Authorization` header proves.
     public enum Authentication: Sendable, Equatable {
-        /// No key was ever made (or every one is revoked): the admin API is off.
+        /// No key was ever made: the admin API is off.
         case disabled
         /// No key, a malformed one, or one that is unknown or revoked.
         case refused
@@ -59,7 +59,7 @@ public struct AdminKeys: Sendable {
         if let bearer, Self.isWellFormed(bearer), let key = try await store.adminKey(hash: Self.hash(bearer)), key.revokedAt == nil {
             return .key(key)
         }
-        return try await store.adminKeys().contains { $0.revokedAt == nil } ? .refused : .disabled
+        return try await store.adminKeys().isEmpty ? .disabled : .refused
     }
 
     public static func hash(_ secret: String) -> String { lowercaseHex(SHA256.hash(data: Array(secret.utf8))) }

@@ -34,15 +34,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     }
 
     public func send(_ request: OutboundRequest) async throws(LatchkeyError) -> OutboundResponse {
-        var outbound = HTTPClientRequest(url: request.url)
-        outbound.method = HTTPMethod(rawValue: request.method)
-        for header in request.headers { outbound.headers.add(name: header.name, value: header.value) }
-        if let body = request.body { outbound.body = .bytes(ByteBuffer(bytes: body)) }
         let host = URL(string: request.url)?.host ?? "the provider"
         do {
-            let response = try await client.execute(
-                outbound,
-                timeout: .nanoseconds(Int64(request.timeout.components.seconds * 1_000_000_000 + request.timeout.components.attoseconds / 1_000_000_000)))
+            let response = try await execute(request)
             let body = try await response.body.collect(upTo: maximumResponseBytes)
             var headers: [String: String] = [:]
             for (name, value) in response.headers { headers[name.lowercased()] = value }
@@ -53,6 +47,28 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         } catch {
             throw LatchkeyError(.providerUnavailable, "could not reach \(host): \(Self.shortDescription(error))")
         }
+    }
+
+    /// Sends `request` and answers only its status: the body is read up to ``maximumResponseBytes`` and dropped, and a
+    /// longer one does not make the answer fail (a webhook endpoint's 2xx counts whatever page comes with it).
+    public func status(of request: OutboundRequest) async throws(LatchkeyError) -> Int {
+        do {
+            let response = try await execute(request)
+            _ = try? await response.body.collect(upTo: maximumResponseBytes)
+            return Int(response.status.code)
+        } catch {
+            throw LatchkeyError(.providerUnavailable, "could not reach \(URL(string: request.url)?.host ?? "the endpoint"): \(Self.shortDescription(error))")
+        }
+    }
+
+    private func execute(_ request: OutboundRequest) async throws -> HTTPClientResponse {
+        var outbound = HTTPClientRequest(url: request.url)
+        outbound.method = HTTPMethod(rawValue: request.method)
+        for header in request.headers { outbound.headers.add(name: header.name, value: header.value) }
+        if let body = request.body { outbound.body = .bytes(ByteBuffer(bytes: body)) }
+        return try await client.execute(
+            outbound,
+            timeout: .nanoseconds(Int64(request.timeout.components.seconds * 1_000_000_000 + request.timeout.components.attoseconds / 1_000_000_000)))
     }
 
     private static func shortDescription(_ error: any Error) -> String {
