@@ -337,7 +337,7 @@ extension LatchkeyServer {
         do {
             notification = try await appleNotifications.verify(body: try await request.bytes(limit: AppleNotificationVerifier.maximumBodySize))
         } catch {
-            metrics.notification(type: "unknown", outcome: (error as? LatchkeyError)?.errorCode ?? "invalid_request")
+            metrics.notification(provider: "apple", type: "unknown", outcome: (error as? LatchkeyError)?.errorCode ?? "invalid_request")
             throw error
         }
         let kind: ProviderAccountEvent.Kind =
@@ -352,7 +352,7 @@ extension LatchkeyServer {
             ProviderAccountEvent(
                 id: notification.id, provider: "apple", kind: kind, subject: notification.event.subject,
                 occurredAt: notification.event.eventTime.timeIntervalSince1970 > 0 ? notification.event.eventTime : nil))
-        metrics.notification(type: notification.event.type.description, outcome: "\(outcome)")
+        metrics.notification(provider: "apple", type: notification.event.type.description, outcome: "\(outcome)")
         return JSONBody.response(["status": "\(outcome)"])
     }
 

@@ -32,7 +32,7 @@ extension ServerConfiguration {
     /// | `http.trustForwardedFor` | deprecated: `true` means `http.trustedProxies` = 1 | false |
     /// | `log.level` | `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical` | `info` |
     /// | `log.format` | `text` or `json` (one object a line) | `text` |
-    /// | `apple.validationInterval`, `apple.unreachableGrace`, `apple.validationWait` | seconds | 86400, 259200, 3 |
+    /// | `providers.validationInterval`, `providers.unreachableGrace`, `providers.validationWait` (formerly `apple.*`) | seconds | 86400, 259200, 3 |
     /// | `rateLimit.perIp`, `rateLimit.perSubject` | requests per minute, per instance | 120, 30 |
     /// | `maintenance.interval` | seconds between key reloads, outbox retries and sweeps | 30 |
     /// | `outbox.lease` | seconds an instance holds the owed provider calls it took | 300 |
@@ -75,9 +75,18 @@ extension ServerConfiguration {
         session.refreshAbsoluteLifetime = try Self.double(config, "session.absoluteLifetime") ?? session.refreshAbsoluteLifetime
         session.reuseGraceWindow = try Self.double(config, "session.reuseGrace") ?? session.reuseGraceWindow
         session.unusedSuccessorRecovery = try Self.double(config, "session.unusedSuccessorRecovery") ?? session.unusedSuccessorRecovery
-        session.providerValidationInterval = try Self.double(config, "apple.validationInterval") ?? session.providerValidationInterval
-        session.providerUnreachableGrace = try Self.double(config, "apple.unreachableGrace") ?? session.providerUnreachableGrace
-        session.providerValidationWait = try Self.double(config, "apple.validationWait") ?? session.providerValidationWait
+        // They govern every provider's grants; the apple.* names came first and still work.
+        for (name, value) in [
+            ("validationInterval", \SessionPolicy.providerValidationInterval), ("unreachableGrace", \SessionPolicy.providerUnreachableGrace),
+            ("validationWait", \SessionPolicy.providerValidationWait),
+        ] as [(String, WritableKeyPath<SessionPolicy, TimeInterval>)] {
+            if let seconds = try Self.double(config, ConfigKey("providers." + name)) {
+                session[keyPath: value] = seconds
+            } else if let seconds = try Self.double(config, ConfigKey("apple." + name)) {
+                session[keyPath: value] = seconds
+                warnings.append("setting apple.\(name) is deprecated: it applies to every provider's grants; set providers.\(name) instead")
+            }
+        }
         rateLimit.perClientIP = try Self.int(config, "rateLimit.perIp") ?? rateLimit.perClientIP
         rateLimit.perSubject = try Self.int(config, "rateLimit.perSubject") ?? rateLimit.perSubject
         maintenanceInterval = try Self.double(config, "maintenance.interval") ?? maintenanceInterval
@@ -182,6 +191,11 @@ extension ServerConfiguration {
                 throw setting(
                     "oidc.providers", "has \"\(name.prefix(40))\"; a provider name is up to 32 lower-case letters, digits and dashes, starting with a letter")
             }
+            guard !Self.builtInProviders.contains(name) else {
+                throw setting(
+                    "oidc.providers",
+                    "has \"\(name)\", the name of a built-in provider; name the generic provider otherwise (its sign-ins would take \(name)'s behaviour)")
+            }
             let key = "oidc.\(name)"
             guard let issuer = config.string(forKey: ConfigKey(key + ".issuer")), URL(string: issuer)?.scheme != nil else {
                 throw setting(key + ".issuer", "is missing: set the provider's issuer URL (its discovery document is read from there)")
@@ -210,6 +224,9 @@ extension ServerConfiguration {
             self.dropbox = dropbox
         }
     }
+
+    /// Providers Latchkey knows by name; a generic OpenID Connect provider may not take one.
+    static let builtInProviders: Set<String> = ["apple", "google", "microsoft", "facebook", "dropbox", "passkey"]
 
     /// `clients`: in a JSON file an array of objects; in the environment `LATCHKEY_CLIENTS_0_CLIENT_ID` and so on.
     private mutating func readClients(_ config: ConfigReader) throws(LatchkeyError) {

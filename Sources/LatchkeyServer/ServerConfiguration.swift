@@ -138,9 +138,9 @@ public struct ServerConfiguration: Sendable {
             ("session.idleLifetime", session.refreshIdleLifetime, 60...(10 * year)),
             ("session.absoluteLifetime", session.refreshAbsoluteLifetime, 60...(10 * year)),
             ("session.reuseGrace", session.reuseGraceWindow, 0...300), ("session.unusedSuccessorRecovery", session.unusedSuccessorRecovery, 0...86_400),
-            ("apple.validationInterval", session.providerValidationInterval, 60...(30 * 86_400)),
-            ("apple.unreachableGrace", session.providerUnreachableGrace, 0...(365 * 86_400)),
-            ("apple.validationWait", session.providerValidationWait, 0...60),
+            ("providers.validationInterval", session.providerValidationInterval, 60...(30 * 86_400)),
+            ("providers.unreachableGrace", session.providerUnreachableGrace, 0...(365 * 86_400)),
+            ("providers.validationWait", session.providerValidationWait, 0...60),
             ("maintenance.interval", maintenanceInterval, 1...3600), ("outbox.lease", outboxLease, 5...86_400), ("webhookTimeout", webhookTimeout, 1...60),
         ] as [(String, TimeInterval, ClosedRange<TimeInterval>)] {
             guard value.isFinite, range.contains(value) else {

@@ -42,7 +42,10 @@ public final class ServerMetrics: Sendable {
     func providerCall(_ provider: String, _ operation: String, outcome: String) {
         count("latchkey_provider_calls_total", [("provider", provider), ("operation", operation), ("outcome", outcome)])
     }
-    func notification(type: String, outcome: String) { count("latchkey_apple_notifications_total", [("type", type), ("outcome", outcome)]) }
+    /// A provider's server-to-server notification (Apple's, so far), by provider, type and outcome.
+    func notification(provider: String, type: String, outcome: String) {
+        count("latchkey_provider_notifications_total", [("provider", provider), ("type", type), ("outcome", outcome)])
+    }
     /// `outcome`: `delivered`, `retry` (the attempt failed; another follows) or `failed` (given up).
     func webhookDelivery(type: String, outcome: String) { count("latchkey_webhook_deliveries_total", [("type", type), ("outcome", outcome)]) }
     func webhookPending(_ count: Int) { pendingWebhooks.set(Double(count)) }

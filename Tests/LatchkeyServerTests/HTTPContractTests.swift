@@ -337,7 +337,10 @@ struct ConfigurationTests {
             (["accessToken.lifetime": "5"], "accessToken.lifetime"),
             (["database.maxWriteBatch": "0"], "database.maxWriteBatch"),
             (["database.maxWriteBatch": "10000"], "database.maxWriteBatch"),
-            (["apple.validationWait": "120"], "apple.validationWait"),
+            (["providers.validationWait": "120"], "providers.validationWait"),
+            (["apple.validationWait": "120"], "providers.validationWait"),
+            (["oidc.providers": "google", "oidc.google.issuer": "https://accounts.example.com"], "oidc.providers"),
+            (["oidc.providers": "apple", "oidc.apple.issuer": "https://appleid.example.com"], "oidc.providers"),
             (["encryptionKey": "c2hvcnQ="], "encryption key"),
             (["database.url": "mysql://x"], "database.url"),
             (["apple.teamId": "TEAMID1234"], "apple.keyId"),
@@ -377,12 +380,28 @@ struct ConfigurationTests {
             "mode": "production", "publicUrl": "https://auth.example.com", "encryptionKey": SecretBox.generateKey(),
             "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID, "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"),
             "apple.clientIds": "com.example.app, com.example.web", "database.url": "postgres://u:p@db/latchkey", "session.reuseGrace": "5",
-            "apple.validationWait": "1.5",
+            "providers.validationWait": "1.5", "providers.validationInterval": "43200", "providers.unreachableGrace": "86400",
         ])
         #expect(configuration.apple?.clientIDs == ["com.example.app", "com.example.web"])
         #expect(configuration.issuer == "https://auth.example.com")
         #expect(try read(["publicUrl": "https://auth.example.com/"]).issuer == "https://auth.example.com")
         #expect(configuration.session.reuseGraceWindow == 5)
         #expect(configuration.session.providerValidationWait == 1.5)
+        #expect(configuration.session.providerValidationInterval == 43_200)
+        #expect(configuration.session.providerUnreachableGrace == 86_400)
+        #expect(configuration.warnings.isEmpty)
+    }
+
+    @Test("apple.validationWait and its siblings still work, with a warning naming providers.*; providers.* wins when both are set")
+    func deprecatedValidationSettings() throws {
+        let old = try read(["apple.validationWait": "2", "apple.validationInterval": "7200", "apple.unreachableGrace": "3600"])
+        #expect(old.session.providerValidationWait == 2)
+        #expect(old.session.providerValidationInterval == 7200)
+        #expect(old.session.providerUnreachableGrace == 3600)
+        #expect(old.warnings.count == 3)
+        #expect(old.warnings.allSatisfy { $0.contains("deprecated") && $0.contains("providers.") })
+        let both = try read(["apple.validationWait": "2", "providers.validationWait": "4"])
+        #expect(both.session.providerValidationWait == 4)
+        #expect(both.warnings.isEmpty)
     }
 }
