@@ -215,12 +215,38 @@ public final class LatchkeyClient: Sendable {
     /// token is still the current one, and sends the request once more. Other 401s are returned as they are: a new
     /// token would not change them, and refreshing on each would rotate the session on every call.
     public func data(for request: URLRequest) async throws -> (Data, URLResponse) {
-        let token = try await engine.validAccessToken()
-        let (data, response) = try await transport.send(Self.authorized(request, token))
-        guard response.statusCode == 401, Self.blamesToken(response.value(forHTTPHeaderField: "WWW-Authenticate")) else { return (data, response) }
-        let fresh = try await engine.accessToken(replacing: token)
-        let (retryData, retryResponse) = try await transport.send(Self.authorized(request, fresh))
-        return (retryData, retryResponse)
+        var authorized = request
+        try await authorize(&authorized)
+        let (data, response) = try await transport.send(authorized)
+        guard try await refreshes(after: response, for: authorized) else { return (data, response) }
+        try await authorize(&authorized)
+        return try await transport.send(authorized)
+    }
+
+    // MARK: - Any HTTP stack
+
+    /// Sets `Authorization: Bearer …` on `request` with an access token that is not about to expire (refreshing first
+    /// when needed, one refresh shared by all callers): for Alamofire, swift-openapi-runtime middleware or any other
+    /// HTTP stack. Throws as ``validAccessToken()`` does.
+    public func authorize(_ request: inout URLRequest) async throws {
+        request.setValue("Bearer \(try await engine.validAccessToken())", forHTTPHeaderField: "Authorization")
+    }
+
+    /// After `request`, sent with ``authorize(_:)``, got `response`: true when it should be sent once more, after
+    /// ``authorize(_:)`` again — a 401 whose challenge blames the token (see ``data(for:)``), and a refresh that replaced
+    /// the token it carried (or another caller's refresh already had). False for any other answer, a second 401 of the
+    /// same token, or a session that ended. Never sends the request itself.
+    public func handleUnauthorized(_ response: HTTPURLResponse, for request: URLRequest) async -> Bool {
+        (try? await refreshes(after: response, for: request)) ?? false
+    }
+
+    /// ``handleUnauthorized(_:for:)``, throwing what the refresh threw (``data(for:)`` passes it on).
+    private func refreshes(after response: HTTPURLResponse, for request: URLRequest) async throws -> Bool {
+        guard response.statusCode == 401, Self.blamesToken(response.value(forHTTPHeaderField: "WWW-Authenticate")),
+            let header = request.value(forHTTPHeaderField: "Authorization"), header.hasPrefix("Bearer ")
+        else { return false }
+        let rejected = String(header.dropFirst("Bearer ".count))
+        return try await engine.accessToken(replacing: rejected) != rejected
     }
 
     /// Whether a 401's challenge says the access token itself is the problem.

@@ -67,6 +67,37 @@ struct SignInTests {
         #expect(await fixture.server.resourceRequests == 2)
     }
 
+    @Test("authorize and handleUnauthorized: another HTTP stack gets a bearer, and after a 401 for it one refresh and a go-ahead")
+    func primitivesForOtherHTTPStacks() async throws {
+        let fixture = Fixture()
+        let client = fixture.client(store: InMemoryTokenStore())
+        var request = fixture.resource()
+        await #expect(throws: LatchkeyClientError.notSignedIn) { try await client.authorize(&request) }
+        try await client.signInWithApple(identityToken: "user-4", authorizationCode: nil, rawNonce: "n")
+        try await client.authorize(&request)
+        #expect(request.value(forHTTPHeaderField: "Authorization") == "Bearer \(client.currentAccessToken ?? "")")
+        await fixture.server.rejectIssuedAccessTokens()
+        // The caller's own stack sends it (here: the fake server as a transport).
+        let (_, rejected) = try await fixture.server.send(request)
+        #expect(rejected.statusCode == 401)
+        #expect(await client.handleUnauthorized(rejected, for: request))
+        #expect(await fixture.server.refreshRequests == 1)
+        // Another caller with the same rejected token: the refresh is not repeated, it may go again too.
+        #expect(await client.handleUnauthorized(rejected, for: request))
+        #expect(await fixture.server.refreshRequests == 1)
+        try await client.authorize(&request)
+        #expect(try await fixture.server.send(request).1.statusCode == 200)
+
+        // Not a go-ahead: another status, a challenge that does not blame the token, a request that carried no token.
+        let forbidden = HTTPURLResponse(url: request.url!, statusCode: 403, httpVersion: nil, headerFields: nil)!
+        let scope = HTTPURLResponse(
+            url: request.url!, statusCode: 401, httpVersion: nil, headerFields: ["WWW-Authenticate": #"Bearer error="insufficient_scope""#])!
+        #expect(await !client.handleUnauthorized(forbidden, for: request))
+        #expect(await !client.handleUnauthorized(scope, for: request))
+        #expect(await !client.handleUnauthorized(rejected, for: fixture.resource()))
+        #expect(await fixture.server.refreshRequests == 1)
+    }
+
     @Test func aSecond401IsReturnedNotRetried() async throws {
         let fixture = Fixture()
         let rejectEverything = RejectingTransport(server: fixture.server)
