@@ -25,8 +25,8 @@ public final class LatchkeyClient: Sendable {
     /// One consumer.
     public let events: AsyncStream<SessionEvent>
 
-    private let engine: SessionEngine
-    private let transport: any LatchkeyTransport
+    let engine: SessionEngine
+    let transport: any LatchkeyTransport
     private let snapshot: TokenSnapshot
     /// Browser sign-ins started by ``authorizationURL(provider:clientID:redirectURI:)``, by `state`.
     private let pending = PendingAuthorizations()

@@ -319,7 +319,10 @@ struct ServeEndToEndTests {
             clock.advance(31)
             await #expect(throws: LatchkeyClientError.temporarilyUnavailable) { try await client.validAccessToken() }
             clock.advance(120)
-            _ = try await client.validAccessToken()
+            // On a loaded machine a real connection may fail too: that is the same guarantee, so the test waits it out.
+            try await poll(until: "a refresh once requests are no longer dropped", within: .seconds(30), every: .milliseconds(200)) {
+                (try? await client.validAccessToken()) != nil
+            }
             #expect(try await Self.me(client, server) == 200)
         }
     }

@@ -65,7 +65,10 @@ struct WebhookEventTests {
             let (bobSub, bob) = try await harness.signedIn(email: "bob@example.com")
             #expect(try await harness.emulator.send("POST", "/emulator/users/\(bobSub)/consent-revocation").status == 204)
             try await poll(until: "Apple's notification to delete Bob", within: .seconds(10)) { try await harness.store.user(id: bob.user.id) == nil }
-            #expect(harness.server.metrics.exposition().contains(#"latchkey_provider_notifications_total{provider="apple",type="consent-revoked""#))
+            // Counted once the notification's answer is made, just after its effect.
+            try await poll(until: "the notification to be counted", within: .seconds(10)) {
+                harness.server.metrics.exposition().contains(#"latchkey_provider_notifications_total{provider="apple",type="consent-revoked""#)
+            }
             // Jane's first refresh token comes back after its successor was used.
             let first = try await harness.refresh(jane.refreshToken).decode(TokenPairResponse.self)
             #expect(try await harness.refresh(first.refreshToken).status == 200)

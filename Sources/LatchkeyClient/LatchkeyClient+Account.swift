@@ -1,0 +1,107 @@
+import Foundation
+public import LatchkeyModels
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The signed-in user's account: profile, sessions, linked providers, deletion.
+extension LatchkeyClient {
+    /// The user as the server has them now (`GET /v1/me`), with their identities and the claims the app's backend set.
+    public func user() async throws -> UserResponse {
+        try await call("GET", "v1/me", as: UserResponse.self)
+    }
+
+    /// The user's live sessions (`GET /v1/me/sessions`); `current` marks this one.
+    public func sessions() async throws -> [SessionResponse] {
+        struct Sessions: Decodable { let sessions: [SessionResponse] }
+        return try await call("GET", "v1/me/sessions", as: Sessions.self).sessions
+    }
+
+    /// Ends one of the user's sessions, another device's say (`DELETE /v1/me/sessions/{id}`).
+    public func revokeSession(id: String) async throws {
+        _ = try await call("DELETE", "v1/me/sessions/" + Self.pathSegment(id), as: Empty.self)
+    }
+
+    /// Signs out here and, with `everywhere`, on every device (`POST /v1/logout` with `{"all": true}`): the local
+    /// session ends in any case; the server is told when it can be reached.
+    public func signOut(everywhere: Bool) async {
+        guard everywhere else { return await signOut() }
+        var request = URLRequest(url: baseURL.appendingPathComponent("v1/logout"), timeoutInterval: 10)
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(#"{"all":true}"#.utf8)
+        _ = try? await data(for: request)
+        await signOut()
+    }
+
+    /// Deletes the account (`DELETE /v1/me`), as the App Store requires apps to offer: the server revokes every
+    /// provider's grant and deletes the user. The session here ends whatever the network does; an error says the
+    /// server did not confirm the deletion (ask the user to try again).
+    public func deleteAccount() async throws {
+        do {
+            _ = try await call("DELETE", "v1/me", as: Empty.self)
+        } catch {
+            await signOut()
+            throw error
+        }
+        await signOut()
+    }
+
+    /// Links another provider account with its ID token (`POST /v1/me/identities/{provider}`); the user as they are
+    /// afterwards. `identity_in_use` when another user has it.
+    @discardableResult
+    public func linkIdentity(provider: String, idToken: String, rawNonce: String? = nil) async throws -> UserResponse {
+        try await call(
+            "POST", "v1/me/identities/" + Self.pathSegment(provider), body: ProviderSignInRequest(idToken: idToken, rawNonce: rawNonce), as: UserResponse.self)
+    }
+
+    /// Links another provider account with an authorization code the app got with PKCE.
+    @discardableResult
+    public func linkIdentity(provider: String, authorizationCode: String, codeVerifier: String, redirectUri: String) async throws -> UserResponse {
+        let body = ProviderSignInRequest(authorizationCode: authorizationCode, codeVerifier: codeVerifier, redirectUri: redirectUri)
+        return try await call("POST", "v1/me/identities/" + Self.pathSegment(provider), body: body, as: UserResponse.self)
+    }
+
+    /// Unlinks one of the user's provider accounts, never the last (`last_identity`).
+    @discardableResult
+    public func unlinkIdentity(provider: String, subject: String) async throws -> UserResponse {
+        try await call("DELETE", "v1/me/identities/\(Self.pathSegment(provider))/\(Self.pathSegment(subject))", as: UserResponse.self)
+    }
+
+    // MARK: - Calls
+
+    private struct Empty: Decodable {}
+
+    /// A signed-in call (with the 401-aware retry of ``data(for:)``); a non-2xx answer is ``LatchkeyClientError/rejected``.
+    private func call<Answer: Decodable>(_ method: String, _ path: String, body: (some Encodable)? = Optional<String>.none, as type: Answer.Type)
+        async throws -> Answer
+    {
+        var request = URLRequest(url: URL(string: Self.issuer(of: baseURL) + "/" + path)!, timeoutInterval: 30)
+        request.httpMethod = method
+        if let body {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try JSONEncoder().encode(body)
+        }
+        let (data, response) = try await self.data(for: request)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard (200..<300).contains(status) else {
+            throw LatchkeyClientError.rejected(status: status, try? JSONDecoder().decode(OAuthErrorResponse.self, from: data))
+        }
+        if Answer.self == Empty.self { return Empty() as! Answer }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        do {
+            return try decoder.decode(Answer.self, from: data)
+        } catch {
+            throw LatchkeyClientError.invalidResponse("HTTP \(status) from \(method) /\(path) is not the answer it documents")
+        }
+    }
+
+    /// One path segment, percent-encoded (subjects may hold `|` or `/`).
+    static func pathSegment(_ value: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "/?#")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+    }
+}

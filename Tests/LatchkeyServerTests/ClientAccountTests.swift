@@ -1,0 +1,71 @@
+import Foundation
+import LatchkeyClient
+import LatchkeyCore
+import LatchkeyModels
+import LatchkeyTestSupport
+import Testing
+
+/// LatchkeyClient's account API against a real server: what an app's settings screen does.
+@Suite("Client: the account API against a real server")
+struct ClientAccountTests {
+    /// A client signed in with Apple (a new emulator user), its store in a fresh file.
+    static func signedInClient(_ harness: ServerHarness) async throws -> (LatchkeyClient, sub: String) {
+        let sub = try await harness.emulator.createUser(email: "settings@example.com")
+        let nonce = AppleNonce()
+        let minted = try await harness.emulator.nativeSignIn(sub: sub, nonce: nonce.sha256)
+        let file = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("latchkey-client-\(UUID().uuidString).json")
+        let client = LatchkeyClient(baseURL: try #require(URL(string: harness.baseURL)), tokenStore: FileTokenStore(url: file))
+        try await client.signInWithApple(identityToken: minted.identityToken, authorizationCode: minted.code, rawNonce: nonce.raw)
+        return (client, sub)
+    }
+
+    @Test("user, sessions, revoking another device's session, linking and unlinking Google, never the last identity")
+    func settingsScreen() async throws {
+        try await ServerHarness.with { harness in
+            let (client, sub) = try await Self.signedInClient(harness)
+            let user = try await client.user()
+            #expect(user.identities.map(\.provider) == ["apple"])
+            // Another device.
+            let other = try await harness.signIn(sub: sub, withCode: false).decode(SignInResponse.self)
+            let sessions = try await client.sessions()
+            #expect(sessions.count == 2)
+            #expect(sessions.filter(\.current).count == 1)
+            let otherID = try #require(sessions.first { !$0.current }?.id)
+            try await client.revokeSession(id: otherID)
+            #expect(try await harness.refresh(other.refreshToken).error == "invalid_grant")
+            #expect(try await client.sessions().count == 1)
+            let missing = await #expect(throws: LatchkeyClientError.rejected) { try await client.revokeSession(id: "no/such session") }
+            #expect(missing?.statusCode == 404)
+
+            let verifier = PKCE.makeVerifier()
+            let code = try await harness.googleCode(email: "settings.g@example.com", verifier: verifier)
+            let linked = try await client.linkIdentity(
+                provider: "google", authorizationCode: code, codeVerifier: verifier, redirectUri: EmulatorHarness.redirectURI)
+            #expect(linked.identities.map(\.provider).sorted() == ["apple", "google"])
+            let google = try #require(linked.identities.first { $0.provider == "google" })
+            let unlinked = try await client.unlinkIdentity(provider: "google", subject: google.subject)
+            #expect(unlinked.identities.map(\.provider) == ["apple"])
+            let last = await #expect(throws: LatchkeyClientError.rejected) { try await client.unlinkIdentity(provider: "apple", subject: sub) }
+            #expect(last?.serverError?.error == "last_identity")
+        }
+    }
+
+    @Test("deleteAccount: the server deletes the user and the local session ends; signOut(everywhere:) ends every device's")
+    func deletionAndSignOut() async throws {
+        try await ServerHarness.with { harness in
+            let (client, sub) = try await Self.signedInClient(harness)
+            let other = try await harness.signIn(sub: sub, withCode: false).decode(SignInResponse.self)
+            await client.signOut(everywhere: true)
+            #expect(client.currentAccessToken == nil)
+            #expect(try await harness.refresh(other.refreshToken).error == "invalid_grant")
+            await #expect(throws: LatchkeyClientError.notSignedIn) { try await client.user() }
+
+            let (again, _) = try await Self.signedInClient(harness)
+            let id = try await again.user().id
+            try await again.deleteAccount()
+            #expect(again.currentAccessToken == nil)
+            #expect(try await harness.store.user(id: id) == nil)
+            await #expect(throws: LatchkeyClientError.notSignedIn) { try await again.deleteAccount() }
+        }
+    }
+}
