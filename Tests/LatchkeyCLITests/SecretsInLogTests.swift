@@ -14,6 +14,8 @@ struct SecretsInLogTests {
         "facebook": "facebook-secret-4a8c62e0b9",
         "dropbox": "dropbox-secret-8e1b57d3f6",
         "client": "confidential-client-secret-5c9a",
+        // A webhook endpoint's secret, and (checked below) its key without the prefix.
+        "webhook": "whsec_d2ViaG9vay1zaWduaW5nLWtleS0zMi1ieXRlcy1sb25nISE=",
     ]
 
     /// The private key's base64 lines: any one of them in the log gives part of the key away.
@@ -21,7 +23,9 @@ struct SecretsInLogTests {
         Fixtures.p8.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("-----") && $0.count >= 16 }
     }
 
-    @Test("serve at trace, text and JSON: the log never holds the encryption key, the .p8 key or any client secret", arguments: ["text", "json"])
+    @Test(
+        "serve at trace, text and JSON: the log never holds the encryption key, the .p8 key, any client secret or a webhook secret",
+        arguments: ["text", "json"])
     func noSecretInLog(format: String) async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -41,14 +45,16 @@ struct SecretsInLogTests {
             "clients": [
                 ["clientId": "web", "redirectUris": "https://app.example.com/cb", "type": "confidential", "clientSecret": Self.secrets["client"]!]
             ],
+            "webhooks": [["url": nowhere + "/hooks", "secret": Self.secrets["webhook"]!]],
         ]
         try CLI.write(config, to: directory + "/latchkey.json")
         _ = try await CLI.run(["migrate", "--config", directory + "/latchkey.json"], directory: directory)
         let log = try await Self.serveOnce(config: directory + "/latchkey.json", directory: directory)
         #expect(log.contains("Latchkey listening"), "serve did not start: \(log.suffix(2000))")
         // The test means something only if trace lines were written, services' among them.
-        #expect(log.contains("trace") && log.contains("MaintenanceService"), "\(log.suffix(2000))")
+        #expect(log.contains("trace") && log.contains("MaintenanceService") && log.contains("WebhookDeliveryService"), "\(log.suffix(2000))")
         for (name, secret) in Self.secrets { #expect(!log.contains(secret), "the \(name) secret is in the log") }
+        #expect(!log.contains(Self.secrets["webhook"]!.dropFirst("whsec_".count)), "the webhook signing key is in the log")
         for line in Self.privateKeyLines { #expect(!log.contains(line), "a line of the Apple private key is in the log") }
     }
 
