@@ -171,6 +171,7 @@ let package = Package(
                 "LatchkeyEmulator",
                 "LatchkeyStore",
                 "LatchkeyServer",
+                "LatchkeyBackend",
                 "CMallocTuning",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

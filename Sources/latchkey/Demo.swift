@@ -4,6 +4,7 @@ import Configuration
 import Crypto
 import Foundation
 import Hummingbird
+import LatchkeyBackend
 import LatchkeyCore
 import LatchkeyEmulator
 import LatchkeyModels
@@ -176,7 +177,7 @@ struct Demo: AsyncParsableCommand {
             let userID = viaGoogle.child("user")["id"]
             if let heard = await backend.waitFor(type: "user.deleted", userID: userID) {
                 say.detail(
-                    "the app's backend got webhook user.deleted (reason \(heard.reason), signature verified, webhook-id \(heard.id.prefix(16))…) and deletes Jane's data too"
+                    "the app's backend got webhook user.deleted (reason \(heard.reason ?? "none"), signature verified, webhook-id \(heard.id.prefix(16))…) and deletes Jane's data too"
                 )
             } else {
                 say.detail("the app's backend did not get user.deleted within 10 s (latchkey webhooks list shows why)")
@@ -282,35 +283,23 @@ struct Narrator {
 
 /// The demo app's backend: receives Latchkey's webhooks on loopback and keeps those whose signature verifies.
 final class DemoBackend: Sendable {
-    struct Heard: Sendable {
-        let id: String
-        let type: String
-        let userID: String
-        let reason: String
-    }
-
     let secret = WebhookEndpoint.generateSecret()
     private let port = Mutex(0)
-    private let heard = Mutex<[Heard]>([])
+    private let heard = Mutex<[LatchkeyWebhookEvent]>([])
     private let task = Mutex<Task<Void, any Error>?>(nil)
 
     var url: String { "http://127.0.0.1:\(port.withLock { $0 })/webhooks" }
 
     static func start(logger: Logger) async throws -> DemoBackend {
         let backend = DemoBackend()
-        let key = try WebhookEndpoint.signingKey(Secret(backend.secret)).get()
+        // What an app's Swift backend would use: LatchkeyBackend's verifier.
+        let verifier = try WebhookVerifier(secret: backend.secret)
         let router = Router()
         router.post("/webhooks") { request, _ -> HTTPResponse.Status in
-            let body = String(buffer: try await request.body.collect(upTo: 64 * 1024))
-            let header = { (name: String) in request.headers.first { $0.name.canonicalName == name }?.value ?? "" }
-            guard let timestamp = Int(header("webhook-timestamp")),
-                WebhookSignature.verify(messageID: header("webhook-id"), timestamp: timestamp, body: body, header: header("webhook-signature"), key: key),
-                let event = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], let data = event["data"] as? [String: Any]
-            else { return .badRequest }
-            let heard = Heard(
-                id: header("webhook-id"), type: event["type"] as? String ?? "", userID: data["userId"] as? String ?? "",
-                reason: data["reason"] as? String ?? "")
-            backend.heard.withLock { $0.append(heard) }
+            let body = try await request.body.collect(upTo: 64 * 1024)
+            let headers = Dictionary(request.headers.map { ($0.name.canonicalName, $0.value) }, uniquingKeysWith: { first, _ in first })
+            guard let event = try? verifier.verify(body: body.readableBytesView, headers: headers) else { return .badRequest }
+            backend.heard.withLock { $0.append(event) }
             return .noContent
         }
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -325,7 +314,7 @@ final class DemoBackend: Sendable {
     }
 
     /// The first verified event of `type` for `userID`, waiting up to 10 s (deliveries go out about once a second).
-    func waitFor(type: String, userID: String) async -> Heard? {
+    func waitFor(type: String, userID: String) async -> LatchkeyWebhookEvent? {
         for _ in 0..<100 {
             if let found = heard.withLock({ $0.first { $0.type == type && $0.userID == userID } }) { return found }
             try? await Task.sleep(for: .milliseconds(100))
@@ -337,5 +326,13 @@ final class DemoBackend: Sendable {
         let running = task.withLock { $0 }
         running?.cancel()
         _ = try? await running?.value
+    }
+}
+
+extension LatchkeyWebhookEvent {
+    /// `data.reason` as text (`user.deleted` has one).
+    fileprivate var reason: String? {
+        if case .string(let reason)? = data["reason"] { return reason }
+        return nil
     }
 }
