@@ -85,17 +85,9 @@ extension LatchkeyClient {
         }
         let (data, response) = try await self.data(for: request)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        guard (200..<300).contains(status) else {
-            throw LatchkeyClientError.rejected(status: status, try? JSONDecoder().decode(OAuthErrorResponse.self, from: data))
-        }
-        if Answer.self == Empty.self { return Empty() as! Answer }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        do {
-            return try decoder.decode(Answer.self, from: data)
-        } catch {
-            throw LatchkeyClientError.invalidResponse("HTTP \(status) from \(method) /\(path) is not the answer it documents")
-        }
+        // A success whose body the caller does not need (a 204, say) decodes from an empty object.
+        let body = Answer.self == Empty.self && (200..<300).contains(status) ? Data("{}".utf8) : data
+        return try Self.answer(Answer.self, body, status: status, describing: "the answer \(method) /\(path) documents")
     }
 
     /// One path segment, percent-encoded (subjects may hold `|` or `/`).

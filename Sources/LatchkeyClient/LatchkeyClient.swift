@@ -93,21 +93,25 @@ public final class LatchkeyClient: Sendable {
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = try JSONEncoder().encode(body)
         let (data, response) = try await transport.send(request)
-        guard (200..<300).contains(response.statusCode) else {
-            throw LatchkeyClientError.rejected(status: response.statusCode, try? JSONDecoder().decode(OAuthErrorResponse.self, from: data))
-        }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        let signIn: SignInResponse
-        do {
-            signIn = try decoder.decode(SignInResponse.self, from: data)
-        } catch {
-            throw LatchkeyClientError.invalidResponse("HTTP \(response.statusCode) without a sign-in response")
-        }
+        let signIn = try Self.answer(SignInResponse.self, data, status: response.statusCode, describing: "a sign-in response")
         let tokens = TokenPairResponse(
             accessToken: signIn.accessToken, tokenType: signIn.tokenType, expiresIn: signIn.expiresIn, refreshToken: signIn.refreshToken)
         await engine.signedIn(tokens, userID: signIn.user.id)
         return SignedIn(user: signIn.user, isNewUser: signIn.isNewUser)
+    }
+
+    /// A 2xx answer's body as `Answer`; any other status is ``LatchkeyClientError/rejected``, with the server's error.
+    static func answer<Answer: Decodable>(_ type: Answer.Type, _ data: Data, status: Int, describing what: String) throws -> Answer {
+        guard (200..<300).contains(status) else {
+            throw LatchkeyClientError.rejected(status: status, try? JSONDecoder().decode(OAuthErrorResponse.self, from: data))
+        }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        do {
+            return try decoder.decode(Answer.self, from: data)
+        } catch {
+            throw LatchkeyClientError.invalidResponse("HTTP \(status) without \(what)")
+        }
     }
 
     // MARK: - The browser flow
@@ -165,18 +169,13 @@ public final class LatchkeyClient: Sendable {
             ("code_verifier", authorization.verifier),
         ])
         let (body, response) = try await transport.send(request)
-        guard (200..<300).contains(response.statusCode) else {
-            throw LatchkeyClientError.rejected(status: response.statusCode, try? JSONDecoder().decode(OAuthErrorResponse.self, from: body))
-        }
         struct OAuthTokens: Decodable {
             let access_token: String
             let token_type: String
             let expires_in: Int
             let refresh_token: String
         }
-        guard let tokens = try? JSONDecoder().decode(OAuthTokens.self, from: body) else {
-            throw LatchkeyClientError.invalidResponse("HTTP \(response.statusCode) without RFC 6749 tokens")
-        }
+        let tokens = try Self.answer(OAuthTokens.self, body, status: response.statusCode, describing: "RFC 6749 tokens")
         await engine.signedIn(
             TokenPairResponse(accessToken: tokens.access_token, tokenType: tokens.token_type, expiresIn: tokens.expires_in, refreshToken: tokens.refresh_token),
             userID: nil)
