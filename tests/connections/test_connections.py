@@ -6,75 +6,24 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import socket
-import subprocess
-import tempfile
-import threading
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-DEFAULT_BIN = str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "latchkey")
-LISTENING = re.compile(r"Latchkey listening on http://127\.0\.0\.1:(\d+)")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from latchkey_process import serve as serve_latchkey  # noqa: E402
 
 
 @contextmanager
 def serve(settings: dict[str, str], dev: bool = False, open_files: int | None = None):
-    """A `latchkey serve` (development mode, SQLite in a fresh folder) with `settings` in its environment; yields
-    (port, process)."""
-    binary = os.environ.get("LATCHKEY_BIN", DEFAULT_BIN)
-    if not os.access(binary, os.X_OK):
-        pytest.fail(f"latchkey binary not found: {binary} (set LATCHKEY_BIN)")
-    port = free_port()
-    arguments = [binary, "serve", "--port", str(port)]
-    if dev:
-        arguments += ["--dev", "--emulator-port", str(free_port())]
-
-    def limit_files() -> None:
-        if open_files is not None:
-            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))
-
-    with tempfile.TemporaryDirectory(prefix="latchkey-connections-") as folder:
-        environment = {key: value for key, value in os.environ.items() if not key.startswith("LATCHKEY_")}
-        environment.update({"LATCHKEY_DATABASE_URL": os.path.join(folder, "db.sqlite"), "LATCHKEY_LOG_LEVEL": "warning"})
-        environment.update(settings)
-        process = subprocess.Popen(
-            arguments, cwd=folder, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, bufsize=1, preexec_fn=limit_files,
-        )
-        output: list[str] = []
-        ready = threading.Event()
-
-        def pump() -> None:
-            for line in process.stdout:
-                output.append(line)
-                if LISTENING.search(line):
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        try:
-            if not ready.wait(60) or process.poll() is not None:
-                pytest.fail("serve did not start:\n" + "".join(output))
-            yield port, process
-        finally:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        assert not any("Too many open files" in line for line in output), "".join(output)
+    """The shared `serve`, yielding (port, process); no line of its output may say it ran out of descriptors."""
+    with serve_latchkey(settings, dev=dev, open_files=open_files, prefix="latchkey-connections-") as served:
+        yield served.port, served.process
+    assert not any("Too many open files" in line for line in served.output), "".join(served.output)
 
 
 def request(port: int, raw: bytes, timeout: float = 10.0) -> tuple[int, dict]:

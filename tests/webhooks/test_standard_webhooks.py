@@ -8,12 +8,9 @@ import base64
 import datetime
 import hashlib
 import json
-import os
-import re
 import secrets
-import socket
 import subprocess
-import tempfile
+import sys
 import threading
 import time
 import urllib.error
@@ -25,15 +22,10 @@ from pathlib import Path
 import pytest
 from standardwebhooks import Webhook
 
-BINARY = os.environ.get("LATCHKEY_BIN", str(Path(__file__).resolve().parents[2] / ".build" / "debug" / "latchkey"))
-LISTENING = re.compile(r"Latchkey listening on http://127\.0\.0\.1:(\d+)")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from latchkey_process import binary, serve  # noqa: E402
+
 CLIENT_ID = "com.example.app"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Receiver:
@@ -109,42 +101,15 @@ def post(url: str, body: dict | None = None, bearer: str | None = None, method: 
 def dev_server():
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     receiver = Receiver(secret, refuse=1)
-    port, emulator_port = free_port(), free_port()
-    with tempfile.TemporaryDirectory(prefix="latchkey-webhooks-") as folder:
-        environment = {key: value for key, value in os.environ.items() if not key.startswith("LATCHKEY_")}
-        environment.update({
-            "LATCHKEY_WEBHOOKS_0_URL": receiver.url, "LATCHKEY_WEBHOOKS_0_SECRET": secret, "LATCHKEY_SESSION_REUSE_GRACE": "0",
-            "LATCHKEY_LOG_LEVEL": "warning",
-        })
-        process = subprocess.Popen(
-            [BINARY, "serve", "--dev", "--port", str(port), "--emulator-port", str(emulator_port)], cwd=folder, env=environment,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-        )
-        output: list[str] = []
-        ready = threading.Event()
-
-        def pump() -> None:
-            for line in process.stdout:
-                output.append(line)
-                if LISTENING.search(line):
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        try:
-            if not ready.wait(60) or process.poll() is not None:
-                pytest.fail("serve --dev did not start:\n" + "".join(output))
+    settings = {"LATCHKEY_WEBHOOKS_0_URL": receiver.url, "LATCHKEY_WEBHOOKS_0_SECRET": secret, "LATCHKEY_SESSION_REUSE_GRACE": "0"}
+    try:
+        with serve(settings, dev=True, prefix="latchkey-webhooks-") as served:
             yield {
-                "server": f"http://127.0.0.1:{port}", "emulator": f"http://127.0.0.1:{emulator_port}", "receiver": receiver,
-                "folder": folder, "environment": environment, "output": output,
+                "server": served.url, "emulator": f"http://127.0.0.1:{served.emulator_port}", "receiver": receiver, "folder": served.folder,
+                "environment": served.environment,
             }
-        finally:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-            receiver.server.shutdown()
+    finally:
+        receiver.server.shutdown()
 
 
 def sign_in(emulator: str, server: str) -> dict:
@@ -201,7 +166,7 @@ def test_every_delivery_verifies_with_the_reference_library(dev_server) -> None:
 
     # `latchkey webhooks test 0` reaches the same endpoint, signed the same way.
     result = subprocess.run(
-        [BINARY, "webhooks", "test", "0", "--json"], cwd=dev_server["folder"], env=dev_server["environment"], capture_output=True, text=True, timeout=60)
+        [binary(), "webhooks", "test", "0", "--json"], cwd=dev_server["folder"], env=dev_server["environment"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr + result.stdout
     answer = json.loads(result.stdout)
     assert answer["delivered"] is True and answer["status"] == 204, answer
