@@ -147,7 +147,7 @@ struct RateLimitMiddleware: RouterMiddleware {
         // The matched route, not the raw path: the router also serves `//v1/token` and `/v1/token/` there.
         let path = context.endpointPath ?? request.uri.path
         if Self.callsProviders(request.method, path) {
-            let client = clientAddress(request, context) ?? "unknown"
+            let client = trustedProxies.clientAddress(request, context) ?? "unknown"
             if let wait = limiter.check("ip:" + client) {
                 throw APIError(
                     status: .tooManyRequests, code: "rate_limited", description: "too many requests from this address; retry in \(wait) s",
@@ -166,10 +166,14 @@ struct RateLimitMiddleware: RouterMiddleware {
         }
     }
 
-    func clientAddress(_ request: Request, _ context: Context) -> String? {
-        guard trustedProxies != .none else { return context.clientAddress }
+}
+
+extension TrustedProxies {
+    /// The client of `request`: the connection's peer, or behind these proxies the address they forwarded.
+    func clientAddress(_ request: Request, _ context: LatchkeyRequestContext) -> String? {
+        guard self != .none else { return context.clientAddress }
         let forwarded = request.headers[values: .xForwardedFor].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
-        return trustedProxies.clientAddress(peer: context.clientAddress, forwardedFor: forwarded)
+        return clientAddress(peer: context.clientAddress, forwardedFor: forwarded)
     }
 }
 

@@ -384,7 +384,6 @@ extension LatchkeyServer {
 extension LatchkeyServer {
     /// The client's address (behind trusted proxies, the one they forwarded) and user agent.
     func origin(_ request: Request, _ context: LatchkeyRequestContext) -> RequestOrigin {
-        let limits = RateLimitMiddleware(limiter: ipLimiter, trustedProxies: configuration.trustedProxies)
-        return RequestOrigin(ip: limits.clientAddress(request, context), userAgent: request.headers[.userAgent])
+        RequestOrigin(ip: configuration.trustedProxies.clientAddress(request, context), userAgent: request.headers[.userAgent])
     }
 }
