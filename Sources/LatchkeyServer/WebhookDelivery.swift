@@ -58,27 +58,30 @@ public struct WebhookDispatcher: Sendable {
         self.logger = logger
     }
 
-    /// The lease on a claimed delivery: past the attempt's timeout, so another instance retries only after this one died.
-    var lease: TimeInterval { Double(timeout.components.seconds) + 50 }
+    /// The lease on a claimed group of `count` deliveries: long enough for all of them to be attempted, ``concurrency``
+    /// at a time, each within the timeout, and a margin; another instance retries them only after this one died.
+    func lease(for count: Int) -> TimeInterval {
+        Double(timeout.components.seconds) * Double((count + Self.concurrency - 1) / Self.concurrency) + 50
+    }
 
     /// Attempts every delivery due now (up to `limit`), ``concurrency`` at a time; returns how many were attempted.
-    /// Each group is claimed just before it is sent, so no attempt starts after its lease (one attempt's timeout and a
-    /// margin) has run out and another instance has taken it.
+    /// They are claimed in one step, with a lease that covers every attempt of the group (see ``lease(for:)``).
     @discardableResult
     public func deliverDue(limit: Int = 64) async throws -> Int {
-        let urls = Array(endpoints.keys)
-        var attempted = 0
-        while attempted < limit {
-            let now = timeSource.now
-            let due = try await store.claimDueWebhookDeliveries(
-                now: now, limit: min(Self.concurrency, limit - attempted), leaseUntil: now.addingTimeInterval(lease), endpoints: urls)
-            await withTaskGroup(of: Void.self) { group in
-                for delivery in due { group.addTask { await self.attemptAndRecord(delivery) } }
+        let now = timeSource.now
+        let due = try await store.claimDueWebhookDeliveries(
+            now: now, limit: limit, leaseUntil: now.addingTimeInterval(lease(for: limit)), endpoints: Array(endpoints.keys))
+        await withTaskGroup(of: Void.self) { group in
+            var waiting = due[...]
+            for _ in 0..<Self.concurrency {
+                guard let next = waiting.popFirst() else { break }
+                group.addTask { await self.attemptAndRecord(next) }
             }
-            attempted += due.count
-            if due.count < Self.concurrency { break }
+            while await group.next() != nil {
+                if let next = waiting.popFirst() { group.addTask { await self.attemptAndRecord(next) } }
+            }
         }
-        return attempted
+        return due.count
     }
 
     private func attemptAndRecord(_ delivery: WebhookDelivery) async {
