@@ -12,7 +12,9 @@ let testSwiftSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny"
 
 let package = Package(
     name: "Latchkey",
-    platforms: [.macOS(.v14), .iOS(.v17)],
+    // The client SDK and the models run on iOS 17 (they use NSLock, never Mutex or Atomic: a test holds them to it); the
+    // server-side modules use Mutex and Atomic, which macOS has from 15.
+    platforms: [.macOS(.v15), .iOS(.v17)],
     products: [
         .library(name: "LatchkeyModels", targets: ["LatchkeyModels"]),
         .library(name: "LatchkeyCore", targets: ["LatchkeyCore"]),
@@ -45,6 +47,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.4.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.0"),
+        // `swift package generate-documentation`: the DocC catalogs of LatchkeyClient and LatchkeyBackend.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         .target(

@@ -8,7 +8,8 @@ public import Foundation
     import Darwin
 #endif
 
-/// A ``TokenStore`` in one JSON file, readable only by its owner (mode 0600).
+/// A ``TokenStore`` in one JSON file, readable only by its owner (mode 0600). On Apple platforms the file is
+/// readable after the first unlock (`completeUntilFirstUserAuthentication`) and left out of backups.
 ///
 /// Writes replace the file atomically (a temporary file renamed over it), and each compare-and-swap holds an
 /// exclusive `flock` on a `.lock` file beside it, so an app and its extensions can share one file in an
@@ -74,6 +75,8 @@ public struct FileTokenStore: TokenStore {
             unlink(temporary)
             throw error
         }
+        // After the rename: the attributes belong to the file that now has the name.
+        Self.protect(url)
     }
 
     private static func posixError(_ operation: String) -> any Error {
@@ -81,3 +84,10 @@ public struct FileTokenStore: TokenStore {
     }
 
 }
+
+#if !canImport(Darwin)
+    extension FileTokenStore {
+        /// No file protection classes or backups to opt out of here.
+        static func protect(_ url: URL) {}
+    }
+#endif

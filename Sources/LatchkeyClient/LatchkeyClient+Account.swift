@@ -7,9 +7,12 @@ public import LatchkeyModels
 
 /// The signed-in user's account: profile, sessions, linked providers, deletion.
 extension LatchkeyClient {
-    /// The user as the server has them now (`GET /v1/me`), with their identities and the claims the app's backend set.
-    public func user() async throws -> UserResponse {
-        try await call("GET", "v1/me", as: UserResponse.self)
+    /// The user as the server has them now (`GET /v1/me`), with their identities and the claims the app's backend set;
+    /// also kept as ``currentUser`` (and in ``state``).
+    public func user() async throws -> LatchkeyUser {
+        let user = try await call("GET", "v1/me", as: LatchkeyUser.self)
+        await engine.described(user)
+        return user
     }
 
     /// The user's live sessions (`GET /v1/me/sessions`); `current` marks this one.
@@ -23,18 +26,6 @@ extension LatchkeyClient {
         _ = try await call("DELETE", "v1/me/sessions/" + Self.pathSegment(id), as: Empty.self)
     }
 
-    /// Signs out here and, with `everywhere`, on every device (`POST /v1/logout` with `{"all": true}`): the local
-    /// session ends in any case; the server is told when it can be reached.
-    public func signOut(everywhere: Bool) async {
-        guard everywhere else { return await signOut() }
-        var request = URLRequest(url: baseURL.appendingPathComponent("v1/logout"), timeoutInterval: 10)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(#"{"all":true}"#.utf8)
-        _ = try? await data(for: request)
-        await signOut()
-    }
-
     /// Deletes the account (`DELETE /v1/me`), as the App Store requires apps to offer: the server revokes every
     /// provider's grant and deletes the user. The session here ends whatever the network does; an error says the
     /// server did not confirm the deletion (ask the user to try again).
@@ -45,7 +36,8 @@ extension LatchkeyClient {
             await signOut()
             throw error
         }
-        await signOut()
+        // The server ended every session with the user: there is nothing to log out of.
+        _ = await engine.signOut()
     }
 
     /// Links another provider account with its ID token (`POST /v1/me/identities/{provider}`); the user as they are

@@ -13,45 +13,80 @@ public import LatchkeyModels
 ///
 /// ```swift
 /// let client = LatchkeyClient(baseURL: server, tokenStore: FileTokenStore(url: container.appendingPathComponent("session.json")))
-/// // credential: the ASAuthorizationAppleIDCredential of a request whose nonce was nonce.sha256
-/// try await client.signInWithApple(identityToken: credential.identityToken, authorizationCode: credential.code, rawNonce: nonce.raw)
+/// // From the ASAuthorizationAppleIDCredential of a request whose nonce was nonce.sha256:
+/// let identityToken = String(decoding: credential.identityToken ?? Data(), as: UTF8.self)
+/// let code = credential.authorizationCode.map { String(decoding: $0, as: UTF8.self) }
+/// try await client.signInWithApple(identityToken: identityToken, authorizationCode: code, rawNonce: nonce.raw, fullName: credential.fullName)
 /// let (data, _) = try await client.data(for: URLRequest(url: server.appendingPathComponent("v1/me")))
 /// ```
 public final class LatchkeyClient: Sendable {
     /// The Latchkey server, e.g. `https://auth.example.com`.
     public let baseURL: URL
-    /// What happens to the session; the first event is the stored state (``SessionEvent/signedIn``,
-    /// ``SessionEvent/sessionEnded(_:)`` with ``SessionEndReason/noStoredSession``, or ``SessionEvent/storageUnavailable``).
-    /// One consumer.
-    public let events: AsyncStream<SessionEvent>
+
+    /// What happens to the session, for this subscriber: each read of `events` is a new stream. It starts with the
+    /// event that describes the present (``SessionEvent/signedIn``, ``SessionEvent/sessionEnded(_:)`` — with
+    /// ``SessionEndReason/noStoredSession`` at launch — or ``SessionEvent/storageUnavailable``), then follows.
+    public var events: AsyncStream<SessionEvent> { broadcast.events() }
+
+    /// Whether someone is signed in, and who, now.
+    public var state: SessionState {
+        get async { await engine.state }
+    }
+
+    /// The state for this caller: the current ``SessionState`` first, then every change. Each call is a new stream;
+    /// it ends when the task iterating it is cancelled.
+    public func states() -> AsyncStream<SessionState> { broadcast.states() }
+
+    /// The signed-in user as the stored session knows them (from the sign-in, then ``user()``); nil when signed out.
+    public var currentUser: LatchkeyUser? {
+        get async { await engine.user }
+    }
 
     let engine: SessionEngine
     let transport: any LatchkeyTransport
     private let snapshot: TokenSnapshot
+    let broadcast: SessionBroadcast
     /// Browser sign-ins started by ``authorizationURL(provider:clientID:redirectURI:)``, by `state`.
     private let pending = PendingAuthorizations()
+    /// Server calls that outlive the call that started them (the logout after ``signOut()``).
+    let background = BackgroundCalls()
+    let lifecycle: AppLifecycleObserver?
 
     /// A client of the server at `baseURL` keeping its session in `tokenStore`.
     ///
     /// - Parameters:
     ///   - transport: how requests are sent; ``URLSessionTransport`` by default, a fake server in tests.
     ///   - clock: the time used for expiry and backoff; the system clock by default.
+    ///   - observesAppLifecycle: whether the client calls ``refreshIfNeeded()`` itself when the app becomes active and
+    ///     when protected data becomes available after an unlock (UIKit's and AppKit's notifications). Pass false to
+    ///     call it yourself.
     public convenience init(
-        baseURL: URL, tokenStore: any TokenStore, transport: any LatchkeyTransport = URLSessionTransport(), clock: (any LatchkeyClock)? = nil
+        baseURL: URL, tokenStore: any TokenStore, transport: any LatchkeyTransport = URLSessionTransport(), clock: (any LatchkeyClock)? = nil,
+        observesAppLifecycle: Bool = true
     ) {
-        self.init(baseURL: baseURL, tokenStore: tokenStore, transport: transport, clock: clock ?? SystemClock(), policy: RefreshPolicy())
+        self.init(
+            baseURL: baseURL, tokenStore: tokenStore, transport: transport, clock: clock ?? SystemClock(), policy: RefreshPolicy(),
+            lifecycle: observesAppLifecycle ? .default : nil)
     }
 
-    init(baseURL: URL, tokenStore: any TokenStore, transport: any LatchkeyTransport, clock: any LatchkeyClock, policy: RefreshPolicy) {
+    init(
+        baseURL: URL, tokenStore: any TokenStore, transport: any LatchkeyTransport, clock: any LatchkeyClock, policy: RefreshPolicy,
+        lifecycle center: NotificationCenter? = nil
+    ) {
         self.baseURL = baseURL
         self.transport = transport
         let snapshot = TokenSnapshot()
-        let (events, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(64))
-        self.events = events
+        let broadcast = SessionBroadcast()
         self.snapshot = snapshot
-        engine = SessionEngine(
-            baseURL: baseURL, store: tokenStore, transport: transport, clock: clock, policy: policy, snapshot: snapshot, events: continuation)
-        Task { [engine] in await engine.start() }
+        self.broadcast = broadcast
+        let engine = SessionEngine(
+            baseURL: baseURL, store: tokenStore, transport: transport, clock: clock, policy: policy, snapshot: snapshot, broadcast: broadcast)
+        self.engine = engine
+        lifecycle = center.map { AppLifecycleObserver(center: $0) { await engine.foreground() } }
+        Task { [engine] in
+            await engine.start()
+            await engine.describeUserIfMissing()
+        }
     }
 
     // MARK: - Signing in
@@ -96,7 +131,7 @@ public final class LatchkeyClient: Sendable {
         let signIn = try Self.answer(SignInResponse.self, data, status: response.statusCode, describing: "a sign-in response")
         let tokens = TokenPairResponse(
             accessToken: signIn.accessToken, tokenType: signIn.tokenType, expiresIn: signIn.expiresIn, refreshToken: signIn.refreshToken)
-        await engine.signedIn(tokens, userID: signIn.user.id)
+        await engine.signedIn(tokens, user: signIn.user)
         return SignedIn(user: signIn.user, isNewUser: signIn.isNewUser)
     }
 
@@ -176,14 +211,13 @@ public final class LatchkeyClient: Sendable {
             let refresh_token: String
         }
         let tokens = try Self.answer(OAuthTokens.self, body, status: response.statusCode, describing: "RFC 6749 tokens")
+        // The code says nothing about the user: ask before publishing the session, so it is published with its user.
+        let user = await engine.describe(accessToken: tokens.access_token)
         await engine.signedIn(
             TokenPairResponse(accessToken: tokens.access_token, tokenType: tokens.token_type, expiresIn: tokens.expires_in, refreshToken: tokens.refresh_token),
-            userID: nil)
-        let (userData, userResponse) = try await data(for: URLRequest(url: baseURL.appendingPathComponent("v1/me")))
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        guard (200..<300).contains((userResponse as? HTTPURLResponse)?.statusCode ?? 0), let user = try? decoder.decode(UserResponse.self, from: userData)
-        else {
+            user: user)
+        guard let user else {
+            // The session is kept (its state stays `.unknown` until the server describes the user).
             throw LatchkeyClientError.invalidResponse("signed in, but GET /v1/me did not answer the user")
         }
         return SignedIn(user: user, isNewUser: false)
@@ -264,28 +298,46 @@ public final class LatchkeyClient: Sendable {
         return request
     }
 
-    /// Refreshes now if the token is due, retries a store write that failed, and reads a store that was locked.
-    /// Call it when the app comes to the foreground (`scenePhase == .active`); a timer does the same ahead of expiry.
+    /// Refreshes now if the token is due, retries a store write that failed, reads a store that was locked, and asks the
+    /// server for the user when the stored session lacks them. The client calls it itself when the app becomes active
+    /// and when protected data becomes available (unless created with `observesAppLifecycle: false`); a timer
+    /// refreshes ahead of expiry.
     public func refreshIfNeeded() async {
-        await engine.refreshIfNeeded()
+        await engine.foreground()
     }
 
     // MARK: - Signing out
 
-    /// Ends the session: clears the store (here and for every client sharing it) and, best effort, tells the
-    /// server (`POST /v1/logout`). A refresh still in flight changes nothing afterwards.
+    /// Ends the session: clears the store (here and for every client sharing it) and returns. The server is told in the
+    /// background (`POST /v1/logout`, each request with a 10-second timeout), best effort. A refresh still in flight
+    /// changes nothing afterwards.
     public func signOut() async {
+        await signOut(everywhere: false)
+    }
+
+    /// Signs out here and, with `everywhere`, on every device (`POST /v1/logout` with `{"all": true}`). It returns as
+    /// soon as the local session is gone; the server is told in the background, best effort.
+    public func signOut(everywhere: Bool) async {
         guard let ended = await engine.signOut() else { return }
-        guard await logout(with: ended.accessToken) == 401 else { return }
-        // Access tokens live minutes, so most sign-outs hold an expired one. Without a logout the server's session
-        // would live until its idle expiry: spend the refresh token once more for a token the server takes.
-        if let fresh = await engine.tokens(forSigningOut: ended.refreshToken) { _ = await logout(with: fresh.accessToken) }
+        background.run { [self] in await self.logOut(ended, everywhere: everywhere) }
+    }
+
+    /// Tells the server about a sign-out. Access tokens live minutes, so many sign-outs hold an expired one: without a
+    /// logout the server's session would live until its idle expiry, so the refresh token is spent once more for a token
+    /// the server takes.
+    private func logOut(_ ended: (accessToken: String, refreshToken: String), everywhere: Bool) async {
+        guard await logout(with: ended.accessToken, everywhere: everywhere) == 401 else { return }
+        if let fresh = await engine.tokens(forSigningOut: ended.refreshToken) { _ = await logout(with: fresh.accessToken, everywhere: everywhere) }
     }
 
     /// `POST /v1/logout`; the status, or nil without an answer.
-    private func logout(with accessToken: String) async -> Int? {
+    private func logout(with accessToken: String, everywhere: Bool) async -> Int? {
         var request = URLRequest(url: baseURL.appendingPathComponent("v1/logout"), timeoutInterval: 10)
         request.httpMethod = "POST"
+        if everywhere {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(#"{"all":true}"#.utf8)
+        }
         return try? await transport.send(Self.authorized(request, accessToken)).1.statusCode
     }
 }
@@ -314,4 +366,27 @@ public struct SignedIn: Sendable, Equatable {
     public let user: UserResponse
     /// Whether this sign-in created the user.
     public let isNewUser: Bool
+}
+
+/// Server calls that outlive the call that started them; tests wait for them.
+final class BackgroundCalls: @unchecked Sendable {
+    // @unchecked: `running` is only read and written while holding `lock` (Mutex needs iOS 18).
+    private let lock = NSLock()
+    private var running: [UUID: Task<Void, Never>] = [:]
+
+    func run(_ operation: @escaping @Sendable () async -> Void) {
+        let id = UUID()
+        lock.withLock {
+            running[id] = Task { [weak self] in
+                await operation()
+                guard let self else { return }
+                _ = self.lock.withLock { self.running.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Returns when every call started so far has finished.
+    func finish() async {
+        for task in lock.withLock({ Array(running.values) }) { await task.value }
+    }
 }

@@ -8,6 +8,8 @@ public struct LatchkeyClientError: Error, Sendable, Equatable, CustomStringConve
         case temporarilyUnavailable = "temporarily_unavailable"
         case rejected
         case invalidResponse = "invalid_response"
+        case cancelled
+        case webSheetUnavailable = "web_sheet_unavailable"
     }
 
     private let code: Code
@@ -35,6 +37,14 @@ public struct LatchkeyClientError: Error, Sendable, Equatable, CustomStringConve
     public static let rejected = Self(.rejected, nil)
     /// The server answered 2xx with a body that is not what the endpoint returns.
     public static let invalidResponse = Self(.invalidResponse, nil)
+
+    /// The user closed the web sheet (or cancelled the sign-in) before it finished.
+    public static let cancelled = Self(.cancelled, "the user cancelled the sign-in")
+    /// The web sheet could not be shown: another one is up, there is no window to present from, `start()` failed, or
+    /// the redirect URI cannot end a web sheet.
+    public static let webSheetUnavailable = Self(.webSheetUnavailable, nil)
+
+    static func webSheetUnavailable(_ reason: String) -> Self { Self(.webSheetUnavailable, reason) }
 
     static func unavailable(_ reason: String) -> Self { Self(.temporarilyUnavailable, reason) }
 

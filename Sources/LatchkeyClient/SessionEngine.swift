@@ -67,7 +67,7 @@ actor SessionEngine {
     let clock: any LatchkeyClock
     let policy: RefreshPolicy
     let snapshot: TokenSnapshot
-    private let events: AsyncStream<SessionEvent>.Continuation
+    let broadcast: SessionBroadcast
     private let instanceID = UUID().uuidString
 
     /// The session in use, never carrying a pending-refresh marker.
@@ -92,7 +92,7 @@ actor SessionEngine {
 
     init(
         baseURL: URL, store: any TokenStore, transport: any LatchkeyTransport, clock: any LatchkeyClock, policy: RefreshPolicy,
-        snapshot: TokenSnapshot, events: AsyncStream<SessionEvent>.Continuation
+        snapshot: TokenSnapshot, broadcast: SessionBroadcast
     ) {
         self.baseURL = baseURL
         self.store = store
@@ -100,17 +100,17 @@ actor SessionEngine {
         self.clock = clock
         self.policy = policy
         self.snapshot = snapshot
-        self.events = events
+        self.broadcast = broadcast
         // The first event is the stored state.
         do {
             let stored = try store.load()
             lastStored = stored
             storeLoaded = true
-            session = Self.restore(stored, snapshot: snapshot, events: events)
+            session = Self.restore(stored, snapshot: snapshot, broadcast: broadcast)
         } catch {
             storeLoaded = false
             storageFailing = true
-            events.yield(.storageUnavailable)
+            broadcast.publish(.storageUnavailable, state: .unknown)
         }
     }
 
@@ -164,18 +164,18 @@ actor SessionEngine {
 
     // MARK: - Sign-in and sign-out
 
-    func signedIn(_ tokens: TokenPairResponse, userID: String?) {
+    func signedIn(_ tokens: TokenPairResponse, user: LatchkeyUser?) {
         generation += 1
         refreshTask = nil
         failures = 0
         backoffUntil = nil
         callerBackoffUntil = nil
-        session = StoredSession(tokens: tokens, userID: userID, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
+        session = StoredSession(tokens: tokens, userID: user?.id, user: user, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
         storeLoaded = true
         unsaved = .signIn
         _ = saveUnsaved()
         snapshot.accessToken = session?.accessToken
-        events.yield(.signedIn)
+        publish(.signedIn)
         reschedule()
     }
 
@@ -197,7 +197,7 @@ actor SessionEngine {
         } catch {
             reportStorage(failing: true)
         }
-        events.yield(.sessionEnded(.signedOut))
+        publish(.sessionEnded(.signedOut))
         return tokens
     }
 
@@ -271,14 +271,15 @@ actor SessionEngine {
                 failures = 0
                 backoffUntil = nil
                 callerBackoffUntil = nil
-                let next = StoredSession(tokens: tokens, userID: current.userID, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
+                let next = StoredSession(
+                    tokens: tokens, userID: current.userID, user: current.user, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
                 session = next
                 unsaved = .rotation(spent: claimed.refreshToken)
                 // Saved before anyone sees the new token; if the store fails, the pair stays in memory and is saved later.
                 if !saveUnsaved() { _ = saveUnsaved() }
                 guard let session else { throw LatchkeyClientError.notSignedIn }
                 snapshot.accessToken = session.accessToken
-                events.yield(.refreshed)
+                publish(.refreshed)
                 reschedule()
                 return session
             case .ended:
@@ -337,9 +338,19 @@ actor SessionEngine {
 
     /// A marker whose owner stopped: too old, or its process is gone.
     private func isAbandoned(_ marker: StoredSession.PendingRefresh) -> Bool {
-        if clock.now.timeIntervalSince(marker.startedAt) > policy.pendingRefreshLease { return true }
-        guard marker.processID != getpid() else { return false }
-        return kill(marker.processID, 0) != 0 && errno == ESRCH
+        let pid = marker.processID
+        return Self.isAbandoned(age: clock.now.timeIntervalSince(marker.startedAt), lease: policy.pendingRefreshLease, ownedHere: pid == getpid()) {
+            kill(pid, 0) == 0 ? 0 : errno
+        }
+    }
+
+    /// Whether a refresh marker's owner stopped: the marker outlived its lease, or `probe` (`kill(pid, 0)`'s errno, 0
+    /// when it succeeded) says the owner's process does not exist (ESRCH). Any other answer — EPERM, which a sandbox
+    /// may give for every other process — proves nothing, and the marker waits for its lease.
+    static func isAbandoned(age: TimeInterval, lease: TimeInterval, ownedHere: Bool, probe: () -> Int32) -> Bool {
+        if age > lease { return true }
+        guard !ownedHere else { return false }
+        return probe() == ESRCH
     }
 
     // MARK: - Store
@@ -351,7 +362,7 @@ actor SessionEngine {
             lastStored = stored
             storeLoaded = true
             reportStorage(failing: false)
-            session = Self.restore(stored, snapshot: snapshot, events: events)
+            session = Self.restore(stored, snapshot: snapshot, broadcast: broadcast)
             reschedule()
         } catch {
             reportStorage(failing: true)
@@ -394,7 +405,7 @@ actor SessionEngine {
     }
 
     private func reportStorage(failing: Bool) {
-        if failing && !storageFailing { events.yield(.storageUnavailable) }
+        if failing && !storageFailing { publish(.storageUnavailable) }
         storageFailing = failing
     }
 
@@ -402,7 +413,7 @@ actor SessionEngine {
         let sameUser = stored.userID == session?.userID
         session = Self.withoutMarker(stored)
         snapshot.accessToken = stored.accessToken
-        events.yield(sameUser ? .refreshed : .signedIn)
+        publish(sameUser ? .refreshed : .signedIn)
         reschedule()
     }
 
@@ -414,16 +425,73 @@ actor SessionEngine {
         snapshot.accessToken = nil
         scheduled?.cancel()
         scheduled = nil
-        events.yield(.sessionEnded(reason))
+        publish(.sessionEnded(reason))
     }
 
     /// The session read at launch (or once the store is readable): published, and announced as the stored state.
-    private static func restore(
-        _ stored: StoredSession?, snapshot: TokenSnapshot, events: AsyncStream<SessionEvent>.Continuation
-    ) -> StoredSession? {
+    private static func restore(_ stored: StoredSession?, snapshot: TokenSnapshot, broadcast: SessionBroadcast) -> StoredSession? {
         snapshot.accessToken = stored?.accessToken
-        events.yield(stored == nil ? .sessionEnded(.noStoredSession) : .signedIn)
+        broadcast.publish(stored == nil ? .sessionEnded(.noStoredSession) : .signedIn, state: state(of: stored, loaded: true))
         return stored.map(withoutMarker)
+    }
+
+    // MARK: - State
+
+    /// The state an app renders, from what this client knows now.
+    var state: SessionState { Self.state(of: session, loaded: storeLoaded) }
+
+    /// The user of the session, when it has one.
+    var user: LatchkeyUser? { session?.user }
+
+    private static func state(of session: StoredSession?, loaded: Bool) -> SessionState {
+        guard loaded else { return .unknown }
+        guard let session else { return .signedOut }
+        return session.user.map(SessionState.signedIn) ?? .unknown
+    }
+
+    private func publish(_ event: SessionEvent) {
+        broadcast.publish(event, state: state)
+    }
+
+    /// Keeps what the server says about the session's user (`GET /v1/me`): in memory, and in the store when the
+    /// stored session is still this one (a rotation or a sign-out by another client is never overwritten).
+    func described(_ user: LatchkeyUser) {
+        guard var current = session, current.userID == nil || current.userID == user.id, current.user != user else { return }
+        current.user = user
+        current.userID = user.id
+        session = current
+        if unsaved == nil, let onDisk = try? store.load(), onDisk.refreshToken == current.refreshToken {
+            var updated = onDisk
+            updated.user = user
+            updated.userID = user.id
+            if (try? store.compareAndSwap(expected: onDisk, new: updated)) == true { lastStored = updated }
+        }
+        broadcast.publish(state: state)
+    }
+
+    /// The user `accessToken` belongs to (`GET /v1/me`), or nil without a definite answer.
+    func describe(accessToken: String) async -> LatchkeyUser? {
+        var request = URLRequest(url: baseURL.appendingPathComponent("v1/me"), timeoutInterval: policy.requestTimeout)
+        request.setValue("Bearer \(accessToken)", forHTTPHeaderField: "Authorization")
+        guard let (data, response) = try? await transport.send(request), response.statusCode == 200 else { return nil }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try? decoder.decode(LatchkeyUser.self, from: data)
+    }
+
+    /// A session stored without its user (by an earlier version, or a browser sign-in whose `GET /v1/me` failed) asks
+    /// the server, so its state can leave `.unknown`.
+    func describeUserIfMissing() async {
+        guard let current = session, current.user == nil, let token = try? await validAccessToken(), let user = await describe(accessToken: token)
+        else { return }
+        described(user)
+    }
+
+    /// The app came to the foreground, or protected data became available: everything ``refreshIfNeeded(byTimer:)``
+    /// does, and the user when the session lacks them.
+    func foreground() async {
+        await refreshIfNeeded()
+        await describeUserIfMissing()
     }
 
     private static func withoutMarker(_ stored: StoredSession) -> StoredSession {

@@ -1,5 +1,5 @@
 public import Foundation
-import LatchkeyModels
+public import LatchkeyModels
 
 /// Where a ``LatchkeyClient`` keeps its session between launches, shared by every client (and process) using it.
 ///
@@ -26,6 +26,8 @@ public struct StoredSession: Codable, Sendable, Equatable {
     /// When to renew it: about two minutes before ``expiresAt``.
     public var refreshAt: Date
     public var userID: String?
+    /// The user as the server last described them; nil in sessions stored by earlier versions until `GET /v1/me` answers.
+    public var user: LatchkeyUser?
     /// Set while a refresh presenting ``refreshToken`` is (or may be) in flight; see ``PendingRefresh``.
     public var pendingRefresh: PendingRefresh?
 
@@ -39,7 +41,7 @@ public struct StoredSession: Codable, Sendable, Equatable {
         public var processID: Int32
     }
 
-    init(tokens: TokenPairResponse, userID: String?, receivedAt: Date, refreshAhead: TimeInterval) {
+    init(tokens: TokenPairResponse, userID: String?, user: LatchkeyUser? = nil, receivedAt: Date, refreshAhead: TimeInterval) {
         let received = receivedAt.wholeSeconds
         let lifetime = TimeInterval(max(0, tokens.expiresIn))
         accessToken = tokens.accessToken
@@ -47,6 +49,7 @@ public struct StoredSession: Codable, Sendable, Equatable {
         expiresAt = received.addingTimeInterval(lifetime)
         refreshAt = received.addingTimeInterval(lifetime - min(refreshAhead, lifetime / 2))
         self.userID = userID
+        self.user = user
     }
 }
 

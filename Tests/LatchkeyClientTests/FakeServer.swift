@@ -68,6 +68,9 @@ actor FakeServer: LatchkeyTransport {
     private(set) var reuseDetections = 0
     private(set) var logouts = 0
     private(set) var resourceRequests = 0
+    private(set) var meRequests = 0
+    /// What `GET /v1/me` answers as each user's given name.
+    var givenNames: [String: String] = [:]
     private(set) var signInBodies: [String: Data] = [:]
     private var refreshTokens: [String: RefreshRecord] = [:]
     private var accessTokens: [String: (userID: String, family: Int, expiresAt: Date)] = [:]
@@ -79,6 +82,7 @@ actor FakeServer: LatchkeyTransport {
     }
 
     func set(faults: [Fault]) { self.faults = faults }
+    func set(givenName: String, of userID: String) { givenNames[userID] = givenName }
     func set(beforeRefreshAnswer hook: (@Sendable () async -> Void)?) { beforeRefreshAnswer = hook }
     func set(recoversUnusedSuccessor value: Bool) { recoversUnusedSuccessor = value }
 
@@ -115,6 +119,15 @@ actor FakeServer: LatchkeyTransport {
             let encoder = JSONEncoder()
             encoder.dateEncodingStrategy = .iso8601
             return Self.answer(200, try encoder.encode(SignInResponse(tokens: pair, user: user, isNewUser: true)))
+        case ("GET", "/v1/me"):
+            guard let access = bearer(request) else { return Self.error(401, "invalid_token") }
+            meRequests += 1
+            let user = UserResponse(
+                id: access.userID, email: nil, emailVerified: nil, givenName: givenNames[access.userID], familyName: nil, createdAt: clock.now,
+                identities: [])
+            let encoder = JSONEncoder()
+            encoder.dateEncodingStrategy = .iso8601
+            return Self.answer(200, try encoder.encode(user))
         default:
             resourceRequests += 1
             guard let access = bearer(request) else { return Self.error(401, "invalid_token") }

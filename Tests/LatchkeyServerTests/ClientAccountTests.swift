@@ -1,9 +1,10 @@
 import Foundation
-import LatchkeyClient
 import LatchkeyCore
 import LatchkeyModels
 import LatchkeyTestSupport
 import Testing
+
+@testable import LatchkeyClient
 
 /// LatchkeyClient's account API against a real server: what an app's settings screen does.
 @Suite("Client: the account API against a real server")
@@ -57,6 +58,7 @@ struct ClientAccountTests {
             let other = try await harness.signIn(sub: sub, withCode: false).decode(SignInResponse.self)
             await client.signOut(everywhere: true)
             #expect(client.currentAccessToken == nil)
+            await client.background.finish()
             #expect(try await harness.refresh(other.refreshToken).error == "invalid_grant")
             await #expect(throws: LatchkeyClientError.notSignedIn) { try await client.user() }
 

@@ -282,14 +282,36 @@ extension DocumentationExamplesTests {
             let server = try #require(URL(string: harness.baseURL))
             let sub = try await harness.emulator.createUser()
             let minted = try await harness.emulator.nativeSignIn(sub: sub, nonce: request.nonce ?? "")
-            let credential = (identityToken: minted.identityToken, code: minted.code)
+            // Stands in for ASAuthorizationAppleIDCredential, with its types.
+            struct AppleIDCredential {
+                var identityToken: Data?
+                var authorizationCode: Data?
+                var fullName: PersonNameComponents?
+            }
+            let credential = AppleIDCredential(identityToken: Data(minted.identityToken.utf8), authorizationCode: Data(minted.code.utf8), fullName: nil)
             let client = LatchkeyClient(baseURL: server, tokenStore: FileTokenStore(url: container.appendingPathComponent("session.json")))
-            // credential: the ASAuthorizationAppleIDCredential of a request whose nonce was nonce.sha256
-            try await client.signInWithApple(identityToken: credential.identityToken, authorizationCode: credential.code, rawNonce: nonce.raw)
+            // From the ASAuthorizationAppleIDCredential of a request whose nonce was nonce.sha256:
+            let identityToken = String(decoding: credential.identityToken ?? Data(), as: UTF8.self)
+            let code = credential.authorizationCode.map { String(decoding: $0, as: UTF8.self) }
+            try await client.signInWithApple(identityToken: identityToken, authorizationCode: code, rawNonce: nonce.raw, fullName: credential.fullName)
             let (data, _) = try await client.data(for: URLRequest(url: server.appendingPathComponent("v1/me")))
             let me = try JSONSerialization.jsonObject(with: data) as? [String: Any]
             #expect((me?["identities"] as? [[String: Any]])?.first?["subject"] as? String == sub)
         }
+    }
+
+    @Test("LatchkeySession.swift: the screen follows the session's state")
+    @MainActor
+    func sessionModelExample() async throws {
+        @MainActor func screen(for session: LatchkeySession) -> String {
+            switch session.state {
+            case .unknown: "launch screen"  // the store is not readable yet: neither signed in nor out
+            case .signedOut: "sign-in screen"
+            case .signedIn(let user): "home of \(user.id)"
+            }
+        }
+        let session = LatchkeySession(client: LatchkeyClient(baseURL: URL(string: "https://auth.example.com")!, tokenStore: InMemoryTokenStore()))
+        #expect(screen(for: session) == "sign-in screen")
     }
 
     @Test("FileTokenStore.swift: a store in the app group's container")
