@@ -98,27 +98,33 @@ public final class LatchkeyClient: Sendable {
     ///   - authorizationCode: `credential.authorizationCode` as UTF-8 text; lets the server revoke at Apple on account deletion.
     ///   - rawNonce: ``AppleNonce/raw`` of the nonce whose ``AppleNonce/sha256`` was in the request.
     ///   - fullName: `credential.fullName`, which Apple shares on the first sign-in only.
+    ///   - inviteCode: the invitation of a new user, when the server's `signup.mode` is `invite`.
     @discardableResult
     public func signInWithApple(
-        identityToken: String, authorizationCode: String?, rawNonce: String, fullName: PersonNameComponents? = nil
+        identityToken: String, authorizationCode: String?, rawNonce: String, fullName: PersonNameComponents? = nil, inviteCode: String? = nil
     ) async throws -> SignedIn {
         let name = fullName.flatMap { name in
             name.givenName == nil && name.familyName == nil ? nil : AppleSignInRequest.FullName(givenName: name.givenName, familyName: name.familyName)
         }
-        let body = AppleSignInRequest(identityToken: identityToken, authorizationCode: authorizationCode, rawNonce: rawNonce, fullName: name)
+        let body = AppleSignInRequest(
+            identityToken: identityToken, authorizationCode: authorizationCode, rawNonce: rawNonce, fullName: name, inviteCode: inviteCode)
         return try await signIn(path: "v1/auth/apple", body: body)
     }
 
     /// Signs in with another provider's ID token (`POST /v1/auth/{provider}`): Google, Microsoft, generic OpenID Connect.
+    /// `inviteCode`: the invitation of a new user, when the server's `signup.mode` is `invite`.
     @discardableResult
-    public func signIn(provider: String, idToken: String, rawNonce: String? = nil) async throws -> SignedIn {
-        try await signIn(path: "v1/auth/\(provider)", body: ProviderSignInRequest(idToken: idToken, rawNonce: rawNonce))
+    public func signIn(provider: String, idToken: String, rawNonce: String? = nil, inviteCode: String? = nil) async throws -> SignedIn {
+        try await signIn(path: "v1/auth/\(provider)", body: ProviderSignInRequest(idToken: idToken, rawNonce: rawNonce, inviteCode: inviteCode))
     }
 
     /// Signs in with an authorization code the app got with PKCE; the server redeems it (`POST /v1/auth/{provider}`).
+    /// `inviteCode`: the invitation of a new user, when the server's `signup.mode` is `invite`.
     @discardableResult
-    public func signIn(provider: String, authorizationCode: String, codeVerifier: String, redirectUri: String) async throws -> SignedIn {
-        let body = ProviderSignInRequest(authorizationCode: authorizationCode, codeVerifier: codeVerifier, redirectUri: redirectUri)
+    public func signIn(
+        provider: String, authorizationCode: String, codeVerifier: String, redirectUri: String, inviteCode: String? = nil
+    ) async throws -> SignedIn {
+        let body = ProviderSignInRequest(authorizationCode: authorizationCode, codeVerifier: codeVerifier, redirectUri: redirectUri, inviteCode: inviteCode)
         return try await signIn(path: "v1/auth/\(provider)", body: body)
     }
 

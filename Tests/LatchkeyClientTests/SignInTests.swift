@@ -36,7 +36,14 @@ struct SignInTests {
         try await client.signIn(provider: "dropbox", authorizationCode: "user-d", codeVerifier: "v", redirectUri: "com.example:/cb")
         let body = fields(await fixture.server.signInBodies["dropbox"])
         #expect(body["codeVerifier"] as? String == "v" && body["redirectUri"] as? String == "com.example:/cb")
+        #expect(body["inviteCode"] == nil)
         #expect(client.currentAccessToken?.hasPrefix("at-user-d-") == true)
+        try await client.signIn(provider: "google", idToken: "user-i", inviteCode: "INVITE-1")
+        #expect(fields(await fixture.server.signInBodies["google"])["inviteCode"] as? String == "INVITE-1")
+        try await client.signInWithApple(identityToken: "user-a", authorizationCode: nil, rawNonce: "n", inviteCode: "INVITE-2")
+        #expect(fields(await fixture.server.signInBodies["apple"])["inviteCode"] as? String == "INVITE-2")
+        try await client.signIn(provider: "dropbox", authorizationCode: "user-e", codeVerifier: "v", redirectUri: "com.example:/cb", inviteCode: "INVITE-3")
+        #expect(fields(await fixture.server.signInBodies["dropbox"])["inviteCode"] as? String == "INVITE-3")
     }
 
     @Test func refusedSignInCarriesTheServersError() async throws {
