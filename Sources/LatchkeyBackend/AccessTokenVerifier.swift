@@ -45,6 +45,8 @@ public final class AccessTokenVerifier: Sendable {
     ///   - issuer: Latchkey's `publicUrl` (the `iss` of its tokens), without a trailing slash.
     ///   - audience: Latchkey's `audience` setting (`latchkey` by default).
     ///   - leeway: clock skew tolerated on `exp`, in seconds.
+    ///   - transport: how discovery and the JWKS are fetched; AsyncHTTPClient by default.
+    ///   - timeSource: the time tokens are checked at; the system clock by default.
     public init(
         issuer: String, audience: String, leeway: TimeInterval = 30, transport: any HTTPTransport = AsyncHTTPClientTransport(),
         timeSource: TimeSource = .system

@@ -55,6 +55,8 @@ public final class LatchkeyClient: Sendable {
     /// A client of the server at `baseURL` keeping its session in `tokenStore`.
     ///
     /// - Parameters:
+    ///   - baseURL: the Latchkey server, such as `https://auth.example.com`.
+    ///   - tokenStore: where the session is kept between launches.
     ///   - transport: how requests are sent; ``URLSessionTransport`` by default, a fake server in tests.
     ///   - clock: the time used for expiry and backoff; the system clock by default.
     ///   - observesAppLifecycle: whether the client calls ``refreshIfNeeded()`` itself when the app becomes active and
