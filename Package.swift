@@ -80,6 +80,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                // A provider module reads its own settings.
+                .product(name: "Configuration", package: "swift-configuration"),
             ],
             swiftSettings: swiftSettings
         ),

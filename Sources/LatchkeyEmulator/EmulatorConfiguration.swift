@@ -100,6 +100,8 @@ public struct EmulatorConfiguration: Sendable {
     public var microsoftClients: [MicrosoftClient] = []
     public var facebookApps: [FacebookApp] = []
     public var dropboxApps: [DropboxApp] = []
+    /// GitHub OAuth apps: the token endpoint wants the client secret, PKCE or not.
+    public var githubApps: [OAuthClient] = []
     public var oidcClients: [OIDCClient] = []
 
     /// `iss` of Apple identity tokens.
@@ -158,7 +160,8 @@ public struct EmulatorConfiguration: Sendable {
     }
 
     /// Registers `clientID` at every provider but Apple: a public Google, Microsoft and OpenID Connect client,
-    /// a Facebook app (id `clientID`, secret `"\(clientID)-secret"`) and a Dropbox app (key `clientID`), each
+    /// a Facebook app (id `clientID`, secret `"\(clientID)-secret"`), a Dropbox app (key `clientID`) and a GitHub OAuth
+    /// app (id `clientID`, secret `"\(clientID)-secret"`), each
     /// with `redirectURIs`. A registration with the same id is replaced. Test and development set-ups use it so one
     /// id, such as `com.example.app`, signs in at any stand-in.
     public mutating func addClientEverywhere(_ clientID: String, redirectURIs: [String] = []) {
@@ -173,6 +176,8 @@ public struct EmulatorConfiguration: Sendable {
         facebookApps.append(FacebookApp(appID: clientID, appSecret: "\(clientID)-secret"))
         dropboxApps.removeAll { $0.appKey == clientID }
         dropboxApps.append(DropboxApp(appKey: clientID, redirectURIs: redirectURIs))
+        githubApps.removeAll { $0.clientID == clientID }
+        githubApps.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
     }
 
     func app(_ clientID: String) -> App? { apps.first { $0.clientID == clientID } }
@@ -190,6 +195,7 @@ public struct EmulatorConfiguration: Sendable {
         case .facebook: facebookApp(clientID).map { OAuthClient(clientID: $0.appID, clientSecret: $0.appSecret) }
         case .dropbox:
             dropboxApps.first { $0.appKey == clientID }.map { OAuthClient(clientID: $0.appKey, clientSecret: $0.appSecret, redirectURIs: $0.redirectURIs) }
+        case .github: githubApps.first { $0.clientID == clientID }
         }
     }
 }

@@ -31,6 +31,11 @@ extension EmulatorState {
                 TokenStyle(
                     accessPrefix: "sl.", refreshPrefix: "", codePrefix: "", accessLifetime: 14_400, tokenType: "bearer",
                     badCode: "code doesn't exist or has expired", badRefresh: "refresh token is invalid or revoked", codeLifetime: nil)
+            case .github:
+                // OAuth app tokens do not expire; codes live ten minutes.
+                TokenStyle(
+                    accessPrefix: "gho_", refreshPrefix: "", codePrefix: "", accessLifetime: 10 * 365 * 86_400, tokenType: "bearer",
+                    badCode: "The code passed is incorrect or expired.", badRefresh: "", codeLifetime: 600)
             case .facebook:
                 TokenStyle(
                     accessPrefix: "EAA", refreshPrefix: "", codePrefix: "", accessLifetime: 5_184_000, tokenType: "bearer",
@@ -77,8 +82,12 @@ extension EmulatorState {
     func issueCode(_ request: ProviderAuthorization) throws(ProviderOAuthError) -> String {
         guard configuration.oauthClient(request.provider, request.clientID) != nil else { throw Self.invalidClient(request.provider, request.clientID) }
         guard users[request.userID] != nil else { throw ProviderOAuthError(status: 400, code: "invalid_request", description: "no such user") }
+        // GitHub's codes are 20 hex digits.
         let code =
-            style(request.provider).codePrefix + Identifiers.randomAlphanumeric(request.provider == .google ? 70 : 64, alphabet: Identifiers.base64URLAlphabet)
+            request.provider == .github
+            ? Identifiers.randomAlphanumeric(20, alphabet: "0123456789abcdef")
+            : style(request.provider).codePrefix
+                + Identifiers.randomAlphanumeric(request.provider == .google ? 70 : 64, alphabet: Identifiers.base64URLAlphabet)
         addCode(
             CodeRecord(
                 code: code, provider: request.provider, userID: request.userID, clientID: request.clientID, redirectURI: request.redirectURI,
@@ -104,6 +113,8 @@ extension EmulatorState {
         case .facebook:
             signIn.accessToken = issueProviderAccessToken(.facebook, user: user, clientID: request.clientID, refreshToken: nil, scopes: request.scopes)
             signIn.idToken = try await idToken(.facebook, user: user, clientID: request.clientID, nonce: request.nonce, accessToken: nil, issuer: "")
+        case .github:
+            signIn.authorizationCode = try issueCode(request)
         case .dropbox:
             signIn.authorizationCode = try issueCode(request)
             signIn.accessToken = issueProviderAccessToken(.dropbox, user: user, clientID: request.clientID, refreshToken: nil, scopes: request.scopes)
@@ -120,11 +131,12 @@ extension EmulatorState {
         case .microsoft: subjects.microsoft
         case .facebook: subjects.facebook
         case .dropbox: subjects.dropbox
+        case .github: subjects.github
         case .oidc: subjects.oidc
         }
     }
 
-    private func issueProviderAccessToken(_ provider: CodeRecord.Provider, user: UserRecord, clientID: String, refreshToken: String?, scopes: [String])
+    func issueProviderAccessToken(_ provider: CodeRecord.Provider, user: UserRecord, clientID: String, refreshToken: String?, scopes: [String])
         -> String
     {
         let style = style(provider)
@@ -238,7 +250,7 @@ extension EmulatorState {
 
     /// Checks and consumes an authorization code; a replay, an expired code, another client's code, a different
     /// redirect URI or a PKCE mismatch (wrong, missing or unexpected verifier) is refused.
-    private func redeemCode(_ provider: CodeRecord.Provider, _ form: [String: String], client: EmulatorConfiguration.OAuthClient) throws(ProviderOAuthError)
+    func redeemCode(_ provider: CodeRecord.Provider, _ form: [String: String], client: EmulatorConfiguration.OAuthClient) throws(ProviderOAuthError)
         -> (CodeRecord, UserRecord)
     {
         let style = style(provider)

@@ -72,6 +72,9 @@ enum Identifiers {
         let dropboxUID: String
         /// The OpenID Connect issuer's subject: 32 hex digits.
         let oidc: String
+        /// A GitHub user id (an integer, here of 8 or 9 digits) and login.
+        let github: String
+        let githubLogin: String
 
         init(userID: UUID) {
             let bytes = Array(SHA512.hash(data: Array("providers|\(userID.uuidString)".utf8)))
@@ -84,6 +87,8 @@ enum Identifiers {
             dropboxUID = "4" + digits.suffix(9)
             dropbox = "dbid:AA" + base64URL(bytes[16..<48]).prefix(38)
             oidc = hex(bytes[0..<16])
+            github = String(10_000_000 + (Int(digits.prefix(9)) ?? 0) % 190_000_000)
+            githubLogin = "octo-" + hex(bytes[0..<4])
         }
     }
 

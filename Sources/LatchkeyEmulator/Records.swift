@@ -21,7 +21,7 @@ struct ConsentRecord: Sendable {
 
 struct CodeRecord: Sendable {
     enum Provider: String, Sendable, CaseIterable {
-        case apple, google, microsoft, facebook, dropbox, oidc
+        case apple, google, microsoft, facebook, dropbox, oidc, github
 
         /// The name the sign-in pages show.
         var displayName: String {
@@ -31,6 +31,7 @@ struct CodeRecord: Sendable {
             case .microsoft: "Microsoft"
             case .facebook: "Facebook"
             case .dropbox: "Dropbox"
+            case .github: "GitHub"
             case .oidc: "OpenID Connect"
             }
         }

@@ -124,7 +124,10 @@ extension Emulator {
             }
             if !scopes.isEmpty, mode != "form_post" { return ("invalid_request", "response_mode must be form_post when scopes are requested") }
         default:
-            guard responseTypes == ["code"] else { return ("unsupported_response_type", "response_type must be code") }
+            // GitHub's authorization endpoint has no response_type parameter.
+            guard responseTypes == ["code"] || (provider == .github && responseTypes.isEmpty) else {
+                return ("unsupported_response_type", "response_type must be code")
+            }
             if let method = parameters["code_challenge_method"], !["S256", "plain"].contains(method) {
                 return ("invalid_request", "code_challenge_method must be S256 or plain")
             }

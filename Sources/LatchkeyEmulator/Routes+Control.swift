@@ -170,7 +170,7 @@ extension Emulator {
         }
         let defaultScopes: [CodeRecord.Provider: [String]] = [
             .google: ["openid", "email", "profile"], .microsoft: ["openid", "profile", "email", "offline_access"], .oidc: ["openid", "email", "profile"],
-            .facebook: ["public_profile", "email"], .dropbox: ["account_info.read"],
+            .facebook: ["public_profile", "email"], .dropbox: ["account_info.read"], .github: ["read:user", "user:email"],
         ]
         let authorization = EmulatorState.ProviderAuthorization(
             provider: provider, userID: user.id, clientID: body.clientId, redirectURI: body.redirectUri, nonce: body.nonce,

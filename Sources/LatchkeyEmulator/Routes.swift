@@ -11,6 +11,7 @@ extension Emulator {
         addMicrosoftRoutes(to: router)
         addFacebookRoutes(to: router)
         addDropboxRoutes(to: router)
+        addGitHubRoutes(to: router)
         addOIDCRoutes(to: router)
         addControlRoutes(to: router)
         return router

@@ -11,6 +11,8 @@ enum Claim: Sendable, Encodable {
     case bool(Bool)
     case object([String: Claim])
     case array([Claim])
+    /// JSON's null: GitHub writes `"email": null` for a user who keeps their address private.
+    case null
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
@@ -20,6 +22,7 @@ enum Claim: Sendable, Encodable {
         case .bool(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
+        case .null: try container.encodeNil()
         }
     }
 }

@@ -80,6 +80,8 @@ public struct LatchkeyServer: Sendable {
         if let dropbox = configuration.dropbox {
             providers.append(DropboxProvider(configuration: dropbox, transport: transport, timeSource: timeSource, observer: observer))
         }
+        let context = ProviderContext(transport: transport, timeSource: timeSource, observer: observer)
+        providers += configuration.providerModules.map { $0.makeProvider(context) }
         let registry = ProviderRegistry(providers)
         var policy = configuration.session
         policy.requireInvite = configuration.signUp == .invite

@@ -23,7 +23,17 @@ enum OpenAPIDocument {
 
     /// `openapi.yaml`, parsed. A failure is kept rather than raised: `/openapi.json` answers it with a 500, and the tests,
     /// which load the document first, fail on it.
-    static let document = Result { () throws(LoadError) -> JSON in try parse(yaml) }
+    static let document = Result { () throws(LoadError) -> JSON in try parse(withProviderNames(yaml)) }
+
+    /// The provider lists in the descriptions: `{providers}` every built-in provider (and each ``ProviderModule``),
+    /// `{browserProviders}` those the browser flow signs in with (Facebook's logins come from its SDKs).
+    static func withProviderNames(_ yaml: String) -> String {
+        let names = ServerConfiguration.builtInProviderNames
+        return
+            yaml
+            .replacingOccurrences(of: "{providers}", with: names.joined(separator: ", "))
+            .replacingOccurrences(of: "{browserProviders}", with: names.filter { $0 != "facebook" }.joined(separator: ", "))
+    }
 
     /// What a server at `serverURL` serves: the document with its server's URL filled in, as JSON with sorted members.
     static func json(serverURL: String) throws(LoadError) -> [UInt8] {

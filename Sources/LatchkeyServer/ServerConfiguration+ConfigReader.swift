@@ -46,6 +46,7 @@ extension ServerConfiguration {
     /// | `oidc.providers`; `oidc.<name>.issuer`, `.clientIds`, `.clientSecret`, `.displayName` | generic OpenID Connect providers | none |
     /// | `facebook.appId`, `facebook.appSecret`, `facebook.graphUrl`, `facebook.jwksUrl`, `facebook.issuers` | Facebook sign-in | off |
     /// | `dropbox.appKey`, `dropbox.appSecret`, `dropbox.apiUrl`, `dropbox.acceptAccessTokens` | Dropbox sign-in | off |
+    /// | `<module>.*`: each ``ProviderModule``'s ``ProviderModule/settings`` (`github.clientId`, …) | that provider's sign-in | off |
     /// | `<provider>.nonceMatching`, `<provider>.requireNonce` | as for Apple; `requireNonce` defaults to false | `hashed`, false |
     /// | `signup.mode` | `open` or `invite` | `open` |
     /// | `clients[]`: `clientId`, `redirectUris`, `providers`, `type` (`public`/`confidential`), `clientSecret`/`clientSecretFile` | apps of the browser flow | none |
@@ -134,6 +135,7 @@ extension ServerConfiguration {
             apple?.servicesID = config.string(forKey: "apple.servicesId")
         }
         try readProviders(config)
+        providerModules = try ProviderModules.configured(config)
         try readClients(config)
         try readWebhooks(config)
         webhookTimeout = try Self.double(config, "webhookTimeout") ?? webhookTimeout
@@ -225,8 +227,11 @@ extension ServerConfiguration {
         }
     }
 
-    /// Providers Latchkey knows by name; a generic OpenID Connect provider may not take one.
-    static let builtInProviders: Set<String> = ["apple", "google", "microsoft", "facebook", "dropbox", "passkey"]
+    /// Providers Latchkey knows by name, in the order the documentation lists them; a generic OpenID Connect provider
+    /// may not take one.
+    public static let builtInProviderNames = ["apple", "google", "microsoft", "facebook", "dropbox"] + ProviderModules.all.map { $0.name }
+
+    static let builtInProviders = Set(builtInProviderNames + ["passkey"])
 
     /// `clients`: in a JSON file an array of objects; in the environment `LATCHKEY_CLIENTS_0_CLIENT_ID` and so on.
     private mutating func readClients(_ config: ConfigReader) throws(LatchkeyError) {
@@ -296,18 +301,11 @@ extension ServerConfiguration {
 
     /// A list setting as `serve` reads it: a JSON array of strings, or one comma-separated string.
     public static func list(_ config: ConfigReader, _ key: ConfigKey) -> [String]? {
-        if let array = config.stringArray(forKey: key) { return array.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
-        return config.string(forKey: key).map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+        config.settingList(key)
     }
 
     /// A secret given inline or as a file path; the file wins when both are set.
     private static func secret(_ config: ConfigReader, _ key: ConfigKey, fileKey: ConfigKey) throws(LatchkeyError) -> String? {
-        if let path = config.string(forKey: fileKey) {
-            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw setting(fileKey.description, "points at \(path), which cannot be read")
-            }
-            return contents.trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        return config.string(forKey: key, isSecret: true)
+        try config.settingSecret(key, fileKey: fileKey, fullFileKey: fileKey.description)
     }
 }

@@ -31,6 +31,8 @@ public struct ServerConfiguration: Sendable {
     public var openIDProviders: [OpenIDProviderConfiguration] = []
     public var facebook: FacebookConfiguration?
     public var dropbox: DropboxConfiguration?
+    /// The providers configured through their modules (``ProviderModules/all``): GitHub, …
+    public var providerModules: [any ProviderModule] = []
     /// Who may create an account by signing in.
     public var signUp: SignUpMode = .open
     /// Apps registered for the browser flow (`/oauth2/authorize`, `/oauth2/token`).
@@ -102,6 +104,7 @@ public struct ServerConfiguration: Sendable {
     /// The names of the configured providers, as they appear in `/v1/auth/{provider}`.
     public var providerNames: [String] {
         (apple == nil ? [] : ["apple"]) + openIDProviders.map(\.name) + (facebook == nil ? [] : ["facebook"]) + (dropbox == nil ? [] : ["dropbox"])
+            + providerModules.map { type(of: $0).name }
     }
 
     /// Requests per minute.

@@ -281,6 +281,9 @@ struct DoctorCommand: AsyncParsableCommand {
                     "turn it off and send authorization codes with PKCE")
             }
         }
+        for finding in configuration.providerModules.flatMap(\.findings) {
+            add(finding.level == .ok ? .ok : .warning, finding.key, finding.message, nil)
+        }
         if configuration.signUp == .invite {
             add(.ok, "signup.mode", "invite: new users need a code from `latchkey invites create`", nil)
         }

@@ -89,6 +89,7 @@ struct Emulate: AsyncParsableCommand {
                   Microsoft: http://\(host):\(bound)/microsoft/common/v2.0/.well-known/openid-configuration
                   Facebook: http://\(host):\(bound)/facebook/.well-known/openid-configuration/
                   Dropbox: http://\(host):\(bound)/dropbox/oauth2/token, /dropbox/2/users/get_current_account
+                  GitHub: http://\(host):\(bound)/github/login/oauth/access_token, /github/api/user
                   OpenID Connect: http://\(host):\(bound)/oidc/.well-known/openid-configuration
                   Control API: http://\(host):\(bound)/emulator/
 

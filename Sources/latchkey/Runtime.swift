@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyStore
 import Logging
@@ -53,7 +54,7 @@ enum Runtime {
             "facebook.appId": first, "facebook.appSecret": first + "-secret", "facebook.graphUrl": baseURL + "/facebook",
             "facebook.jwksUrl": baseURL + "/facebook/.well-known/oauth/openid/jwks/",
             "dropbox.appKey": first, "dropbox.apiUrl": baseURL + "/dropbox", "dropbox.authorizeUrl": baseURL + "/dropbox/oauth2/authorize",
-        ]
+        ].merging(ProviderModules.emulatedSettings(emulatorBaseURL: baseURL, clientID: first)) { own, _ in own }
     }
 
     /// The configured key, or in development a key kept in `directory` (created on first use, mode 0600).
@@ -124,7 +125,11 @@ enum Runtime {
         var configuration = EmulatorConfiguration()
         configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
         let callbacks =
-            serverIssuer.map { issuer in ["apple", "google", "microsoft", "oidc", "dropbox"].map { LatchkeyServer.callbackURL(issuer: issuer, provider: $0) } }
+            serverIssuer.map { issuer in
+                (["apple", "google", "microsoft", "oidc", "dropbox"] + ProviderModules.all.map { $0.name }).map {
+                    LatchkeyServer.callbackURL(issuer: issuer, provider: $0)
+                }
+            }
             ?? []
         configuration.allowLoopbackRedirectURIs = serverIssuer != nil
         for clientID in clientIDs {

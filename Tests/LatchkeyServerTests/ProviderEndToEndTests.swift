@@ -13,7 +13,8 @@ import Testing
 struct ProviderEndToEndTests {
     /// How an app signs in with each provider, and with which of the user's subjects.
     enum Credential: String, CaseIterable, CustomTestStringConvertible {
-        case googleIDToken, googleCode, microsoftIDToken, microsoftCode, oidcIDToken, oidcCode, facebookLimitedLogin, facebookClassic, dropboxCode
+        case googleIDToken, googleCode, microsoftIDToken, microsoftCode, oidcIDToken, oidcCode, facebookLimitedLogin, facebookClassic, dropboxCode,
+            githubCode
         var testDescription: String { rawValue }
 
         var provider: String {
@@ -23,10 +24,11 @@ struct ProviderEndToEndTests {
             case .oidcIDToken, .oidcCode: "oidc"
             case .facebookLimitedLogin, .facebookClassic: "facebook"
             case .dropboxCode: "dropbox"
+            case .githubCode: "github"
             }
         }
 
-        var usesCode: Bool { [.googleCode, .microsoftCode, .oidcCode, .dropboxCode].contains(self) }
+        var usesCode: Bool { [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode].contains(self) }
     }
 
     /// A fresh credential from the emulator for the user with `subjects`, as the body the app sends.

@@ -56,11 +56,11 @@ struct ProviderSignInTests {
     @Test("an unknown provider is 404 with the configured ones listed; Apple unconfigured stays 503")
     func unknownProvider() async throws {
         try await ServerHarness.with { harness in
-            let answer = try await harness.post("/v1/auth/github", json: ["idToken": "x"])
+            let answer = try await harness.post("/v1/auth/no-such-provider", json: ["idToken": "x"])
             #expect(answer.status == 404)
             #expect(answer.error == "not_found")
             #expect(
-                (answer.json["error_description"] as? String)?.contains("configured: apple, dropbox, facebook, google, microsoft, oidc") == true,
+                (answer.json["error_description"] as? String)?.contains("configured: apple, dropbox, facebook, github, google, microsoft, oidc") == true,
                 "\(answer.text)")
         }
         try await ServerHarness.with(configure: { $0.apple = nil }) { harness in

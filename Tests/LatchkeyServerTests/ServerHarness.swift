@@ -83,6 +83,9 @@ struct ServerHarness: Sendable {
         dropbox.apiURL = base + "/dropbox"
         dropbox.authorizeURL = base + "/dropbox/oauth2/authorize"
         configuration.dropbox = dropbox
+        configuration.providerModules = [
+            GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api")
+        ]
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000
         // The emulator answers a daily validation at once; on a loaded machine it may still take longer than the

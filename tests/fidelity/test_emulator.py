@@ -1084,3 +1084,52 @@ def test_generic_oidc_issuer_is_the_base_url(emulator):
     id_token = tokens.json()["id_token"]
     claims = verify_token(emulator, id_token, jwks_path="/oidc/jwks", audience=GOOGLE_CLIENT, issuer=issuer)
     assert claims["nonce"] == "o-n" and claims["sub"] == user["subjects"]["oidc"]
+
+
+def github_token(emu: Emulator, code: str, verifier: str, secret: str = GOOGLE_CLIENT + "-secret") -> requests.Response:
+    form = {"client_id": GOOGLE_CLIENT, "client_secret": secret, "code": code, "code_verifier": verifier}
+    return emu.post("/github/login/oauth/access_token", data=form, headers={"Accept": "application/json"})
+
+
+def test_github_code_exchange_user_emails_and_grant_revocation(emulator):
+    email = f"gh-{uuid.uuid4().hex[:8]}@example.com"
+    user = create_user(emulator, email=email, givenName="Mona", familyName="Lisa")
+    github_id = user["subjects"]["github"]
+    assert re.fullmatch(r"[1-9]\d{7,8}", github_id), github_id
+    verifier, challenge = pkce_pair()
+    code = provider_sign_in(emulator, "github", github_id, codeChallenge=challenge)["authorizationCode"]
+    assert re.fullmatch(r"[0-9a-f]{20}", code), code
+
+    # GitHub answers refusals with 200 and an error member; a wrong secret does not spend the code.
+    refused = github_token(emulator, code, verifier, secret="not-the-secret")
+    assert refused.status_code == 200 and refused.json()["error"] == "incorrect_client_credentials", refused.text
+    assert github_token(emulator, code, "x" * 43).json()["error"] == "bad_verification_code"
+    verifier, challenge = pkce_pair()
+    code = provider_sign_in(emulator, "github", github_id, codeChallenge=challenge)["authorizationCode"]
+    tokens = github_token(emulator, code, verifier)
+    assert tokens.status_code == 200, tokens.text
+    body = tokens.json()
+    assert body["access_token"].startswith("gho_") and body["token_type"] == "bearer", body
+    assert set(body["scope"].split(",")) == {"read:user", "user:email"} and "refresh_token" not in body
+    assert github_token(emulator, code, verifier).json()["error"] == "bad_verification_code"
+
+    bearer = {"Authorization": f"Bearer {body['access_token']}", "Accept": "application/vnd.github+json"}
+    profile = emulator.get("/github/api/user", headers=bearer)
+    assert profile.status_code == 200, profile.text
+    profile = profile.json()
+    assert profile["id"] == int(github_id) and profile["type"] == "User" and profile["name"] == "Mona Lisa"
+    assert profile["email"] is None  # a private address: only /user/emails shows it
+    assert emulator.get("/github/api/user/emails", headers=bearer).json() == [
+        {"email": email, "primary": True, "verified": True, "visibility": "private"}
+    ]
+
+    app = (GOOGLE_CLIENT, GOOGLE_CLIENT + "-secret")
+    application = f"/github/api/applications/{GOOGLE_CLIENT}"
+    checked = emulator.post(application + "/token", json={"access_token": body["access_token"]}, auth=app)
+    assert checked.status_code == 200 and checked.json()["user"]["id"] == int(github_id), checked.text
+    assert emulator.post(application + "/token", json={"access_token": body["access_token"]}, auth=(GOOGLE_CLIENT, "wrong")).status_code == 404
+    revoked = emulator.delete(application + "/grant", json={"access_token": body["access_token"]}, auth=app)
+    assert revoked.status_code == 204, revoked.text
+    dead = emulator.get("/github/api/user", headers=bearer)
+    assert dead.status_code == 401 and dead.json()["message"] == "Bad credentials"
+    assert emulator.post(application + "/token", json={"access_token": body["access_token"]}, auth=app).status_code == 404

@@ -29,10 +29,16 @@ struct ProviderCalls: Sendable {
     /// - Parameter bearer: the request presents a token to an API (not to an OAuth endpoint): a 400 or 401 without an
     ///   RFC 6749 error code then means the API refused that token. From a token, revocation or discovery endpoint the
     ///   same answer (an empty body, a proxy's HTML page) says nothing about the grant.
-    func send(_ request: OutboundRequest, operation: String, bearer: Bool = false) async throws(LatchkeyError) -> [UInt8] {
+    /// - Parameter gone: statuses that mean the provider no longer knows the token presented (GitHub's 404): the grant
+    ///   is gone, an `invalid_grant`.
+    func send(_ request: OutboundRequest, operation: String, bearer: Bool = false, gone: Set<Int> = []) async throws(LatchkeyError) -> [UInt8] {
         do throws(LatchkeyError) {
             let response = try await transport.send(request)
-            guard response.status == 200 else { throw error(for: response, operation: operation, bearer: bearer) }
+            if gone.contains(response.status) {
+                throw LatchkeyError(.invalidGrant, "\(displayName) no longer knows the token (HTTP \(response.status)): it was revoked or has expired")
+            }
+            // 2xx: GitHub answers a revocation with 204 No Content.
+            guard (200..<300).contains(response.status) else { throw error(for: response, operation: operation, bearer: bearer) }
             observer?(provider, operation, "ok")
             return response.body
         } catch {

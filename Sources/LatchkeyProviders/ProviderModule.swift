@@ -1,0 +1,126 @@
+public import Configuration
+import Foundation
+public import LatchkeyCore
+
+/// One provider's whole part in Latchkey, in one file: its settings (read from its own key), what `doctor` says
+/// about them, the ``IdentityProvider`` they make, and the settings that point it at the emulator.
+///
+/// ``ProviderModules/all`` registers the modules; the server's configuration, construction and routes, `doctor`,
+/// `serve --dev`, the demo page and `/openapi.json` iterate that list, so adding a provider is its module file and one
+/// line there (and its emulator profile).
+public protocol ProviderModule: Sendable {
+    /// The settings' key, the path segment of `/v1/auth/{name}` and the stored provider name: `github`.
+    static var name: String { get }
+    /// The provider's name for people.
+    static var displayName: String { get }
+    /// The settings, for the documentation and `doctor`: each key under ``name`` with what it means and its default.
+    static var settings: [ProviderSettingDescription] { get }
+    /// Reads the settings from `config`, scoped to ``name``; nil when none is set (the provider is off). Throws for a
+    /// setting that is wrong, naming it in full (`github.clientSecret`).
+    init?(reading config: ConfigReader) throws(LatchkeyError)
+    /// What `doctor` reports about the settings read.
+    var findings: [ProviderFinding] { get }
+    /// The provider these settings make.
+    func makeProvider(_ context: ProviderContext) -> any IdentityProvider
+    /// Settings (keys under ``name``) that point the provider at the emulator's stand-in at `baseURL` (its own path,
+    /// such as `{emulator}/github`) with the app registered there as `clientID`: for `serve --dev` and `demo`.
+    static func emulatedSettings(baseURL: String, clientID: String) -> [String: String]
+}
+
+/// The provider modules Latchkey knows, in the order they are listed.
+public enum ProviderModules {
+    public static let all: [any ProviderModule.Type] = [
+        GitHubModule.self
+    ]
+
+    /// The modules whose settings `config` holds.
+    public static func configured(_ config: ConfigReader) throws(LatchkeyError) -> [any ProviderModule] {
+        var modules: [any ProviderModule] = []
+        for module in all {
+            if let configured = try module.init(reading: config.scoped(to: ConfigKey(module.name))) { modules.append(configured) }
+        }
+        return modules
+    }
+
+    /// Every module's emulator settings, with their full keys.
+    public static func emulatedSettings(emulatorBaseURL: String, clientID: String) -> [String: String] {
+        var settings: [String: String] = [:]
+        for module in all {
+            for (key, value) in module.emulatedSettings(baseURL: emulatorBaseURL + "/" + module.name, clientID: clientID) {
+                settings[module.name + "." + key] = value
+            }
+        }
+        return settings
+    }
+}
+
+/// What a module's provider is made with.
+public struct ProviderContext: Sendable {
+    public var transport: any HTTPTransport
+    public var timeSource: TimeSource
+    public var observer: ProviderCallObserver?
+
+    public init(transport: any HTTPTransport, timeSource: TimeSource, observer: ProviderCallObserver?) {
+        self.transport = transport
+        self.timeSource = timeSource
+        self.observer = observer
+    }
+}
+
+/// One setting of a module, for the documentation.
+public struct ProviderSettingDescription: Sendable, Equatable {
+    /// The key under the module's name (`clientId`).
+    public var key: String
+    public var meaning: String
+    public var defaultValue: String
+
+    public init(_ key: String, _ meaning: String, default defaultValue: String = "—") {
+        self.key = key
+        self.meaning = meaning
+        self.defaultValue = defaultValue
+    }
+}
+
+/// A line of `doctor`'s report about a module's settings.
+public struct ProviderFinding: Sendable, Equatable {
+    public enum Level: Sendable { case ok, warning }
+    public var level: Level
+    /// The setting it is about, in full (`github.clientId`).
+    public var key: String
+    public var message: String
+
+    public init(_ level: Level, _ key: String, _ message: String) {
+        self.level = level
+        self.key = key
+        self.message = message
+    }
+}
+
+extension ConfigReader {
+    /// A list setting: a JSON array of strings, or one comma-separated string.
+    package func settingList(_ key: ConfigKey) -> [String]? {
+        if let array = stringArray(forKey: key) { return array.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+        return string(forKey: key).map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+    }
+
+    /// A secret given inline (`key`) or as a file path (`fileKey`, which wins); `fullFileKey` names the latter in errors.
+    package func settingSecret(_ key: ConfigKey, fileKey: ConfigKey, fullFileKey: String) throws(LatchkeyError) -> String? {
+        if let path = string(forKey: fileKey) {
+            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw LatchkeyError(.invalidConfiguration, "setting \(fullFileKey) points at \(path), which cannot be read")
+            }
+            return contents.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return string(forKey: key, isSecret: true)
+    }
+
+    /// A URL setting: absolute, http or https; `fullKey` names it in errors.
+    package func settingURL(_ key: ConfigKey, fullKey: String) throws(LatchkeyError) -> String? {
+        guard let value = string(forKey: key) else { return nil }
+        guard let scheme = URLComponents(string: value)?.scheme?.lowercased(), scheme == "https" || scheme == "http", URL(string: value)?.host != nil
+        else {
+            throw LatchkeyError(.invalidConfiguration, "setting \(fullKey) is \(value.prefix(200)), not an http or https URL")
+        }
+        return value.hasSuffix("/") ? String(value.dropLast()) : value
+    }
+}
