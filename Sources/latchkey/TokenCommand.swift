@@ -126,13 +126,16 @@ struct TokenCommand: AsyncParsableCommand {
                   latchkey token verify eyJraWQiOi... --provider apple --audience com.example.app --nonce "$RAW_NONCE"
                   latchkey token verify - --provider apple --audience com.example.web --jwks apple-keys.json --at 2026-01-31T12:00:00Z
                   latchkey token verify token.jwt --provider https://issuer.example.com --audience my-client
-                --jwks takes a file (offline) or a URL; without it the provider's published keys are fetched.
+                  latchkey token verify - --provider facebook --audience 1234567890 --jwks facebook-keys.json
+                --jwks takes a file (offline: nothing is fetched, not even an issuer's discovery document) or a URL;
+                without it the provider's published keys are fetched.
                 Exit codes: 0 verified, 1 refused (the reason says what to do), 64 usage.
                 """
         )
 
         @Argument(help: "The JWT, or - to read it from standard input.") var token: String
-        @Option(help: "apple, google, microsoft, or an issuer URL (its discovery document gives the keys).") var provider: String
+        @Option(help: "apple, google, microsoft, facebook (Limited Login), or an issuer URL (its discovery document gives the keys).")
+        var provider: String
         @Option(help: "A client id the token may be issued to; repeatable.") var audience: [String] = []
         @Option(help: "The provider's key set: a file or a URL.") var jwks: String?
         @Option(help: "The raw nonce the app generated.") var nonce: String?
@@ -153,7 +156,7 @@ struct TokenCommand: AsyncParsableCommand {
             let leewaySeconds = try parseDuration(leeway)
             let instant = try at.map(parseInstant)
             do {
-                let (policy, defaultKeys) = try await Self.policy(provider, audiences: audience, leeway: leewaySeconds)
+                let (policy, defaultKeys) = try await Self.policy(provider, audiences: audience, leeway: leewaySeconds, offline: jwks != nil)
                 let keys = try await Self.keys(jwks ?? defaultKeys)
                 let verifier = IdentityTokenVerifier(policy: policy, keys: keys)
                 let identity = try await verifier.verify(try readTokenArgument(token), expecting: .init(rawNonce: nonce), now: instant)
@@ -189,16 +192,32 @@ struct TokenCommand: AsyncParsableCommand {
             }
         }
 
-        static func policy(_ provider: String, audiences: [String], leeway: TimeInterval) async throws(LatchkeyError) -> (IdentityTokenPolicy, String) {
+        /// The policy for `provider` and where its keys are published. With `offline` (a `--jwks` file or URL given), an
+        /// issuer URL is taken as the issuer itself: no discovery document is fetched.
+        static func policy(_ provider: String, audiences: [String], leeway: TimeInterval, offline: Bool = false) async throws(LatchkeyError) -> (
+            IdentityTokenPolicy, String
+        ) {
             switch provider.lowercased() {
             case "apple": return (.apple(clientIDs: audiences, leeway: leeway), "https://appleid.apple.com/auth/keys")
             case "google": return (.google(clientIDs: audiences, leeway: leeway), "https://www.googleapis.com/oauth2/v3/certs")
             case "microsoft": return (.microsoft(clientIDs: audiences, leeway: leeway), "https://login.microsoftonline.com/common/discovery/v2.0/keys")
+            case "facebook":
+                // Limited Login's ID tokens, as the server checks them (its default issuers and nonce matching).
+                let facebook = FacebookConfiguration(appID: audiences.first ?? "")
+                let policy = IdentityTokenPolicy(
+                    providerName: "Facebook", issuers: facebook.limitedLoginIssuers, audiences: audiences, leeway: leeway,
+                    nonceMatching: facebook.nonceMatching, requireNonce: false)
+                return (policy, facebook.jwksURL)
+            case let name where ProviderModules.all.contains { $0.name == name } || name == "dropbox":
+                throw LatchkeyError(
+                    .invalidConfiguration, "\(name) issues no ID tokens: its sign-ins are authorization codes the server redeems, so there is no token to verify")
             default:
                 guard let url = URL(string: provider), url.scheme == "https" || url.scheme == "http" else {
-                    throw LatchkeyError(.invalidConfiguration, "--provider is apple, google, microsoft or an issuer URL; \"\(provider)\" is none of these")
+                    throw LatchkeyError(
+                        .invalidConfiguration, "--provider is apple, google, microsoft, facebook or an issuer URL; \"\(provider)\" is none of these")
                 }
                 let issuer = provider.hasSuffix("/") ? String(provider.dropLast()) : provider
+                if offline { return (IdentityTokenPolicy(providerName: issuer, issuers: [issuer], audiences: audiences, leeway: leeway), "") }
                 let response = try await AsyncHTTPClientTransport().send(OutboundRequest(url: issuer + "/.well-known/openid-configuration"))
                 struct Discovery: Decodable { let issuer: String; let jwks_uri: String }
                 guard response.status == 200, let discovery = try? JSONDecoder().decode(Discovery.self, from: Data(response.body)) else {

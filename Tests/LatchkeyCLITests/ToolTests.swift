@@ -131,6 +131,35 @@ struct ToolTests {
         }
     }
 
+    @Test("token verify --provider facebook checks a Limited Login token; --jwks with an issuer URL fetches nothing; code-only providers are named")
+    func verifyOtherProviders() async throws {
+        try await withJWKSFile { keys in
+            let now = Int(Date().timeIntervalSince1970)
+            let limited = Fixtures.appleKey.sign(claims: [
+                "iss": "https://www.facebook.com", "aud": "1234567890", "sub": "10158000000000000", "iat": now, "exp": now + 3600,
+                "nonce": sha256Hex("raw"), "jti": "j-1",
+            ])
+            let facebook = try await CLI.run([
+                "token", "verify", limited, "--provider", "facebook", "--audience", "1234567890", "--jwks", keys, "--nonce", "raw", "--json",
+            ])
+            #expect(facebook.status == 0, "\(facebook.stdout)\(facebook.stderr)")
+            #expect(facebook.json["subject"] as? String == "10158000000000000")
+            let otherApp = try await CLI.run(["token", "verify", limited, "--provider", "facebook", "--audience", "999", "--jwks", keys])
+            #expect(otherApp.status == 1 && otherApp.stdout.contains("unexpected_audience"), "\(otherApp.stdout)")
+
+            // Nothing listens on the discard port: a discovery fetch fails, as the run without --jwks shows.
+            let issuer = "http://127.0.0.1:9/tenant"
+            let token = Fixtures.appleKey.sign(claims: ["iss": issuer, "aud": "my-client", "sub": "u-1", "iat": now, "exp": now + 600])
+            let offline = try await CLI.run(["token", "verify", token, "--provider", issuer, "--audience", "my-client", "--jwks", keys])
+            #expect(offline.status == 0, "\(offline.stdout)\(offline.stderr)")
+            let online = try await CLI.run(["token", "verify", token, "--provider", issuer, "--audience", "my-client"])
+            #expect(online.status == 1 && online.stdout.contains("could not reach 127.0.0.1"), "\(online.stdout)")
+
+            let github = try await CLI.run(["token", "verify", token, "--provider", "github", "--audience", "a", "--jwks", keys])
+            #expect(github.status == 1 && github.stdout.contains("no ID tokens"), "\(github.stdout)")
+        }
+    }
+
     @Test("token verify needs an audience, a known provider and readable keys")
     func verifyUsage() async throws {
         try await withJWKSFile { keys in
