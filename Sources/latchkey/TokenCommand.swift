@@ -210,7 +210,8 @@ struct TokenCommand: AsyncParsableCommand {
                 return (policy, facebook.jwksURL)
             case let name where ProviderModules.all.contains { $0.name == name } || name == "dropbox":
                 throw LatchkeyError(
-                    .invalidConfiguration, "\(name) issues no ID tokens: its sign-ins are authorization codes the server redeems, so there is no token to verify")
+                    .invalidConfiguration,
+                    "\(name) issues no ID tokens: its sign-ins are authorization codes the server redeems, so there is no token to verify")
             default:
                 guard let url = URL(string: provider), url.scheme == "https" || url.scheme == "http" else {
                     throw LatchkeyError(
