@@ -102,6 +102,9 @@ public struct EmulatorConfiguration: Sendable {
     public var dropboxApps: [DropboxApp] = []
     /// GitHub OAuth apps: the token endpoint wants the client secret, PKCE or not.
     public var githubApps: [OAuthClient] = []
+    /// Discord applications and X apps: a code with PKCE needs no secret (public clients); one sent must match.
+    public var discordClients: [OAuthClient] = []
+    public var xClients: [OAuthClient] = []
     public var oidcClients: [OIDCClient] = []
 
     /// `iss` of Apple identity tokens.
@@ -178,6 +181,10 @@ public struct EmulatorConfiguration: Sendable {
         dropboxApps.append(DropboxApp(appKey: clientID, redirectURIs: redirectURIs))
         githubApps.removeAll { $0.clientID == clientID }
         githubApps.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
+        discordClients.removeAll { $0.clientID == clientID }
+        discordClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
+        xClients.removeAll { $0.clientID == clientID }
+        xClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
     }
 
     func app(_ clientID: String) -> App? { apps.first { $0.clientID == clientID } }
@@ -196,6 +203,8 @@ public struct EmulatorConfiguration: Sendable {
         case .dropbox:
             dropboxApps.first { $0.appKey == clientID }.map { OAuthClient(clientID: $0.appKey, clientSecret: $0.appSecret, redirectURIs: $0.redirectURIs) }
         case .github: githubApps.first { $0.clientID == clientID }
+        case .discord: discordClients.first { $0.clientID == clientID }
+        case .x: xClients.first { $0.clientID == clientID }
         }
     }
 }

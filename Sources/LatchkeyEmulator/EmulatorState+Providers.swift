@@ -36,6 +36,14 @@ extension EmulatorState {
                 TokenStyle(
                     accessPrefix: "gho_", refreshPrefix: "", codePrefix: "", accessLifetime: 10 * 365 * 86_400, tokenType: "bearer",
                     badCode: "The code passed is incorrect or expired.", badRefresh: "", codeLifetime: 600)
+            case .discord:
+                TokenStyle(
+                    accessPrefix: "", refreshPrefix: "", codePrefix: "", accessLifetime: 604_800, tokenType: "Bearer", badCode: "Invalid \"code\" in request.",
+                    badRefresh: "Invalid \"refresh_token\" in request.", codeLifetime: nil)
+            case .x:
+                TokenStyle(
+                    accessPrefix: "", refreshPrefix: "", codePrefix: "", accessLifetime: 7200, tokenType: "bearer",
+                    badCode: "Value passed for the authorization code was invalid.", badRefresh: "Value passed for the token was invalid.", codeLifetime: 30)
             case .facebook:
                 TokenStyle(
                     accessPrefix: "EAA", refreshPrefix: "", codePrefix: "", accessLifetime: 5_184_000, tokenType: "bearer",
@@ -113,7 +121,7 @@ extension EmulatorState {
         case .facebook:
             signIn.accessToken = issueProviderAccessToken(.facebook, user: user, clientID: request.clientID, refreshToken: nil, scopes: request.scopes)
             signIn.idToken = try await idToken(.facebook, user: user, clientID: request.clientID, nonce: request.nonce, accessToken: nil, issuer: "")
-        case .github:
+        case .github, .discord, .x:
             signIn.authorizationCode = try issueCode(request)
         case .dropbox:
             signIn.authorizationCode = try issueCode(request)
@@ -132,6 +140,8 @@ extension EmulatorState {
         case .facebook: subjects.facebook
         case .dropbox: subjects.dropbox
         case .github: subjects.github
+        case .discord: subjects.discord
+        case .x: subjects.x
         case .oidc: subjects.oidc
         }
     }
@@ -230,7 +240,7 @@ extension EmulatorState {
             try checkTenant(tenant, user)
             // Microsoft hands out a new refresh token on every refresh (the old one stays usable); a rotating OpenID
             // Connect provider too, and the old one stops working; the others keep theirs.
-            let rotates = provider == .oidc && configuration.oidcRotatesRefreshTokens
+            let rotates = (provider == .oidc && configuration.oidcRotatesRefreshTokens) || provider == .discord || provider == .x
             var grantToken = token
             if provider == .microsoft || rotates {
                 grantToken = Identifiers.providerToken(style.refreshPrefix, 64)
@@ -309,7 +319,8 @@ extension EmulatorState {
             let subjects = Identifiers.ProviderSubjects(userID: user.id)
             answer["account_id"] = .string(subjects.dropbox)
             answer["uid"] = .string(subjects.dropboxUID)
-        } else {
+        } else if provider != .discord && provider != .x {
+            // Plain OAuth 2.0 providers (Discord, X) issue no ID token.
             answer["id_token"] = .string(
                 try await idToken(provider, user: user, clientID: clientID, nonce: nonce, accessToken: accessToken, issuer: issuer))
         }

@@ -148,7 +148,8 @@ actor EmulatorState {
         let other = Identifiers.ProviderSubjects(userID: userID)
         return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) } + [
             (Identifiers.googleSubject(userID: userID), "google"), (other.microsoft, "microsoft"), (other.microsoftObjectID, "microsoft"),
-            (other.facebook, "facebook"), (other.dropbox, "dropbox"), (other.oidc, "oidc"), (other.github, "github"),
+            (other.facebook, "facebook"), (other.dropbox, "dropbox"), (other.oidc, "oidc"), (other.github, "github"), (other.discord, "discord"),
+            (other.x, "x"),
         ]
     }
 

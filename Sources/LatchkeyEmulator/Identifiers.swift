@@ -75,6 +75,9 @@ enum Identifiers {
         /// A GitHub user id (an integer, here of 8 or 9 digits) and login.
         let github: String
         let githubLogin: String
+        /// A Discord snowflake (18 digits) and an X user id (19 digits).
+        let discord: String
+        let x: String
 
         init(userID: UUID) {
             let bytes = Array(SHA512.hash(data: Array("providers|\(userID.uuidString)".utf8)))
@@ -89,6 +92,8 @@ enum Identifiers {
             oidc = hex(bytes[0..<16])
             github = String(10_000_000 + (Int(digits.prefix(9)) ?? 0) % 190_000_000)
             githubLogin = "octo-" + hex(bytes[0..<4])
+            discord = "1" + digits.prefix(17)
+            x = "17" + digits.suffix(17)
         }
     }
 

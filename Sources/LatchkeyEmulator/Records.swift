@@ -21,7 +21,7 @@ struct ConsentRecord: Sendable {
 
 struct CodeRecord: Sendable {
     enum Provider: String, Sendable, CaseIterable {
-        case apple, google, microsoft, facebook, dropbox, oidc, github
+        case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x
 
         /// The name the sign-in pages show.
         var displayName: String {
@@ -32,6 +32,8 @@ struct CodeRecord: Sendable {
             case .facebook: "Facebook"
             case .dropbox: "Dropbox"
             case .github: "GitHub"
+            case .discord: "Discord"
+            case .x: "X"
             case .oidc: "OpenID Connect"
             }
         }

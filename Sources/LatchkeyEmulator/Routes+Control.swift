@@ -170,7 +170,8 @@ extension Emulator {
         }
         let defaultScopes: [CodeRecord.Provider: [String]] = [
             .google: ["openid", "email", "profile"], .microsoft: ["openid", "profile", "email", "offline_access"], .oidc: ["openid", "email", "profile"],
-            .facebook: ["public_profile", "email"], .dropbox: ["account_info.read"], .github: ["read:user", "user:email"],
+            .facebook: ["public_profile", "email"], .dropbox: ["account_info.read"], .github: ["read:user", "user:email"], .discord: ["identify", "email"],
+            .x: ["users.read", "tweet.read", "offline.access"],
         ]
         let authorization = EmulatorState.ProviderAuthorization(
             provider: provider, userID: user.id, clientID: body.clientId, redirectURI: body.redirectUri, nonce: body.nonce,

@@ -77,7 +77,7 @@ extension Emulator {
                         scopes: (form["scope"] ?? "").split(separator: " ").map(String.init), codeChallenge: form["code_challenge"],
                         codeChallengeMethod: form["code_challenge_method"]))
                 answer.append(("code", code))
-                if provider != .dropbox && provider != .github { answer.append(("scope", form["scope"] ?? "")) }
+                if ![.dropbox, .github, .discord, .x].contains(provider) { answer.append(("scope", form["scope"] ?? "")) }
             } catch {
                 return HTTPAnswer.json(["error": error.code], status: .init(code: error.status))
             }

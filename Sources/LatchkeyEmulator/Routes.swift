@@ -12,6 +12,8 @@ extension Emulator {
         addFacebookRoutes(to: router)
         addDropboxRoutes(to: router)
         addGitHubRoutes(to: router)
+        addDiscordRoutes(to: router)
+        addXRoutes(to: router)
         addOIDCRoutes(to: router)
         addControlRoutes(to: router)
         return router

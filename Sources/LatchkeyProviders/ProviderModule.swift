@@ -22,6 +22,8 @@ public protocol ProviderModule: Sendable {
     var findings: [ProviderFinding] { get }
     /// The provider these settings make.
     func makeProvider(_ context: ProviderContext) -> any IdentityProvider
+    /// Whether the provider's sign-ins can be ID tokens (`latchkey token verify` refuses to verify one otherwise).
+    static var issuesIDTokens: Bool { get }
     /// Settings (keys under ``name``) that point the provider at the emulator's stand-in at `baseURL` (its own path,
     /// such as `{emulator}/github`) with the app registered there as `clientID`: for `serve --dev` and `demo`.
     static func emulatedSettings(baseURL: String, clientID: String) -> [String: String]
@@ -30,7 +32,9 @@ public protocol ProviderModule: Sendable {
 /// The provider modules Latchkey knows, in the order they are listed.
 public enum ProviderModules {
     public static let all: [any ProviderModule.Type] = [
-        GitHubModule.self
+        GitHubModule.self,
+        DiscordModule.self,
+        XModule.self,
     ]
 
     /// The modules whose settings `config` holds.

@@ -14,7 +14,7 @@ struct ProviderEndToEndTests {
     /// How an app signs in with each provider, and with which of the user's subjects.
     enum Credential: String, CaseIterable, CustomTestStringConvertible {
         case googleIDToken, googleCode, microsoftIDToken, microsoftCode, oidcIDToken, oidcCode, facebookLimitedLogin, facebookClassic, dropboxCode,
-            githubCode
+            githubCode, discordCode, xCode
         var testDescription: String { rawValue }
 
         var provider: String {
@@ -25,10 +25,12 @@ struct ProviderEndToEndTests {
             case .facebookLimitedLogin, .facebookClassic: "facebook"
             case .dropboxCode: "dropbox"
             case .githubCode: "github"
+            case .discordCode: "discord"
+            case .xCode: "x"
             }
         }
 
-        var usesCode: Bool { [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode].contains(self) }
+        var usesCode: Bool { [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode, .discordCode, .xCode].contains(self) }
     }
 
     /// A fresh credential from the emulator for the user with `subjects`, as the body the app sends.

@@ -60,7 +60,8 @@ struct ProviderSignInTests {
             #expect(answer.status == 404)
             #expect(answer.error == "not_found")
             #expect(
-                (answer.json["error_description"] as? String)?.contains("configured: apple, dropbox, facebook, github, google, microsoft, oidc") == true,
+                (answer.json["error_description"] as? String)?.contains("configured: apple, discord, dropbox, facebook, github, google, microsoft, oidc, x")
+                    == true,
                 "\(answer.text)")
         }
         try await ServerHarness.with(configure: { $0.apple = nil }) { harness in

@@ -84,7 +84,9 @@ struct ServerHarness: Sendable {
         dropbox.authorizeURL = base + "/dropbox/oauth2/authorize"
         configuration.dropbox = dropbox
         configuration.providerModules = [
-            GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api")
+            GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api"),
+            DiscordModule(clientID: everywhere, baseURL: base + "/discord"),
+            XModule(clientID: everywhere, clientSecret: everywhere + "-secret", authorizeURL: base + "/x/i/oauth2/authorize", apiURL: base + "/x"),
         ]
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000

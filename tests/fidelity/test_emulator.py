@@ -1133,3 +1133,51 @@ def test_github_code_exchange_user_emails_and_grant_revocation(emulator):
     dead = emulator.get("/github/api/user", headers=bearer)
     assert dead.status_code == 401 and dead.json()["message"] == "Bad credentials"
     assert emulator.post(application + "/token", json={"access_token": body["access_token"]}, auth=app).status_code == 404
+
+
+def test_discord_pkce_public_client_user_rotation_and_revocation(emulator):
+    email = f"dc-{uuid.uuid4().hex[:8]}@example.com"
+    user = create_user(emulator, email=email, givenName="Ada", familyName="Lovelace")
+    snowflake = user["subjects"]["discord"]
+    assert re.fullmatch(r"1\d{17}", snowflake), snowflake
+    verifier, challenge = pkce_pair()
+    code = provider_sign_in(emulator, "discord", snowflake, codeChallenge=challenge)["authorizationCode"]
+    wrong = provider_code_exchange(emulator, "/discord/api/oauth2/token", code, "x" * 43)
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant", wrong.text
+    tokens = provider_code_exchange(emulator, "/discord/api/oauth2/token", code, verifier)
+    assert tokens.status_code == 200, tokens.text
+    body = tokens.json()
+    assert body["token_type"] == "Bearer" and body["expires_in"] == 604800 and body["refresh_token"] and "id_token" not in body
+    me = emulator.get("/discord/api/users/@me", headers={"Authorization": f"Bearer {body['access_token']}"}).json()
+    assert me["id"] == snowflake and me["email"] == email and me["verified"] is True and me["global_name"] == "Ada Lovelace"
+
+    # Each refresh answers a new refresh token; the old one stops working.
+    refresh = {"grant_type": "refresh_token", "refresh_token": body["refresh_token"], "client_id": GOOGLE_CLIENT}
+    rotated = emulator.post("/discord/api/oauth2/token", data=refresh).json()["refresh_token"]
+    assert rotated != body["refresh_token"]
+    assert emulator.post("/discord/api/oauth2/token", data=refresh).json()["error"] == "invalid_grant"
+    revoked = emulator.post("/discord/api/oauth2/token/revoke", data={"token": rotated, "client_id": GOOGLE_CLIENT})
+    assert revoked.status_code == 200, revoked.text
+    gone = emulator.post("/discord/api/oauth2/token", data={**refresh, "refresh_token": rotated})
+    assert gone.json()["error"] == "invalid_grant"
+
+
+def test_x_confidential_client_users_me_without_email_and_revocation(emulator):
+    user = create_user(emulator, email=f"x-{uuid.uuid4().hex[:8]}@example.com", givenName="Ada")
+    x_id = user["subjects"]["x"]
+    assert re.fullmatch(r"17\d{17}", x_id), x_id
+    verifier, challenge = pkce_pair()
+    code = provider_sign_in(emulator, "x", x_id, codeChallenge=challenge)["authorizationCode"]
+    form = {"grant_type": "authorization_code", "code": code, "code_verifier": verifier}
+    refused = emulator.post("/x/2/oauth2/token", data=form, auth=(GOOGLE_CLIENT, "not-the-secret"))
+    assert refused.status_code == 401, refused.text
+    tokens = emulator.post("/x/2/oauth2/token", data=form, auth=(GOOGLE_CLIENT, GOOGLE_CLIENT + "-secret"))
+    assert tokens.status_code == 200, tokens.text
+    body = tokens.json()
+    assert body["refresh_token"] and "offline.access" in body["scope"] and "id_token" not in body
+    me = emulator.get("/x/2/users/me", headers={"Authorization": f"Bearer {body['access_token']}"}).json()
+    assert me["data"]["id"] == x_id and "email" not in me["data"]
+    revoked = emulator.post("/x/2/oauth2/revoke", data={"token": body["refresh_token"], "client_id": GOOGLE_CLIENT})
+    assert revoked.status_code == 200 and revoked.json() == {"revoked": True}
+    dead = emulator.get("/x/2/users/me", headers={"Authorization": f"Bearer {body['access_token']}"})
+    assert dead.status_code == 401 and dead.json()["title"] == "Unauthorized"

@@ -63,6 +63,7 @@ private let formAllowed: CharacterSet = {
     return set
 }()
 
-private func formEscape(_ value: String) -> String {
+/// One value percent-encoded as a form field's: what RFC 6749 §2.3.1 asks of a client id and secret in a Basic header.
+func formEscape(_ value: String) -> String {
     value.addingPercentEncoding(withAllowedCharacters: formAllowed) ?? ""
 }
