@@ -105,6 +105,8 @@ public struct EmulatorConfiguration: Sendable {
     /// Discord applications and X apps: a code with PKCE needs no secret (public clients); one sent must match.
     public var discordClients: [OAuthClient] = []
     public var xClients: [OAuthClient] = []
+    /// GitLab applications (the OpenID Connect stand-in's rules, at `/gitlab`).
+    public var gitlabClients: [OAuthClient] = []
     public var oidcClients: [OIDCClient] = []
 
     /// `iss` of Apple identity tokens.
@@ -185,6 +187,8 @@ public struct EmulatorConfiguration: Sendable {
         discordClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
         xClients.removeAll { $0.clientID == clientID }
         xClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
+        gitlabClients.removeAll { $0.clientID == clientID }
+        gitlabClients.append(client)
     }
 
     func app(_ clientID: String) -> App? { apps.first { $0.clientID == clientID } }
@@ -205,6 +209,7 @@ public struct EmulatorConfiguration: Sendable {
         case .github: githubApps.first { $0.clientID == clientID }
         case .discord: discordClients.first { $0.clientID == clientID }
         case .x: xClients.first { $0.clientID == clientID }
+        case .gitlab: gitlabClients.first { $0.clientID == clientID }
         }
     }
 }

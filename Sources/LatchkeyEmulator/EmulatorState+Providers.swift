@@ -48,7 +48,7 @@ extension EmulatorState {
                 TokenStyle(
                     accessPrefix: "EAA", refreshPrefix: "", codePrefix: "", accessLifetime: 5_184_000, tokenType: "bearer",
                     badCode: "Invalid verification code format.", badRefresh: "Invalid token.", codeLifetime: nil)
-            case .apple, .oidc:
+            case .apple, .oidc, .gitlab:
                 TokenStyle(
                     accessPrefix: "at.", refreshPrefix: "rt.", codePrefix: "ac.", accessLifetime: Int(accessTokenLifetime), tokenType: "Bearer",
                     badCode: "the authorization code is unknown, expired or already used", badRefresh: "the refresh token is unknown or revoked",
@@ -114,7 +114,7 @@ extension EmulatorState {
         switch request.provider {
         case .apple:
             throw ProviderOAuthError(status: 400, code: "invalid_request", description: "Apple sign-ins are minted by signIn")
-        case .google, .microsoft, .oidc:
+        case .google, .microsoft, .oidc, .gitlab:
             signIn.authorizationCode = try issueCode(request)
             signIn.idToken = try await idToken(
                 request.provider, user: user, clientID: request.clientID, nonce: request.nonce, accessToken: nil, issuer: request.oidcIssuer)
@@ -142,6 +142,7 @@ extension EmulatorState {
         case .github: subjects.github
         case .discord: subjects.discord
         case .x: subjects.x
+        case .gitlab: subjects.gitlab
         case .oidc: subjects.oidc
         }
     }

@@ -58,7 +58,7 @@ actor EmulatorState {
     /// How each provider that signs ID tokens names its keys (Dropbox issues none, so it has no keys).
     private static let keyIDs: [CodeRecord.Provider: @Sendable () -> String] = [
         .apple: Identifiers.appleKeyID, .google: Identifiers.googleKeyID, .microsoft: Identifiers.microsoftKeyID,
-        .facebook: Identifiers.googleKeyID, .oidc: Identifiers.googleKeyID,
+        .facebook: Identifiers.googleKeyID, .oidc: Identifiers.googleKeyID, .gitlab: Identifiers.googleKeyID,
     ]
 
     /// `provider`'s signing keys, made on first use.
@@ -149,7 +149,7 @@ actor EmulatorState {
         return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) } + [
             (Identifiers.googleSubject(userID: userID), "google"), (other.microsoft, "microsoft"), (other.microsoftObjectID, "microsoft"),
             (other.facebook, "facebook"), (other.dropbox, "dropbox"), (other.oidc, "oidc"), (other.github, "github"), (other.discord, "discord"),
-            (other.x, "x"),
+            (other.x, "x"), (other.gitlab, "gitlab"),
         ]
     }
 

@@ -78,6 +78,8 @@ enum Identifiers {
         /// A Discord snowflake (18 digits) and an X user id (19 digits).
         let discord: String
         let x: String
+        /// A GitLab user id: up to 8 digits.
+        let gitlab: String
 
         init(userID: UUID) {
             let bytes = Array(SHA512.hash(data: Array("providers|\(userID.uuidString)".utf8)))
@@ -94,6 +96,7 @@ enum Identifiers {
             githubLogin = "octo-" + hex(bytes[0..<4])
             discord = "1" + digits.prefix(17)
             x = "17" + digits.suffix(17)
+            gitlab = String(1_000_000 + (Int(digits.dropFirst(9).prefix(8)) ?? 0) % 30_000_000)
         }
     }
 

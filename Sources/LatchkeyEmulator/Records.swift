@@ -21,7 +21,7 @@ struct ConsentRecord: Sendable {
 
 struct CodeRecord: Sendable {
     enum Provider: String, Sendable, CaseIterable {
-        case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x
+        case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x, gitlab
 
         /// The name the sign-in pages show.
         var displayName: String {
@@ -34,6 +34,7 @@ struct CodeRecord: Sendable {
             case .github: "GitHub"
             case .discord: "Discord"
             case .x: "X"
+            case .gitlab: "GitLab"
             case .oidc: "OpenID Connect"
             }
         }

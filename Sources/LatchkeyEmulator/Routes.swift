@@ -14,6 +14,7 @@ extension Emulator {
         addGitHubRoutes(to: router)
         addDiscordRoutes(to: router)
         addXRoutes(to: router)
+        addGitLabRoutes(to: router)
         addOIDCRoutes(to: router)
         addControlRoutes(to: router)
         return router

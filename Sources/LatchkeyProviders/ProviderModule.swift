@@ -33,6 +33,7 @@ public protocol ProviderModule: Sendable {
 public enum ProviderModules {
     public static let all: [any ProviderModule.Type] = [
         GitHubModule.self,
+        GitLabModule.self,
         DiscordModule.self,
         XModule.self,
     ]

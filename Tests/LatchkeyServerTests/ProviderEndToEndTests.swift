@@ -14,7 +14,7 @@ struct ProviderEndToEndTests {
     /// How an app signs in with each provider, and with which of the user's subjects.
     enum Credential: String, CaseIterable, CustomTestStringConvertible {
         case googleIDToken, googleCode, microsoftIDToken, microsoftCode, oidcIDToken, oidcCode, facebookLimitedLogin, facebookClassic, dropboxCode,
-            githubCode, discordCode, xCode
+            githubCode, discordCode, xCode, gitlabIDToken, gitlabCode
         var testDescription: String { rawValue }
 
         var provider: String {
@@ -27,10 +27,11 @@ struct ProviderEndToEndTests {
             case .githubCode: "github"
             case .discordCode: "discord"
             case .xCode: "x"
+            case .gitlabIDToken, .gitlabCode: "gitlab"
             }
         }
 
-        var usesCode: Bool { [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode, .discordCode, .xCode].contains(self) }
+        var usesCode: Bool { [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode, .discordCode, .xCode, .gitlabCode].contains(self) }
     }
 
     /// A fresh credential from the emulator for the user with `subjects`, as the body the app sends.

@@ -60,7 +60,8 @@ struct ProviderSignInTests {
             #expect(answer.status == 404)
             #expect(answer.error == "not_found")
             #expect(
-                (answer.json["error_description"] as? String)?.contains("configured: apple, discord, dropbox, facebook, github, google, microsoft, oidc, x")
+                (answer.json["error_description"] as? String)?.contains(
+                    "configured: apple, discord, dropbox, facebook, github, gitlab, google, microsoft, oidc, x")
                     == true,
                 "\(answer.text)")
         }

@@ -85,6 +85,7 @@ struct ServerHarness: Sendable {
         configuration.dropbox = dropbox
         configuration.providerModules = [
             GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api"),
+            GitLabModule(clientIDs: [everywhere], baseURL: base + "/gitlab"),
             DiscordModule(clientID: everywhere, baseURL: base + "/discord"),
             XModule(clientID: everywhere, clientSecret: everywhere + "-secret", authorizeURL: base + "/x/i/oauth2/authorize", apiURL: base + "/x"),
         ]

@@ -1181,3 +1181,25 @@ def test_x_confidential_client_users_me_without_email_and_revocation(emulator):
     assert revoked.status_code == 200 and revoked.json() == {"revoked": True}
     dead = emulator.get("/x/2/users/me", headers={"Authorization": f"Bearer {body['access_token']}"})
     assert dead.status_code == 401 and dead.json()["title"] == "Unauthorized"
+
+
+def test_gitlab_issuer_is_its_base_url_with_gitlab_paths(emulator):
+    issuer = emulator.base_url + "/gitlab"
+    discovery = emulator.get("/gitlab/.well-known/openid-configuration").json()
+    assert discovery["issuer"] == issuer and discovery["jwks_uri"] == issuer + "/oauth/discovery/keys"
+    assert discovery["token_endpoint"] == issuer + "/oauth/token" and discovery["revocation_endpoint"] == issuer + "/oauth/revoke"
+    user = create_user(emulator, email=f"gl-{uuid.uuid4().hex[:8]}@example.com")
+    sub = user["subjects"]["gitlab"]
+    assert re.fullmatch(r"[1-9]\d{6,7}", sub), sub
+    verifier, challenge = pkce_pair()
+    signed = provider_sign_in(emulator, "gitlab", sub, nonce="g-n", codeChallenge=challenge)
+    verify_token(emulator, signed["idToken"], jwks_path="/gitlab/oauth/discovery/keys", audience=GOOGLE_CLIENT, issuer=issuer)
+    tokens = provider_code_exchange(emulator, "/gitlab/oauth/token", signed["authorizationCode"], verifier)
+    assert tokens.status_code == 200, tokens.text
+    body = tokens.json()
+    claims = verify_token(emulator, body["id_token"], jwks_path="/gitlab/oauth/discovery/keys", audience=GOOGLE_CLIENT, issuer=issuer)
+    assert claims["sub"] == sub and claims["nonce"] == "g-n"
+    revoked = emulator.post("/gitlab/oauth/revoke", data={"token": body["refresh_token"], "client_id": GOOGLE_CLIENT})
+    assert revoked.status_code == 200, revoked.text
+    refresh = {"grant_type": "refresh_token", "refresh_token": body["refresh_token"], "client_id": GOOGLE_CLIENT}
+    assert emulator.post("/gitlab/oauth/token", data=refresh).json()["error"] == "invalid_grant"
