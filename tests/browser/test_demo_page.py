@@ -137,7 +137,7 @@ def test_demo_page_lists_every_provider(browser, server):
         b.get_attribute("data-provider"): b.text.strip()
         for b in browser.find_elements(By.CSS_SELECTOR, "button[data-provider]")
     }
-    assert set(providers) >= {"apple", "google", "microsoft", "oidc", "dropbox"}, providers
+    assert set(providers) >= {"apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "discord", "x"}, providers
     assert providers["apple"] == "Sign in with Apple"
     assert providers["google"] == "Sign in with Google"
     assert browser.find_element(By.ID, "status").text == ""
@@ -172,6 +172,7 @@ def test_sign_in_with_google(browser, server):
     ("microsoft", "Sign in with Microsoft"),
     ("oidc", "Sign in with Emulated OpenID Connect"),
     ("dropbox", "Sign in with Dropbox"),
+    ("gitlab", "Sign in with GitLab"),
 ])
 def test_sign_in_with_other_providers(browser, server, provider, label):
     email = unique_email(provider)
@@ -223,3 +224,20 @@ def test_cancel_at_apple_shows_access_denied(browser, server):
         browser, server, lambda t, el: "error" in (el.get_attribute("class") or "").split() and t != ""
     )
     assert "access_denied" in text, text
+
+
+@pytest.mark.parametrize("provider,label,shares_email", [
+    ("github", "Sign in with GitHub", True),
+    ("discord", "Sign in with Discord", True),
+    ("x", "Sign in with X", False),
+])
+def test_sign_in_with_oauth_providers_without_id_tokens(browser, server, provider, label, shares_email):
+    # No ID token: the server reads the user from the provider's API, which gives a display name, not its parts.
+    email = unique_email(provider)
+    text, user, tokens = sign_in(browser, server, provider, label, email, "Mary", "Jackson")
+
+    assert provider in text, text
+    assert user["identities"][0]["provider"] == provider, user
+    assert user.get("email") == (email if shares_email else None), user
+    check_tokens(tokens)
+
