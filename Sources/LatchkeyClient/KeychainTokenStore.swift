@@ -15,7 +15,8 @@
     /// ```swift
     /// let store = KeychainTokenStore(service: "com.example.app.session", accessGroup: nil)
     /// ```
-    public final class KeychainTokenStore: TokenStore, Sendable {
+    public final class KeychainTokenStore: TokenStore, @unchecked Sendable {
+        // @unchecked: every stored property is a constant; the Keychain item is only read and written holding `lock`.
         private let service: String
         private let accessGroup: String?
         private let lock: NSLock

@@ -3,6 +3,11 @@
     // WebSheetFlow.swift, tested on Linux; AppleShellBudgetTests keeps this file free of its own.
     public import AuthenticationServices
     public import Foundation
+    #if os(macOS)
+        import AppKit
+    #else
+        import UIKit
+    #endif
 
     extension LatchkeyClient {
         /// Runs the browser flow in an `ASWebAuthenticationSession`: opens ``authorizationURL(provider:clientID:redirectURI:)``,
@@ -19,7 +24,8 @@
             provider: String? = nil, clientID: String, redirectURI: String, anchor: ASPresentationAnchor? = nil,
             prefersEphemeralWebBrowserSession: Bool = false
         ) async throws -> SignedIn {
-            let httpsCallbacks = if #available(iOS 17.4, macOS 14.4, visionOS 1.1, *) { true } else { false }
+            var httpsCallbacks = false
+            if #available(iOS 17.4, macOS 14.4, visionOS 1.1, *) { httpsCallbacks = true }
             let callback = try WebSheetFlow.callback(for: redirectURI, httpsCallbacksAvailable: httpsCallbacks)
             try WebSheetFlow.Gate.shared.enter()
             defer { WebSheetFlow.Gate.shared.leave() }
