@@ -66,6 +66,8 @@ let package = Package(
                 "CSystemRandom",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // RSA public keys from their modulus and exponent (COSE keys of passkeys).
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -267,7 +269,10 @@ let package = Package(
         ),
         .testTarget(
             name: "LatchkeyCoreTests",
-            dependencies: ["LatchkeyCore", "LatchkeyTestSupport", .product(name: "JWTKit", package: "jwt-kit")],
+            dependencies: [
+                "LatchkeyCore", "LatchkeyTestSupport", .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

@@ -94,4 +94,41 @@ struct HostileInputTests {
         #expect(result.accepted >= 2)
         #expect(result.accepted < result.total)
     }
+
+    /// CBOR as passkeys send it: an attestation object with fmt none and a COSE key in its authenticator data, keys
+    /// and the shapes a strict reader must refuse (indefinite lengths, tags, floats, repeated keys, deep nesting).
+    static let cborCorpus: [[UInt8]] = [
+        TestCBOR.encode(
+            .map([
+                CBORMapEntry(.text("fmt"), .text("none")), CBORMapEntry(.text("attStmt"), .map([])),
+                CBORMapEntry(
+                    .text("authData"), .bytes(Array(repeating: 0x49, count: 37) + Array(repeating: 0, count: 18) + [0, 16] + Array(repeating: 7, count: 16))),
+            ])),
+        TestCBOR.encode(
+            TestCBOR.key([
+                (1, .unsigned(2)), (3, TestCBOR.int(-7)), (-1, .unsigned(1)), (-2, .bytes(Array(repeating: 3, count: 32))),
+                (-3, .bytes(Array(repeating: 4, count: 32))),
+            ])),
+        TestCBOR.encode(TestCBOR.key([(1, .unsigned(1)), (3, TestCBOR.int(-8)), (-1, .unsigned(6)), (-2, .bytes(Array(repeating: 5, count: 32)))])),
+        hexBytes("5f42010243030405ff"), hexBytes("c11a514b67b0"), hexBytes("fb3ff199999999999a"), hexBytes("a201020103"),
+        Array(repeating: 0x81, count: 20) + [0], hexBytes("1bffffffffffffffff"), hexBytes("a26161016162820203"),
+    ]
+
+    @Test("the CBOR reader and COSE keys accept or refuse every mutation, and refuse with LatchkeyError")
+    func cbor() async {
+        var strays: [String] = []
+        let result = await Self.run(Self.cborCorpus) { input in
+            do {
+                let (value, _) = try CBORReader.prefix(input)
+                _ = try? COSEKey(value)
+                return true
+            } catch {
+                if strays.count < 3, !(error is LatchkeyError) { strays.append("\(type(of: error))") }
+                return false
+            }
+        }
+        #expect(result.accepted >= 3, "the well-formed corpus reads")
+        #expect(result.accepted < result.total, "mutations are refused too")
+        #expect(strays.isEmpty, "errors of unexpected types: \(strays)")
+    }
 }

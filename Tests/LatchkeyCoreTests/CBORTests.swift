@@ -1,0 +1,176 @@
+import Crypto
+import Foundation
+import LatchkeyTestSupport
+import Testing
+import _CryptoExtras
+
+@testable import LatchkeyCore
+
+/// A CBOR writer for tests: shortest heads, definite lengths, map entries in the order given.
+enum TestCBOR {
+    static func head(_ major: UInt8, _ value: UInt64) -> [UInt8] {
+        switch value {
+        case 0..<24: [major << 5 | UInt8(value)]
+        case 24..<256: [major << 5 | 24, UInt8(value)]
+        case 256..<65_536: [major << 5 | 25] + bigEndian(value, 2)
+        case 65_536..<4_294_967_296: [major << 5 | 26] + bigEndian(value, 4)
+        default: [major << 5 | 27] + bigEndian(value, 8)
+        }
+    }
+
+    static func bigEndian(_ value: UInt64, _ width: Int) -> [UInt8] { (0..<width).reversed().map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+
+    static func encode(_ value: CBORValue) -> [UInt8] {
+        switch value {
+        case .unsigned(let n): head(0, n)
+        case .negative(let n): head(1, n)
+        case .bytes(let b): head(2, UInt64(b.count)) + b
+        case .text(let t): head(3, UInt64(t.utf8.count)) + Array(t.utf8)
+        case .array(let items): head(4, UInt64(items.count)) + items.flatMap(encode)
+        case .map(let entries): head(5, UInt64(entries.count)) + entries.flatMap { encode($0.key) + encode($0.value) }
+        case .bool(let b): [b ? 0xF5 : 0xF4]
+        case .null: [0xF6]
+        }
+    }
+
+    static func int(_ value: Int) -> CBORValue { value >= 0 ? .unsigned(UInt64(value)) : .negative(UInt64(-1 - value)) }
+
+    /// A COSE_Key map with integer labels.
+    static func key(_ entries: [(Int, CBORValue)]) -> CBORValue { .map(entries.map { CBORMapEntry(int($0.0), $0.1) }) }
+}
+
+func hexBytes(_ hex: String) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var index = hex.startIndex
+    while index < hex.endIndex {
+        let next = hex.index(index, offsetBy: 2)
+        bytes.append(UInt8(hex[index..<next], radix: 16)!)
+        index = next
+    }
+    return bytes
+}
+
+@Suite("CBOR and COSE keys: the strict reader of passkey data")
+struct CBORTests {
+    @Test(
+        "RFC 8949 Appendix A examples in the subset decode as the RFC says",
+        arguments: [
+            ("00", CBORValue.unsigned(0)), ("17", .unsigned(23)), ("1818", .unsigned(24)), ("1903e8", .unsigned(1000)),
+            ("1b000000e8d4a51000", .unsigned(1_000_000_000_000)), ("1bffffffffffffffff", .unsigned(UInt64.max)), ("20", .negative(0)),
+            ("3863", .negative(99)), ("40", .bytes([])), ("4401020304", .bytes([1, 2, 3, 4])), ("60", .text("")), ("6161", .text("a")),
+            ("62c3bc", .text("ü")), ("64f0908591", .text("𐅑")), ("80", .array([])), ("83010203", .array([.unsigned(1), .unsigned(2), .unsigned(3)])),
+            ("a0", .map([])), ("a201020304", .map([CBORMapEntry(.unsigned(1), .unsigned(2)), CBORMapEntry(.unsigned(3), .unsigned(4))])),
+            ("a26161016162820203", .map([CBORMapEntry(.text("a"), .unsigned(1)), CBORMapEntry(.text("b"), .array([.unsigned(2), .unsigned(3)]))])),
+            ("f4", .bool(false)), ("f5", .bool(true)), ("f6", .null),
+        ])
+    func appendixA(hex: String, expected: CBORValue) throws {
+        #expect(try CBORReader.value(hexBytes(hex)) == expected)
+        #expect(TestCBOR.encode(expected) == hexBytes(hex))
+    }
+
+    @Test(
+        "refused: indefinite lengths, longer-than-needed heads, tags, floats, undefined, bad UTF-8, repeated or odd keys, lengths past the end, trailing bytes",
+        arguments: [
+            ("5f42010243030405ff", "indefinite"), ("9fff", "indefinite"), ("bf6161ff", "indefinite"), ("1817", "shortest"), ("190017", "shortest"),
+            ("1a0000ffff", "shortest"), ("1b00000000ffffffff", "shortest"), ("c11a514b67b0", "tags"), ("f93c00", "float"), ("fb3ff199999999999a", "float"),
+            ("f7", "simple"), ("62c328", "UTF-8"), ("a201020103", "twice"), ("a1400a", "neither"), ("a1f50a", "neither"), ("5a00010000", "past the end"),
+            ("9a00010000", "past the end"), ("bb0000000100000000", "past the end"), ("0000", "follow"), ("1c", "reserved"), ("", "ends"),
+            ("82", "past the end"), ("18", "ends"), ("8118", "ends"),
+        ])
+    func refusals(hex: String, mention: String) {
+        #expect {
+            try CBORReader.value(hexBytes(hex))
+        } throws: {
+            ($0 as? LatchkeyError)?.code == .malformedRequest && ($0 as? LatchkeyError)?.reason.contains(mention) == true
+        }
+    }
+
+    @Test("nesting deeper than 16 and items over 64 KiB are refused; a prefix read says where the item ends")
+    func bounds() throws {
+        let deep = Array(repeating: UInt8(0x81), count: 17) + [0x00]
+        #expect(throws: LatchkeyError.self) { try CBORReader.value(deep) }
+        #expect(try CBORReader.value(Array(repeating: UInt8(0x81), count: 16) + [0x00]) != .null)
+        #expect(throws: LatchkeyError.self) { try CBORReader.value(TestCBOR.encode(.bytes(Array(repeating: 1, count: 70_000)))) }
+        let (value, end) = try CBORReader.prefix(hexBytes("a1010203"))
+        #expect(value == .map([CBORMapEntry(.unsigned(1), .unsigned(2))]) && end == 3)
+    }
+
+    // MARK: - COSE keys
+
+    static let message = Array("authenticatorData || SHA-256(clientDataJSON)".utf8)
+
+    @Test("an ES256 key verifies its DER signatures, and no other's")
+    func es256() throws {
+        let signer = P256.Signing.PrivateKey()
+        let point = Array(signer.publicKey.x963Representation)
+        let key = try COSEKey(
+            TestCBOR.key([(1, .unsigned(2)), (3, TestCBOR.int(-7)), (-1, .unsigned(1)), (-2, .bytes(Array(point[1...32]))), (-3, .bytes(Array(point[33...])))]))
+        #expect(key.algorithm == .es256)
+        let signature = Array(try signer.signature(for: Self.message).derRepresentation)
+        #expect(key.isValidSignature(signature, for: Self.message))
+        #expect(!key.isValidSignature(signature, for: Self.message + [0]))
+        #expect(!key.isValidSignature(Array(try P256.Signing.PrivateKey().signature(for: Self.message).derRepresentation), for: Self.message))
+        #expect(!key.isValidSignature(Array(try signer.signature(for: Self.message).rawRepresentation), for: Self.message), "raw r||s is not WebAuthn's form")
+    }
+
+    @Test("an RS256 key verifies PKCS #1 v1.5 signatures; a key under 2048 bits is refused")
+    func rs256() throws {
+        let signer = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let (n, e) = try Self.modulusAndExponent(signer.publicKey)
+        let key = try COSEKey(TestCBOR.key([(1, .unsigned(3)), (3, TestCBOR.int(-257)), (-1, .bytes(n)), (-2, .bytes(e))]))
+        let signature = Array(try signer.signature(for: Self.message, padding: .insecurePKCS1v1_5).rawRepresentation)
+        #expect(key.isValidSignature(signature, for: Self.message))
+        #expect(!key.isValidSignature(Array(try signer.signature(for: Self.message, padding: .PSS).rawRepresentation), for: Self.message))
+        #expect(throws: LatchkeyError.self) {
+            try COSEKey(TestCBOR.key([(1, .unsigned(3)), (3, TestCBOR.int(-257)), (-1, .bytes(Array(n.prefix(128)))), (-2, .bytes(e))]))
+        }
+    }
+
+    @Test("an EdDSA key verifies Ed25519 signatures")
+    func edDSA() throws {
+        let signer = Curve25519.Signing.PrivateKey()
+        let key = try COSEKey(
+            TestCBOR.key([(1, .unsigned(1)), (3, TestCBOR.int(-8)), (-1, .unsigned(6)), (-2, .bytes(Array(signer.publicKey.rawRepresentation)))]))
+        #expect(key.isValidSignature(Array(try signer.signature(for: Self.message)), for: Self.message))
+        #expect(!key.isValidSignature(Array(repeating: 0, count: 64), for: Self.message))
+    }
+
+    @Test(
+        "COSE keys refused: another algorithm, a key type that does not go with it, another curve, short coordinates, a point off the curve",
+        arguments: [
+            [(1, CBORValue.unsigned(2)), (3, TestCBOR.int(-35))], [(1, .unsigned(3)), (3, TestCBOR.int(-7))],
+            [
+                (1, .unsigned(2)), (3, TestCBOR.int(-7)), (-1, .unsigned(2)), (-2, .bytes(Array(repeating: 1, count: 32))),
+                (-3, .bytes(Array(repeating: 1, count: 32))),
+            ],
+            [(1, .unsigned(2)), (3, TestCBOR.int(-7)), (-1, .unsigned(1)), (-2, .bytes([1])), (-3, .bytes([2]))],
+            [
+                (1, .unsigned(2)), (3, TestCBOR.int(-7)), (-1, .unsigned(1)), (-2, .bytes(Array(repeating: 1, count: 32))),
+                (-3, .bytes(Array(repeating: 1, count: 32))),
+            ],
+            [(1, .unsigned(1)), (3, TestCBOR.int(-8)), (-1, .unsigned(4)), (-2, .bytes(Array(repeating: 1, count: 32)))], [(3, TestCBOR.int(-7))],
+        ] as [[(Int, CBORValue)]])
+    func keyRefusals(entries: [(Int, CBORValue)]) {
+        #expect(throws: LatchkeyError.self) { try COSEKey(TestCBOR.key(entries)) }
+    }
+
+    /// The modulus and exponent of an RSA public key, from its PKCS #1 DER (two INTEGERs in a SEQUENCE).
+    static func modulusAndExponent(_ key: _RSA.Signing.PublicKey) throws -> ([UInt8], [UInt8]) {
+        var der = Array(key.pkcs1DERRepresentation)[...]
+        func element() -> ArraySlice<UInt8> {
+            der.removeFirst()  // tag
+            var length = Int(der.removeFirst())
+            if length & 0x80 != 0 {
+                let width = length & 0x7F
+                length = der.prefix(width).reduce(0) { $0 << 8 | Int($1) }
+                der.removeFirst(width)
+            }
+            defer { der.removeFirst(length) }
+            return der.prefix(length)
+        }
+        der = element()
+        let n = Array(element().drop { $0 == 0 })
+        let e = Array(element())
+        return (n, e)
+    }
+}
