@@ -123,6 +123,10 @@ struct ErrorMiddleware: RouterMiddleware {
             return APIError(status: .conflict, code: error.errorCode, description: error.reason)
         case .signupClosed:
             return APIError(status: .forbidden, code: error.errorCode, description: error.reason)
+        case .invalidCredential, .credentialCloneSuspected:
+            return APIError(status: .unauthorized, code: error.errorCode, description: error.reason)
+        case .challengeExpired:
+            return APIError(status: .badRequest, code: error.errorCode, description: error.reason)
         case .invalidNotification:
             return APIError(status: .badRequest, code: "invalid_request", description: error.reason)
         case .malformedToken, .tokenTooLarge, .unsupportedAlgorithm, .unsupportedCriticalHeader, .unknownKeyID, .invalidSignature, .missingClaim,

@@ -131,4 +131,24 @@ struct HostileInputTests {
         #expect(result.accepted < result.total, "mutations are refused too")
         #expect(strays.isEmpty, "errors of unexpected types: \(strays)")
     }
+
+    @Test("authenticator data (with an attested credential and extensions) parses or is refused with invalid_credential")
+    func authenticatorData() async {
+        let authenticator = SoftwareAuthenticator()
+        let attested = authenticator.authenticatorData(.init(), attested: true)
+        let corpus = [attested, authenticator.authenticatorData(.init(), attested: false), attested + TestCBOR.encode(.map([]))]
+        var strays: [String] = []
+        let result = await Self.run(corpus) { input in
+            do {
+                _ = try AuthenticatorData(input)
+                return true
+            } catch {
+                if strays.count < 3, (error as? LatchkeyError)?.code != .invalidCredential { strays.append("\(error)") }
+                return false
+            }
+        }
+        #expect(result.accepted >= 2)
+        #expect(result.accepted < result.total)
+        #expect(strays.isEmpty, "refusals with other codes: \(strays)")
+    }
 }

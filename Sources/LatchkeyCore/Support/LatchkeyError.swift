@@ -64,6 +64,14 @@ public struct LatchkeyError: Error, Sendable, Equatable, CustomStringConvertible
         case lastIdentity = "last_identity"
         /// Sign-up needs an invitation (`signup.mode` is `invite`) and none valid was sent.
         case signupClosed = "signup_closed"
+
+        // Passkeys
+        /// A passkey registration or assertion failed a WebAuthn check: the reason says which.
+        case invalidCredential = "invalid_credential"
+        /// The challenge is unknown, used already, expired (five minutes) or was made for something else.
+        case challengeExpired = "challenge_expired"
+        /// The signature counter went backwards: two copies of one authenticator exist; the credential is marked.
+        case credentialCloneSuspected = "credential_clone_suspected"
     }
 
     /// What went wrong, as a stable code.

@@ -1,0 +1,202 @@
+import Crypto
+import Foundation
+import LatchkeyModels
+import LatchkeyTestSupport
+import Testing
+import _CryptoExtras
+
+@testable import LatchkeyCore
+
+/// A software authenticator: makes credentials and assertions the way a platform authenticator does, with knobs for
+/// everything a relying party must refuse.
+struct SoftwareAuthenticator {
+    enum Key {
+        case p256(P256.Signing.PrivateKey)
+        case ed25519(Curve25519.Signing.PrivateKey)
+        case rsa(_RSA.Signing.PrivateKey)
+    }
+
+    struct Ceremony {
+        var rpID = "example.com"
+        var origin = "https://example.com"
+        var flags: UInt8 = 0x01 | 0x04 | 0x08 | 0x10  // UP, UV, BE, BS
+        var crossOrigin = false
+        var type: String?
+    }
+
+    let key: Key
+    let credentialID = (0..<16).map { _ in UInt8.random(in: 0...255) }
+    var signCount: UInt32 = 0
+
+    init(_ key: Key = .p256(P256.Signing.PrivateKey())) { self.key = key }
+
+    var coseKey: CBORValue {
+        switch key {
+        case .p256(let key):
+            let point = Array(key.publicKey.x963Representation)
+            return TestCBOR.key([
+                (1, .unsigned(2)), (3, TestCBOR.int(-7)), (-1, .unsigned(1)), (-2, .bytes(Array(point[1...32]))), (-3, .bytes(Array(point[33...]))),
+            ])
+        case .ed25519(let key):
+            return TestCBOR.key([(1, .unsigned(1)), (3, TestCBOR.int(-8)), (-1, .unsigned(6)), (-2, .bytes(Array(key.publicKey.rawRepresentation)))])
+        case .rsa(let key):
+            let (n, e) = try! CBORTests.modulusAndExponent(key.publicKey)
+            return TestCBOR.key([(1, .unsigned(3)), (3, TestCBOR.int(-257)), (-1, .bytes(n)), (-2, .bytes(e))])
+        }
+    }
+
+    static func clientData(_ type: String, _ challenge: [UInt8], _ ceremony: Ceremony) -> [UInt8] {
+        Array(
+            #"{"type":"\#(ceremony.type ?? type)","challenge":"\#(base64URL(challenge))","origin":"\#(ceremony.origin)","crossOrigin":\#(ceremony.crossOrigin)}"#
+                .utf8)
+    }
+
+    func authenticatorData(_ ceremony: Ceremony, attested: Bool) -> [UInt8] {
+        var data = Array(SHA256.hash(data: Array(ceremony.rpID.utf8))) + [ceremony.flags | (attested ? 0x40 : 0)]
+        data += TestCBOR.bigEndian(UInt64(signCount), 4)
+        if attested { data += Array(repeating: 0, count: 16) + TestCBOR.bigEndian(UInt64(credentialID.count), 2) + credentialID + TestCBOR.encode(coseKey) }
+        return data
+    }
+
+    func register(challenge: [UInt8], _ ceremony: Ceremony = Ceremony()) -> RegistrationResponseJSON {
+        let attestation = CBORValue.map([
+            CBORMapEntry(.text("fmt"), .text("none")), CBORMapEntry(.text("attStmt"), .map([])),
+            CBORMapEntry(.text("authData"), .bytes(authenticatorData(ceremony, attested: true))),
+        ])
+        return RegistrationResponseJSON(
+            id: base64URL(credentialID), rawId: base64URL(credentialID),
+            response: .init(
+                clientDataJSON: base64URL(Self.clientData("webauthn.create", challenge, ceremony)), attestationObject: base64URL(TestCBOR.encode(attestation)),
+                transports: ["internal", "hybrid"]))
+    }
+
+    mutating func assert(challenge: [UInt8], userHandle: [UInt8] = [9, 9], _ ceremony: Ceremony = Ceremony(), counting: Bool = true)
+        -> AuthenticationResponseJSON
+    {
+        if counting { signCount += 1 }
+        let data = authenticatorData(ceremony, attested: false)
+        let clientData = Self.clientData("webauthn.get", challenge, ceremony)
+        let signed = data + Array(SHA256.hash(data: clientData))
+        let signature: [UInt8] =
+            switch key {
+            case .p256(let key): Array(try! key.signature(for: signed).derRepresentation)
+            case .ed25519(let key): Array(try! key.signature(for: signed))
+            case .rsa(let key): Array(try! key.signature(for: signed, padding: .insecurePKCS1v1_5).rawRepresentation)
+            }
+        return AuthenticationResponseJSON(
+            id: base64URL(credentialID), rawId: base64URL(credentialID),
+            response: .init(
+                clientDataJSON: base64URL(clientData), authenticatorData: base64URL(data), signature: base64URL(signature), userHandle: base64URL(userHandle)))
+    }
+}
+
+@Suite("Passkeys: the WebAuthn relying party's checks")
+struct WebAuthnRelyingPartyTests {
+    let party = WebAuthnRelyingParty(rpID: "example.com", origins: ["https://example.com"])
+    static func challenge() -> [UInt8] { (0..<32).map { _ in UInt8.random(in: 0...255) } }
+
+    @Test(
+        "register, then sign in with ES256, EdDSA and RS256 keys; the counter moves forward and the backup flags are kept",
+        arguments: ["ES256", "EdDSA", "RS256"])
+    func lifecycle(algorithm: String) throws {
+        var authenticator = SoftwareAuthenticator(
+            algorithm == "ES256"
+                ? .p256(P256.Signing.PrivateKey())
+                : algorithm == "EdDSA"
+                    ? .ed25519(Curve25519.Signing.PrivateKey())
+                    : .rsa(try _RSA.Signing.PrivateKey(keySize: .bits2048)))
+        let challenge = Self.challenge()
+        var passkey = try party.verifyRegistration(authenticator.register(challenge: challenge), challenge: challenge)
+        #expect(passkey.algorithm.name == algorithm && passkey.credentialID == authenticator.credentialID)
+        #expect(passkey.backupEligible && passkey.backedUp && passkey.signCount == 0 && passkey.transports == ["internal", "hybrid"])
+        for _ in 1...2 {
+            let login = Self.challenge()
+            let used = try party.verifyAssertion(authenticator.assert(challenge: login), challenge: login, passkey: passkey)
+            #expect(used.signCount == passkey.signCount + 1 && used.userHandle == [9, 9])
+            passkey.signCount = used.signCount
+        }
+    }
+
+    @Test("an authenticator without a counter (always 0, as Apple's passkeys) is accepted each time")
+    func zeroCounter() throws {
+        var authenticator = SoftwareAuthenticator()
+        let challenge = Self.challenge()
+        let passkey = try party.verifyRegistration(authenticator.register(challenge: challenge), challenge: challenge)
+        for _ in 1...2 {
+            let login = Self.challenge()
+            #expect(try party.verifyAssertion(authenticator.assert(challenge: login, counting: false), challenge: login, passkey: passkey).signCount == 0)
+        }
+    }
+
+    static func refused(_ expected: LatchkeyError.Code, _ mention: String, _ body: () throws -> Void) {
+        #expect {
+            try body()
+        } throws: {
+            ($0 as? LatchkeyError)?.code == expected && ($0 as? LatchkeyError)?.reason.contains(mention) == true
+        }
+    }
+
+    @Test("registrations refused: another origin, another rpId, no UV while required, another challenge, a sign-in's type, a cross-origin frame, BS without BE")
+    func registrationRefusals() throws {
+        let authenticator = SoftwareAuthenticator()
+        let challenge = Self.challenge()
+        func refused(_ mention: String, _ ceremony: SoftwareAuthenticator.Ceremony, challenge sent: [UInt8]? = nil) {
+            Self.refused(.invalidCredential, mention) {
+                _ = try party.verifyRegistration(authenticator.register(challenge: sent ?? challenge, ceremony), challenge: challenge)
+            }
+        }
+        refused("origin", .init(origin: "https://evil.example"))
+        refused("rpId", .init(rpID: "evil.example"))
+        refused("not verified", .init(flags: 0x01))
+        refused("not present", .init(flags: 0x04))
+        refused("challenge", .init(), challenge: Self.challenge())
+        refused("type", .init(type: "webauthn.get"))
+        refused("cross-origin", .init(crossOrigin: true))
+        refused("BS is set without BE", .init(flags: 0x01 | 0x04 | 0x10))
+        // Without UV when the party only prefers it: accepted.
+        let lenient = WebAuthnRelyingParty(rpID: "example.com", origins: ["https://example.com"], requireUserVerification: false)
+        #expect(try lenient.verifyRegistration(authenticator.register(challenge: challenge, .init(flags: 0x01)), challenge: challenge).signCount == 0)
+        var mismatched = authenticator.register(challenge: challenge)
+        mismatched.rawId = base64URL([1, 2, 3])
+        Self.refused(.invalidCredential, "id and rawId differ") { _ = try party.verifyRegistration(mismatched, challenge: challenge) }
+        var garbage = authenticator.register(challenge: challenge)
+        garbage.response.attestationObject = base64URL([0x5F, 0x41, 0x00, 0xFF])
+        Self.refused(.invalidCredential, "CBOR") { _ = try party.verifyRegistration(garbage, challenge: challenge) }
+    }
+
+    @Test(
+        "assertions refused: a replay (the counter does not move), a counter going backwards, another credential, a forged signature, UV missing, a sign-up's type"
+    )
+    func assertionRefusals() throws {
+        var authenticator = SoftwareAuthenticator()
+        let challenge = Self.challenge()
+        var passkey = try party.verifyRegistration(authenticator.register(challenge: challenge), challenge: challenge)
+        let login = Self.challenge()
+        let first = authenticator.assert(challenge: login)
+        passkey.signCount = try party.verifyAssertion(first, challenge: login, passkey: passkey).signCount
+        Self.refused(.credentialCloneSuspected, "went from 1 to 1") { _ = try party.verifyAssertion(first, challenge: login, passkey: passkey) }
+        var clone = authenticator
+        clone.signCount = 0
+        let cloned = clone.assert(challenge: login)  // counter 1 again, while the stored one is 1
+        passkey.signCount = 5
+        Self.refused(.credentialCloneSuspected, "went from 5 to 1") { _ = try party.verifyAssertion(cloned, challenge: login, passkey: passkey) }
+        passkey.signCount = 1
+
+        var other = SoftwareAuthenticator()
+        Self.refused(.invalidCredential, "not from this credential") {
+            _ = try party.verifyAssertion(other.assert(challenge: login), challenge: login, passkey: passkey)
+        }
+        var forged = authenticator.assert(challenge: login)
+        forged.response.signature = other.assert(challenge: login).response.signature
+        Self.refused(.invalidCredential, "signature") { _ = try party.verifyAssertion(forged, challenge: login, passkey: passkey) }
+        Self.refused(.invalidCredential, "not verified") {
+            _ = try party.verifyAssertion(authenticator.assert(challenge: login, .init(flags: 0x01)), challenge: login, passkey: passkey)
+        }
+        Self.refused(.invalidCredential, "type") {
+            _ = try party.verifyAssertion(authenticator.assert(challenge: login, .init(type: "webauthn.create")), challenge: login, passkey: passkey)
+        }
+        Self.refused(.invalidCredential, "challenge") {
+            _ = try party.verifyAssertion(authenticator.assert(challenge: Self.challenge()), challenge: login, passkey: passkey)
+        }
+    }
+}
