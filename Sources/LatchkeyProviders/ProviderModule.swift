@@ -20,6 +20,9 @@ public protocol ProviderModule: Sendable {
     init?(reading config: ConfigReader) throws(LatchkeyError)
     /// What `doctor` reports about the settings read.
     var findings: [ProviderFinding] { get }
+    /// What `doctor --live` learns from the provider itself: whether it accepts the client (a made-up code answered
+    /// `invalid_grant` means it did), or its discovery document and keys.
+    func liveFindings(_ context: ProviderContext) async -> [ProviderFinding]
     /// The provider these settings make.
     func makeProvider(_ context: ProviderContext) -> any IdentityProvider
     /// Whether the provider's sign-ins can be ID tokens (`latchkey token verify` refuses to verify one otherwise).
@@ -88,7 +91,7 @@ public struct ProviderSettingDescription: Sendable, Equatable {
 
 /// A line of `doctor`'s report about a module's settings.
 public struct ProviderFinding: Sendable, Equatable {
-    public enum Level: Sendable { case ok, warning }
+    public enum Level: Sendable { case ok, warning, error }
     public var level: Level
     /// The setting it is about, in full (`github.clientId`).
     public var key: String
@@ -98,6 +101,20 @@ public struct ProviderFinding: Sendable, Equatable {
         self.level = level
         self.key = key
         self.message = message
+    }
+}
+
+extension ProviderFinding {
+    /// The finding of a token request with a made-up code: `invalid_grant` means the provider accepted the client.
+    static func clientProbe(_ name: String, _ displayName: String, _ outcome: Result<Void, LatchkeyError>) -> ProviderFinding {
+        switch outcome {
+        case .success: ProviderFinding(.warning, "live", "\(displayName) accepted a made-up authorization code; check \(name).* URLs")
+        case .failure(let error) where error.code == .invalidGrant:
+            ProviderFinding(.ok, "live", "\(displayName) accepted the client (it refused only the made-up code: invalid_grant)")
+        case .failure(let error) where error.code == .invalidClient:
+            ProviderFinding(.error, "live", "\(displayName) did not accept the client id or secret (invalid_client); check the \(name).* settings")
+        case .failure(let error): ProviderFinding(.error, "live", "\(displayName): \(error.reason)")
+        }
     }
 }
 

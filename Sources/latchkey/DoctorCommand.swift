@@ -281,8 +281,13 @@ struct DoctorCommand: AsyncParsableCommand {
                     "turn it off and send authorization codes with PKCE")
             }
         }
-        for finding in configuration.providerModules.flatMap(\.findings) {
-            add(finding.level == .ok ? .ok : .warning, finding.key, finding.message, nil)
+        var moduleFindings = configuration.providerModules.flatMap(\.findings)
+        if live {
+            let context = ProviderContext(transport: AsyncHTTPClientTransport(), timeSource: .system, observer: nil)
+            for module in configuration.providerModules { moduleFindings += await module.liveFindings(context) }
+        }
+        for finding in moduleFindings {
+            add(finding.level == .ok ? .ok : finding.level == .warning ? .warning : .error, finding.key, finding.message, nil)
         }
         if configuration.signUp == .invite {
             add(.ok, "signup.mode", "invite: new users need a code from `latchkey invites create`", nil)

@@ -149,6 +149,32 @@ struct DoctorAndAdminTests {
         }
     }
 
+    @Test("provider modules: doctor lists each, and --live sees whether GitHub, Discord and X accept the client and reads GitLab's discovery")
+    func modules() async throws {
+        try await EmulatorHarness.with { harness in
+            let base = harness.emulator.baseURL
+            let id = EmulatorHarness.providerClientID
+            var config: [String: Any] = [
+                "mode": "development", "github": ["clientId": id, "clientSecret": id + "-secret", "baseUrl": base + "/github", "apiUrl": base + "/github/api"],
+                "gitlab": ["clientIds": id, "baseUrl": base + "/gitlab"], "discord": ["clientId": id, "baseUrl": base + "/discord"],
+                "x": ["clientId": id, "clientSecret": id + "-secret", "authorizeUrl": base + "/x/i/oauth2/authorize", "apiUrl": base + "/x"],
+            ]
+            let result = try await doctor(config, live: true)
+            #expect(result.status == 0, "\(result.stdout)")
+            let found = findings(result)
+            for check in ["github", "gitlab", "discord", "x"] { #expect(found.contains { $0["check"] == check }, "\(check)") }
+            let live = found.filter { $0["check"] == "live" && $0["status"] == "ok" }.compactMap { $0["message"] }
+            for name in ["GitHub accepted the client", "Discord accepted the client", "X accepted the client", "GitLab: discovery read"] {
+                #expect(live.contains { $0.hasPrefix(name) }, "\(name) in \(live)")
+            }
+
+            config["github"] = ["clientId": id, "clientSecret": "wrong", "baseUrl": base + "/github", "apiUrl": base + "/github/api"]
+            let refused = try await doctor(config, live: true)
+            #expect(refused.status == 1)
+            #expect(findings(refused).contains { $0["check"] == "live" && $0["status"] == "error" && $0["message"]?.contains("github.*") == true })
+        }
+    }
+
     @Test("invites create prints a code once, list shows uses and state, revoke ends it; mistakes exit 1 or 64")
     func invites() async throws {
         let directory = CLI.directory()

@@ -57,6 +57,22 @@ public struct GitHubModule: ProviderModule {
 
     public func makeProvider(_ context: ProviderContext) -> any IdentityProvider { GitHubProvider(module: self, context: context) }
 
+    /// A made-up code at GitHub's token endpoint: `bad_verification_code` means GitHub accepted the client.
+    public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
+        let provider = GitHubProvider(module: self, context: context)
+        let outcome: Result<Void, LatchkeyError>
+        do {
+            let body = try await provider.calls.postForm(
+                baseURL + "/login/oauth/access_token",
+                [("client_id", clientID), ("client_secret", clientSecret.revealed), ("code", "latchkey-doctor-invalid-code")], operation: "doctor")
+            _ = try GitHubProvider.accessToken(in: body)
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        return [.clientProbe(Self.name, Self.displayName, outcome)]
+    }
+
     public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
         ["clientId": clientID, "clientSecret": clientID + "-secret", "baseUrl": baseURL, "apiUrl": baseURL + "/api"]
     }

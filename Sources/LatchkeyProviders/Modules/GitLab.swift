@@ -45,6 +45,15 @@ public struct GitLabModule: ProviderModule {
         [ProviderFinding(.ok, "gitlab", "GitLab at \(baseURL), application ids \(clientIDs.joined(separator: ", ")): ID tokens and codes with PKCE")]
     }
 
+    public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
+        do {
+            let found = try await (makeProvider(context) as? OpenIDProvider)?.preflight() ?? "no live check"
+            return [ProviderFinding(.ok, "live", "GitLab: \(found)")]
+        } catch {
+            return [ProviderFinding(.error, "live", "GitLab: \((error as? LatchkeyError)?.reason ?? "\(error)"); check gitlab.baseUrl and network access")]
+        }
+    }
+
     public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {
         var configuration = OpenIDProviderConfiguration.generic(
             name: Self.name, displayName: Self.displayName, issuer: baseURL, clientIDs: clientIDs, clientSecret: clientSecret?.revealed)

@@ -50,6 +50,10 @@ public struct XModule: ProviderModule {
         ]
     }
 
+    public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
+        [await (makeProvider(context) as? OAuth2CodeProvider)?.probeClient() ?? ProviderFinding(.warning, "live", "no live check")]
+    }
+
     public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {
         OAuth2CodeProvider(
             OAuth2Profile(

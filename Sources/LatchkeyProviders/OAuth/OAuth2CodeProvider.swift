@@ -86,6 +86,20 @@ struct OAuth2CodeProvider: IdentityProvider {
         return (fields + [("client_id", profile.clientID), ("client_secret", secret.revealed)], [])
     }
 
+    /// `doctor --live`: a token request with a made-up code, to see whether the provider accepts the client.
+    func probeClient() async -> ProviderFinding {
+        let outcome: Result<Void, LatchkeyError>
+        do {
+            _ = try await token(
+                [("grant_type", "authorization_code"), ("code", "latchkey-doctor-invalid-code"), ("code_verifier", PKCE.makeVerifier())],
+                operation: "doctor")
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        return .clientProbe(profile.name, profile.displayName, outcome)
+    }
+
     func validate(refreshToken: String, clientID: String) async -> ProviderValidation {
         do {
             let answer = try await token([("grant_type", "refresh_token"), ("refresh_token", refreshToken)], operation: "refresh_validation")
