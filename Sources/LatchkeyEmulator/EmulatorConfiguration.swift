@@ -107,6 +107,8 @@ public struct EmulatorConfiguration: Sendable {
     public var xClients: [OAuthClient] = []
     /// GitLab applications (the OpenID Connect stand-in's rules, at `/gitlab`).
     public var gitlabClients: [OAuthClient] = []
+    /// Slack apps (Sign in with Slack, at `/slack`).
+    public var slackClients: [OAuthClient] = []
     public var oidcClients: [OIDCClient] = []
 
     /// `iss` of Apple identity tokens.
@@ -189,6 +191,8 @@ public struct EmulatorConfiguration: Sendable {
         xClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
         gitlabClients.removeAll { $0.clientID == clientID }
         gitlabClients.append(client)
+        slackClients.removeAll { $0.clientID == clientID }
+        slackClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
     }
 
     func app(_ clientID: String) -> App? { apps.first { $0.clientID == clientID } }
@@ -210,6 +214,7 @@ public struct EmulatorConfiguration: Sendable {
         case .discord: discordClients.first { $0.clientID == clientID }
         case .x: xClients.first { $0.clientID == clientID }
         case .gitlab: gitlabClients.first { $0.clientID == clientID }
+        case .slack: slackClients.first { $0.clientID == clientID }
         }
     }
 }

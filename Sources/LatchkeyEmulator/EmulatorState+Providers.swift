@@ -48,7 +48,7 @@ extension EmulatorState {
                 TokenStyle(
                     accessPrefix: "EAA", refreshPrefix: "", codePrefix: "", accessLifetime: 5_184_000, tokenType: "bearer",
                     badCode: "Invalid verification code format.", badRefresh: "Invalid token.", codeLifetime: nil)
-            case .apple, .oidc, .gitlab:
+            case .apple, .oidc, .gitlab, .slack:
                 TokenStyle(
                     accessPrefix: "at.", refreshPrefix: "rt.", codePrefix: "ac.", accessLifetime: Int(accessTokenLifetime), tokenType: "Bearer",
                     badCode: "the authorization code is unknown, expired or already used", badRefresh: "the refresh token is unknown or revoked",
@@ -114,7 +114,7 @@ extension EmulatorState {
         switch request.provider {
         case .apple:
             throw ProviderOAuthError(status: 400, code: "invalid_request", description: "Apple sign-ins are minted by signIn")
-        case .google, .microsoft, .oidc, .gitlab:
+        case .google, .microsoft, .oidc, .gitlab, .slack:
             signIn.authorizationCode = try issueCode(request)
             signIn.idToken = try await idToken(
                 request.provider, user: user, clientID: request.clientID, nonce: request.nonce, accessToken: nil, issuer: request.oidcIssuer)
@@ -143,6 +143,7 @@ extension EmulatorState {
         case .discord: subjects.discord
         case .x: subjects.x
         case .gitlab: subjects.gitlab
+        case .slack: subjects.slack
         case .oidc: subjects.oidc
         }
     }

@@ -59,6 +59,7 @@ actor EmulatorState {
     private static let keyIDs: [CodeRecord.Provider: @Sendable () -> String] = [
         .apple: Identifiers.appleKeyID, .google: Identifiers.googleKeyID, .microsoft: Identifiers.microsoftKeyID,
         .facebook: Identifiers.googleKeyID, .oidc: Identifiers.googleKeyID, .gitlab: Identifiers.googleKeyID,
+        .slack: Identifiers.googleKeyID,
     ]
 
     /// `provider`'s signing keys, made on first use.
@@ -149,7 +150,7 @@ actor EmulatorState {
         return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) } + [
             (Identifiers.googleSubject(userID: userID), "google"), (other.microsoft, "microsoft"), (other.microsoftObjectID, "microsoft"),
             (other.facebook, "facebook"), (other.dropbox, "dropbox"), (other.oidc, "oidc"), (other.github, "github"), (other.discord, "discord"),
-            (other.x, "x"), (other.gitlab, "gitlab"),
+            (other.x, "x"), (other.gitlab, "gitlab"), (other.slack, "slack"),
         ]
     }
 

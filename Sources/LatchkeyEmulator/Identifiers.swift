@@ -80,6 +80,8 @@ enum Identifiers {
         let x: String
         /// A GitLab user id: up to 8 digits.
         let gitlab: String
+        /// A Slack user id: `U` and 10 upper-case letters and digits.
+        let slack: String
 
         init(userID: UUID) {
             let bytes = Array(SHA512.hash(data: Array("providers|\(userID.uuidString)".utf8)))
@@ -97,6 +99,7 @@ enum Identifiers {
             discord = "1" + digits.prefix(17)
             x = "17" + digits.suffix(17)
             gitlab = String(1_000_000 + (Int(digits.dropFirst(9).prefix(8)) ?? 0) % 30_000_000)
+            slack = "U" + hex(bytes[20..<25]).uppercased()
         }
     }
 

@@ -21,7 +21,7 @@ struct ConsentRecord: Sendable {
 
 struct CodeRecord: Sendable {
     enum Provider: String, Sendable, CaseIterable {
-        case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x, gitlab
+        case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x, gitlab, slack
 
         /// The name the sign-in pages show.
         var displayName: String {
@@ -35,6 +35,7 @@ struct CodeRecord: Sendable {
             case .discord: "Discord"
             case .x: "X"
             case .gitlab: "GitLab"
+            case .slack: "Slack"
             case .oidc: "OpenID Connect"
             }
         }

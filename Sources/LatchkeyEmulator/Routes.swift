@@ -15,6 +15,7 @@ extension Emulator {
         addDiscordRoutes(to: router)
         addXRoutes(to: router)
         addGitLabRoutes(to: router)
+        addSlackRoutes(to: router)
         addOIDCRoutes(to: router)
         addControlRoutes(to: router)
         return router

@@ -37,6 +37,7 @@ public enum ProviderModules {
     public static let all: [any ProviderModule.Type] = [
         GitHubModule.self,
         GitLabModule.self,
+        SlackModule.self,
         DiscordModule.self,
         XModule.self,
     ]

@@ -14,7 +14,7 @@ struct ProviderEndToEndTests {
     /// How an app signs in with each provider, and with which of the user's subjects.
     enum Credential: String, CaseIterable, CustomTestStringConvertible {
         case googleIDToken, googleCode, microsoftIDToken, microsoftCode, oidcIDToken, oidcCode, facebookLimitedLogin, facebookClassic, dropboxCode,
-            githubCode, discordCode, xCode, gitlabIDToken, gitlabCode
+            githubCode, discordCode, xCode, gitlabIDToken, gitlabCode, slackIDToken, slackCode
         var testDescription: String { rawValue }
 
         var provider: String {
@@ -28,10 +28,13 @@ struct ProviderEndToEndTests {
             case .discordCode: "discord"
             case .xCode: "x"
             case .gitlabIDToken, .gitlabCode: "gitlab"
+            case .slackIDToken, .slackCode: "slack"
             }
         }
 
-        var usesCode: Bool { [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode, .discordCode, .xCode, .gitlabCode].contains(self) }
+        var usesCode: Bool {
+            [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode, .discordCode, .xCode, .gitlabCode, .slackCode].contains(self)
+        }
     }
 
     /// A fresh credential from the emulator for the user with `subjects`, as the body the app sends.

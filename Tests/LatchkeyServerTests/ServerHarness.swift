@@ -86,6 +86,7 @@ struct ServerHarness: Sendable {
         configuration.providerModules = [
             GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api"),
             GitLabModule(clientIDs: [everywhere], baseURL: base + "/gitlab"),
+            SlackModule(clientIDs: [everywhere], clientSecret: everywhere + "-secret", issuer: base + "/slack"),
             DiscordModule(clientID: everywhere, baseURL: base + "/discord"),
             XModule(clientID: everywhere, clientSecret: everywhere + "-secret", authorizeURL: base + "/x/i/oauth2/authorize", apiURL: base + "/x"),
         ]

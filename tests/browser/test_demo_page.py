@@ -137,7 +137,7 @@ def test_demo_page_lists_every_provider(browser, server):
         b.get_attribute("data-provider"): b.text.strip()
         for b in browser.find_elements(By.CSS_SELECTOR, "button[data-provider]")
     }
-    assert set(providers) >= {"apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "discord", "x"}, providers
+    assert set(providers) >= {"apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x"}, providers
     assert providers["apple"] == "Sign in with Apple"
     assert providers["google"] == "Sign in with Google"
     assert browser.find_element(By.ID, "status").text == ""
@@ -173,6 +173,7 @@ def test_sign_in_with_google(browser, server):
     ("oidc", "Sign in with Emulated OpenID Connect"),
     ("dropbox", "Sign in with Dropbox"),
     ("gitlab", "Sign in with GitLab"),
+    ("slack", "Sign in with Slack"),
 ])
 def test_sign_in_with_other_providers(browser, server, provider, label):
     email = unique_email(provider)

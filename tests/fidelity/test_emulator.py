@@ -1203,3 +1203,27 @@ def test_gitlab_issuer_is_its_base_url_with_gitlab_paths(emulator):
     assert revoked.status_code == 200, revoked.text
     refresh = {"grant_type": "refresh_token", "refresh_token": body["refresh_token"], "client_id": GOOGLE_CLIENT}
     assert emulator.post("/gitlab/oauth/token", data=refresh).json()["error"] == "invalid_grant"
+
+
+def test_slack_token_method_answers_ok_false_and_no_revocation_endpoint(emulator):
+    issuer = emulator.base_url + "/slack"
+    discovery = emulator.get("/slack/.well-known/openid-configuration").json()
+    assert discovery["issuer"] == issuer and "revocation_endpoint" not in discovery
+    user = create_user(emulator, email=f"sl-{uuid.uuid4().hex[:8]}@example.com")
+    sub = user["subjects"]["slack"]
+    assert re.fullmatch(r"U[0-9A-F]{10}", sub), sub
+    verifier, challenge = pkce_pair()
+    signed = provider_sign_in(emulator, "slack", sub, nonce="s-n", codeChallenge=challenge)
+    token_path = "/slack/api/openid.connect.token"
+    form = {"client_id": GOOGLE_CLIENT, "client_secret": GOOGLE_CLIENT + "-secret", "grant_type": "authorization_code",
+            "code": signed["authorizationCode"]}
+    wrong = emulator.post(token_path, data={**form, "code_verifier": "x" * 43})
+    assert wrong.status_code == 200 and wrong.json() == {"ok": False, "error": "invalid_code_verifier"}, wrong.text
+    tokens = emulator.post(token_path, data={**form, "code_verifier": verifier})
+    assert tokens.status_code == 200, tokens.text
+    body = tokens.json()
+    assert body["ok"] is True and "refresh_token" not in body
+    claims = verify_token(emulator, body["id_token"], jwks_path="/slack/openid/connect/keys", audience=GOOGLE_CLIENT, issuer=issuer)
+    assert claims["sub"] == sub and claims["nonce"] == "s-n"
+    replay = emulator.post(token_path, data={**form, "code_verifier": verifier})
+    assert replay.status_code == 200 and replay.json() == {"ok": False, "error": "invalid_code"}

@@ -1,0 +1,45 @@
+import Foundation
+import Hummingbird
+
+/// Sign in with Slack's stand-in at `/slack` (its issuer here): OpenID Connect discovery without a revocation endpoint,
+/// keys at `/openid/connect/keys`, `/openid/connect/authorize`, and `/api/openid.connect.token`, a Slack Web API method:
+/// every answer is HTTP 200 with `ok`, and a refusal is `{"ok": false, "error": …}` in Slack's words. No refresh token
+/// without token rotation.
+extension Emulator {
+    func addSlackRoutes(to router: Router<BasicRequestContext>) {
+        router.get("/slack/.well-known/openid-configuration") { request, _ in
+            await providerDocument(request) {
+                let issuer = request.baseURL + "/slack"
+                return HTTPAnswer.json(
+                    openIDConfiguration(
+                        issuer: issuer, authorization: issuer + "/openid/connect/authorize", token: issuer + "/api/openid.connect.token",
+                        jwks: issuer + "/openid/connect/keys", revocation: nil, codeChallengeMethods: ["S256"]))
+            }
+        }
+
+        router.get("/slack/openid/connect/keys") { request, _ in
+            await providerDocument(request) { () throws(ProviderOAuthError) in HTTPAnswer.json(try await state.jwks(.slack)) }
+        }
+
+        addAuthorizeRoutes("/slack/openid/connect/authorize", provider: .slack, to: router)
+
+        router.post("/slack/api/openid.connect.token") { request, _ in
+            try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in
+                do throws(ProviderOAuthError) {
+                    var answer = try await state.providerToken(.slack, form, issuer: request.baseURL + "/slack")
+                    answer["refresh_token"] = nil
+                    answer["ok"] = .bool(true)
+                    return HTTPAnswer.json(answer, noStore: true)
+                } catch {
+                    let slackError =
+                        switch error.code {
+                        case "invalid_client": form["client_secret"] == nil ? "invalid_client_id" : "bad_client_secret"
+                        case "invalid_grant": error.description.contains("verifier") ? "invalid_code_verifier" : "invalid_code"
+                        default: "invalid_arguments"
+                        }
+                    return HTTPAnswer.json(["ok": Claim.bool(false), "error": .string(slackError)])
+                }
+            }
+        }
+    }
+}
