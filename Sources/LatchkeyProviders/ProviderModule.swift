@@ -35,6 +35,7 @@ public protocol ProviderModule: Sendable {
 /// The provider modules Latchkey knows, in the order they are listed.
 public enum ProviderModules {
     public static let all: [any ProviderModule.Type] = [
+        DropboxConfiguration.self,
         GitHubModule.self,
         GitLabModule.self,
         SlackModule.self,
@@ -135,6 +136,16 @@ extension ConfigReader {
             return contents.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         return string(forKey: key, isSecret: true)
+    }
+
+    /// A boolean setting: true, false, 1, 0, yes or no; `fullKey` names it in errors.
+    package func settingBool(_ key: ConfigKey, fullKey: String) throws(LatchkeyError) -> Bool? {
+        guard let text = string(forKey: key) else { return bool(forKey: key) }
+        switch text.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        default: throw LatchkeyError(.invalidConfiguration, "setting \(fullKey) is \"\(text)\", not true or false")
+        }
     }
 
     /// A URL setting: absolute, http or https; `fullKey` names it in errors.

@@ -77,9 +77,6 @@ public struct LatchkeyServer: Sendable {
         if let facebook = configuration.facebook {
             providers.append(FacebookProvider(configuration: facebook, transport: transport, timeSource: timeSource, logger: logger, observer: observer))
         }
-        if let dropbox = configuration.dropbox {
-            providers.append(DropboxProvider(configuration: dropbox, transport: transport, timeSource: timeSource, observer: observer))
-        }
         let context = ProviderContext(transport: transport, timeSource: timeSource, observer: observer)
         providers += configuration.providerModules.map { $0.makeProvider(context) }
         let registry = ProviderRegistry(providers)

@@ -218,18 +218,11 @@ extension ServerConfiguration {
             (facebook.nonceMatching, facebook.requireNonce) = try nonceSettings(config, "facebook", requireByDefault: false)
             self.facebook = facebook
         }
-        if let appKey = config.string(forKey: "dropbox.appKey") {
-            var dropbox = DropboxConfiguration(appKey: appKey, appSecret: try Self.secret(config, "dropbox.appSecret", fileKey: "dropbox.appSecretFile"))
-            dropbox.apiURL = config.string(forKey: "dropbox.apiUrl") ?? dropbox.apiURL
-            dropbox.authorizeURL = config.string(forKey: "dropbox.authorizeUrl") ?? dropbox.authorizeURL
-            dropbox.acceptAccessTokens = try Self.bool(config, "dropbox.acceptAccessTokens") ?? false
-            self.dropbox = dropbox
-        }
     }
 
     /// Providers Latchkey knows by name, in the order the documentation lists them; a generic OpenID Connect provider
     /// may not take one.
-    public static let builtInProviderNames = ["apple", "google", "microsoft", "facebook", "dropbox"] + ProviderModules.all.map { $0.name }
+    public static let builtInProviderNames = ["apple", "google", "microsoft", "facebook"] + ProviderModules.all.map { $0.name }
 
     static let builtInProviders = Set(builtInProviderNames + ["passkey"])
 
@@ -291,12 +284,7 @@ extension ServerConfiguration {
     }
 
     private static func bool(_ config: ConfigReader, _ key: ConfigKey) throws(LatchkeyError) -> Bool? {
-        guard let text = config.string(forKey: key) else { return config.bool(forKey: key) }
-        switch text.trimmingCharacters(in: .whitespaces).lowercased() {
-        case "true", "1", "yes": return true
-        case "false", "0", "no": return false
-        default: throw setting(key.description, "is \"\(text)\", not true or false")
-        }
+        try config.settingBool(key, fullKey: key.description)
     }
 
     /// A list setting as `serve` reads it: a JSON array of strings, or one comma-separated string.

@@ -30,9 +30,13 @@ public struct ServerConfiguration: Sendable {
     /// Google, Microsoft and generic OpenID Connect providers.
     public var openIDProviders: [OpenIDProviderConfiguration] = []
     public var facebook: FacebookConfiguration?
-    public var dropbox: DropboxConfiguration?
-    /// The providers configured through their modules (``ProviderModules/all``): GitHub, …
+    /// The providers configured through their modules (``ProviderModules/all``): Dropbox, GitHub, …
     public var providerModules: [any ProviderModule] = []
+
+    /// The configured module of type `module`, if any.
+    public func module<Module: ProviderModule>(_ module: Module.Type) -> Module? {
+        providerModules.lazy.compactMap { $0 as? Module }.first
+    }
     /// Who may create an account by signing in.
     public var signUp: SignUpMode = .open
     /// Apps registered for the browser flow (`/oauth2/authorize`, `/oauth2/token`).
@@ -103,8 +107,7 @@ public struct ServerConfiguration: Sendable {
 
     /// The names of the configured providers, as they appear in `/v1/auth/{provider}`.
     public var providerNames: [String] {
-        (apple == nil ? [] : ["apple"]) + openIDProviders.map(\.name) + (facebook == nil ? [] : ["facebook"]) + (dropbox == nil ? [] : ["dropbox"])
-            + providerModules.map { type(of: $0).name }
+        (apple == nil ? [] : ["apple"]) + openIDProviders.map(\.name) + (facebook == nil ? [] : ["facebook"]) + providerModules.map { type(of: $0).name }
     }
 
     /// Requests per minute.

@@ -273,14 +273,6 @@ struct DoctorCommand: AsyncParsableCommand {
                     "set facebook.appSecret (or facebook.appSecretFile) so debug_token can check them, or use Limited Login only")
             }
         }
-        if let dropbox = configuration.dropbox {
-            add(.ok, "dropbox", "Dropbox app key \(dropbox.appKey): authorization codes with PKCE are accepted", nil)
-            if dropbox.acceptAccessTokens {
-                add(
-                    .warning, "dropbox.acceptAccessTokens", "on: Dropbox cannot say which app a token was issued to, so any Dropbox app's token signs in",
-                    "turn it off and send authorization codes with PKCE")
-            }
-        }
         var moduleFindings = configuration.providerModules.flatMap(\.findings)
         if live {
             let context = ProviderContext(transport: AsyncHTTPClientTransport(), timeSource: .system, observer: nil)

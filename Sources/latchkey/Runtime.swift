@@ -53,7 +53,6 @@ enum Runtime {
             "oidc.providers": "oidc", "oidc.oidc.issuer": baseURL + "/oidc", "oidc.oidc.clientIds": ids, "oidc.oidc.displayName": "Emulated OpenID Connect",
             "facebook.appId": first, "facebook.appSecret": first + "-secret", "facebook.graphUrl": baseURL + "/facebook",
             "facebook.jwksUrl": baseURL + "/facebook/.well-known/oauth/openid/jwks/",
-            "dropbox.appKey": first, "dropbox.apiUrl": baseURL + "/dropbox", "dropbox.authorizeUrl": baseURL + "/dropbox/oauth2/authorize",
         ].merging(ProviderModules.emulatedSettings(emulatorBaseURL: baseURL, clientID: first)) { own, _ in own }
     }
 
@@ -126,7 +125,7 @@ enum Runtime {
         configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
         let callbacks =
             serverIssuer.map { issuer in
-                (["apple", "google", "microsoft", "oidc", "dropbox"] + ProviderModules.all.map { $0.name }).map {
+                (["apple", "google", "microsoft", "oidc"] + ProviderModules.all.map { $0.name }).map {
                     LatchkeyServer.callbackURL(issuer: issuer, provider: $0)
                 }
             }

@@ -208,7 +208,7 @@ struct TokenCommand: AsyncParsableCommand {
                     providerName: "Facebook", issuers: facebook.limitedLoginIssuers, audiences: audiences, leeway: leeway,
                     nonceMatching: facebook.nonceMatching, requireNonce: false)
                 return (policy, facebook.jwksURL)
-            case let name where ProviderModules.all.contains { $0.name == name && !$0.issuesIDTokens } || name == "dropbox":
+            case let name where ProviderModules.all.contains { $0.name == name && !$0.issuesIDTokens }:
                 throw LatchkeyError(
                     .invalidConfiguration,
                     "\(name) issues no ID tokens: its sign-ins are authorization codes the server redeems, so there is no token to verify")

@@ -130,7 +130,9 @@ struct DoctorAndAdminTests {
                 "clientIds": "1234-abc.apps.googleusercontent.com", "discoveryUrl": harness.emulator.baseURL + "/google/.well-known/openid-configuration",
             ]
             let config: [String: Any] = [
-                "mode": "development", "google": google, "dropbox": ["appKey": "k", "acceptAccessTokens": true], "facebook": ["appId": "1234"],
+                "mode": "development", "google": google,
+                "dropbox": ["appKey": EmulatorHarness.providerClientID, "apiUrl": harness.emulator.baseURL + "/dropbox", "acceptAccessTokens": true],
+                "facebook": ["appId": "1234"],
             ]
             let result = try await doctor(config, live: true)
             #expect(result.status == 0, "\(result.stdout)")
@@ -139,6 +141,7 @@ struct DoctorAndAdminTests {
             #expect(!found.contains { $0["check"]?.hasPrefix("apple.") == true && $0["status"] == "error" }, "\(found)")
             #expect(found.contains { $0["check"] == "live" && $0["status"] == "ok" && $0["message"]?.contains("signing key") == true }, "\(found)")
             #expect(found.contains { $0["check"] == "dropbox.acceptAccessTokens" && $0["status"] == "warning" })
+            #expect(found.contains { $0["check"] == "live" && $0["status"] == "ok" && $0["message"]?.hasPrefix("Dropbox accepted the client") == true })
             #expect(found.contains { $0["check"] == "facebook.appSecret" && $0["status"] == "warning" })
 
             var unreachable = config

@@ -84,9 +84,11 @@ struct GitHubProviderTests {
             #expect(idToken.status == 400 && (idToken.json["error_description"] as? String)?.contains("authorizationCode") == true, "\(idToken.text)")
         }
         try await ServerHarness.with(configure: { configuration in
-            guard var module = configuration.providerModules.first as? GitHubModule else { return }
-            module.clientSecret = Secret("not-the-secret")
-            configuration.providerModules = [module]
+            configuration.providerModules = configuration.providerModules.map { module in
+                guard var github = module as? GitHubModule else { return module }
+                github.clientSecret = Secret("not-the-secret")
+                return github
+            }
         }) { harness in
             let sub = try #require(try await ProviderEndToEndTests.newUser(harness)["github"] as? String)
             let answer = try await harness.post("/v1/auth/github", json: try await Self.code(harness, sub: sub))

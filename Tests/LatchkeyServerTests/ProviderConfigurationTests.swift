@@ -29,7 +29,7 @@ struct ProviderConfigurationTests {
         #expect(okta.expectedIssuer == "https://example.okta.com")
         #expect(okta.discoveryURL == "https://example.okta.com/.well-known/openid-configuration")
         #expect(configuration.facebook?.appID == "1234")
-        #expect(configuration.dropbox?.acceptAccessTokens == false)
+        #expect(configuration.module(DropboxConfiguration.self)?.acceptAccessTokens == false)
         #expect(configuration.signUp == .invite)
         #expect(configuration.warnings.isEmpty)
     }

@@ -82,8 +82,8 @@ struct ServerHarness: Sendable {
         var dropbox = DropboxConfiguration(appKey: everywhere)
         dropbox.apiURL = base + "/dropbox"
         dropbox.authorizeURL = base + "/dropbox/oauth2/authorize"
-        configuration.dropbox = dropbox
         configuration.providerModules = [
+            dropbox,
             GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api"),
             GitLabModule(clientIDs: [everywhere], baseURL: base + "/gitlab"),
             SlackModule(clientIDs: [everywhere], clientSecret: everywhere + "-secret", issuer: base + "/slack"),

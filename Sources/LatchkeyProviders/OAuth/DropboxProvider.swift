@@ -1,3 +1,4 @@
+public import Configuration
 import Foundation
 public import LatchkeyCore
 import LatchkeyModels
@@ -76,7 +77,7 @@ public struct DropboxProvider: IdentityProvider {
         throw LatchkeyError(.malformedRequest, "send authorizationCode with codeVerifier and redirectUri")
     }
 
-    private func tokenCall(_ fields: [(String, String)], operation: String) async throws(LatchkeyError) -> OAuthTokenAnswer {
+    func tokenCall(_ fields: [(String, String)], operation: String) async throws(LatchkeyError) -> OAuthTokenAnswer {
         var fields = fields
         if let secret = configuration.appSecret { fields.append(("client_secret", secret.revealed)) }
         return try calls.decode(
@@ -128,5 +129,72 @@ public struct DropboxProvider: IdentityProvider {
                 method: "POST", url: configuration.apiURL + "/2/auth/token/revoke", headers: [("Authorization", "Bearer \(accessToken)")],
                 timeout: configuration.requestTimeout),
             operation: "revocation", bearer: true)
+    }
+}
+
+/// Dropbox as a provider module: its settings under `dropbox.*`.
+extension DropboxConfiguration: ProviderModule {
+    public static let name = "dropbox"
+    public static let displayName = "Dropbox"
+    public static let issuesIDTokens = false
+    public static let settings = [
+        ProviderSettingDescription("appKey", "the app key (Dropbox's client id); codes with PKCE need nothing else"),
+        ProviderSettingDescription("appSecret / appSecretFile", "the app secret (secret)", default: "none"),
+        ProviderSettingDescription("apiUrl", "the API", default: "https://api.dropboxapi.com"),
+        ProviderSettingDescription("authorizeUrl", "Dropbox's sign-in page, for the browser flow", default: "https://www.dropbox.com/oauth2/authorize"),
+        ProviderSettingDescription(
+            "acceptAccessTokens", "accept {accessToken}: Dropbox cannot say which app a token belongs to, so any Dropbox app's token signs in",
+            default: "false"),
+    ]
+
+    public init?(reading config: ConfigReader) throws(LatchkeyError) {
+        guard let appKey = config.string(forKey: "appKey") else { return nil }
+        self.init(appKey: appKey, appSecret: try config.settingSecret("appSecret", fileKey: "appSecretFile", fullFileKey: "dropbox.appSecretFile"))
+        apiURL = config.string(forKey: "apiUrl") ?? apiURL
+        authorizeURL = config.string(forKey: "authorizeUrl") ?? authorizeURL
+        acceptAccessTokens = try config.settingBool("acceptAccessTokens", fullKey: "dropbox.acceptAccessTokens") ?? false
+    }
+
+    public var findings: [ProviderFinding] {
+        var findings = [ProviderFinding(.ok, "dropbox", "Dropbox app key \(appKey): authorization codes with PKCE are accepted")]
+        if acceptAccessTokens {
+            findings.append(
+                ProviderFinding(
+                    .warning, "dropbox.acceptAccessTokens",
+                    "on: Dropbox cannot say which app a token was issued to, so any Dropbox app's token signs in; turn it off and send authorization codes with PKCE"
+                ))
+        }
+        return findings
+    }
+
+    public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
+        [await DropboxProvider(configuration: self, transport: context.transport, timeSource: context.timeSource).probeClient()]
+    }
+
+    public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {
+        DropboxProvider(configuration: self, transport: context.transport, timeSource: context.timeSource, observer: context.observer)
+    }
+
+    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
+        ["appKey": clientID, "apiUrl": baseURL, "authorizeUrl": baseURL + "/oauth2/authorize"]
+    }
+}
+
+extension DropboxProvider {
+    /// `doctor --live`: a made-up code at the token endpoint.
+    func probeClient() async -> ProviderFinding {
+        let outcome: Result<Void, LatchkeyError>
+        do {
+            _ = try await tokenCall(
+                [
+                    ("grant_type", "authorization_code"), ("code", "latchkey-doctor-invalid-code"), ("code_verifier", PKCE.makeVerifier()),
+                    ("client_id", configuration.appKey),
+                ],
+                operation: "doctor")
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        return .clientProbe("dropbox", "Dropbox", outcome)
     }
 }
