@@ -1,6 +1,7 @@
 public import Configuration
 import Foundation
 public import LatchkeyCore
+public import Logging
 
 /// One provider's whole part in Latchkey, in one file: its settings (read from its own key), what `doctor` says
 /// about them, the ``IdentityProvider`` they make, and the settings that point it at the emulator.
@@ -20,6 +21,9 @@ public protocol ProviderModule: Sendable {
     init?(reading config: ConfigReader) throws(LatchkeyError)
     /// What `doctor` reports about the settings read.
     var findings: [ProviderFinding] { get }
+    /// Settings that work but weaken something, each with what to use instead: `serve` logs them at start-up and
+    /// `doctor` reports them.
+    var warnings: [String] { get }
     /// What `doctor --live` learns from the provider itself: whether it accepts the client (a made-up code answered
     /// `invalid_grant` means it did), or its discovery document and keys.
     func liveFindings(_ context: ProviderContext) async -> [ProviderFinding]
@@ -35,6 +39,7 @@ public protocol ProviderModule: Sendable {
 /// The provider modules Latchkey knows, in the order they are listed.
 public enum ProviderModules {
     public static let all: [any ProviderModule.Type] = [
+        FacebookConfiguration.self,
         DropboxConfiguration.self,
         GitHubModule.self,
         GitLabModule.self,
@@ -69,11 +74,14 @@ public struct ProviderContext: Sendable {
     public var transport: any HTTPTransport
     public var timeSource: TimeSource
     public var observer: ProviderCallObserver?
+    /// Where key-cache refreshes are logged.
+    public var logger: Logger?
 
-    public init(transport: any HTTPTransport, timeSource: TimeSource, observer: ProviderCallObserver?) {
+    public init(transport: any HTTPTransport, timeSource: TimeSource, observer: ProviderCallObserver?, logger: Logger? = nil) {
         self.transport = transport
         self.timeSource = timeSource
         self.observer = observer
+        self.logger = logger
     }
 }
 
@@ -106,6 +114,10 @@ public struct ProviderFinding: Sendable, Equatable {
     }
 }
 
+extension ProviderModule {
+    public var warnings: [String] { [] }
+}
+
 extension ProviderFinding {
     /// The finding of a token request with a made-up code: `invalid_grant` means the provider accepted the client.
     static func clientProbe(_ name: String, _ displayName: String, _ outcome: Result<Void, LatchkeyError>) -> ProviderFinding {
@@ -136,6 +148,28 @@ extension ConfigReader {
             return contents.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         return string(forKey: key, isSecret: true)
+    }
+
+    /// `<prefix>nonceMatching` and `<prefix>requireNonce` (`prefix` is `google.` in the whole configuration, empty in a
+    /// module's scope; `fullPrefix` names them in errors), with a warning for matching that lets a token carry its own proof.
+    package func settingNonces(_ prefix: String, fullPrefix: String, requireByDefault: Bool) throws(LatchkeyError) -> (
+        matching: NonceMatching, required: Bool, warning: String?
+    ) {
+        var matching = NonceMatching.hashed
+        var warning: String?
+        if let mode = string(forKey: ConfigKey(prefix + "nonceMatching")) {
+            guard let parsed = NonceMatching(rawValue: mode) else {
+                throw LatchkeyError(
+                    .invalidConfiguration, "setting \(fullPrefix)nonceMatching is \"\(mode)\"; use hashed, verbatim or hashed_or_verbatim")
+            }
+            matching = parsed
+            if parsed != .hashed {
+                warning =
+                    "\(fullPrefix)nonceMatching is \(mode): a token whose nonce claim is the raw nonce itself carries the proof with it, so a stolen token signs in anyway; use hashed (the default: the app puts SHA-256 of its raw nonce in the request)"
+            }
+        }
+        let required = try settingBool(ConfigKey(prefix + "requireNonce"), fullKey: fullPrefix + "requireNonce") ?? requireByDefault
+        return (matching, required, warning)
     }
 
     /// A boolean setting: true, false, 1, 0, yes or no; `fullKey` names it in errors.

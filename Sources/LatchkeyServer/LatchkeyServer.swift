@@ -74,10 +74,7 @@ public struct LatchkeyServer: Sendable {
         for provider in configuration.openIDProviders {
             providers.append(OpenIDProvider(configuration: provider, transport: transport, timeSource: timeSource, logger: logger, observer: observer))
         }
-        if let facebook = configuration.facebook {
-            providers.append(FacebookProvider(configuration: facebook, transport: transport, timeSource: timeSource, logger: logger, observer: observer))
-        }
-        let context = ProviderContext(transport: transport, timeSource: timeSource, observer: observer)
+        let context = ProviderContext(transport: transport, timeSource: timeSource, observer: observer, logger: logger)
         providers += configuration.providerModules.map { $0.makeProvider(context) }
         let registry = ProviderRegistry(providers)
         var policy = configuration.session

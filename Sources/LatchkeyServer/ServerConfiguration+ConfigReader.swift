@@ -136,6 +136,7 @@ extension ServerConfiguration {
         }
         try readProviders(config)
         providerModules = try ProviderModules.configured(config)
+        warnings += providerModules.flatMap(\.warnings)
         try readClients(config)
         try readWebhooks(config)
         webhookTimeout = try Self.double(config, "webhookTimeout") ?? webhookTimeout
@@ -148,19 +149,9 @@ extension ServerConfiguration {
 
     /// `<key>.nonceMatching` and `<key>.requireNonce`, with a warning for matching that lets a token carry its own proof.
     private mutating func nonceSettings(_ config: ConfigReader, _ key: String, requireByDefault: Bool) throws(LatchkeyError) -> (NonceMatching, Bool) {
-        var nonceMatching = NonceMatching.hashed
-        if let mode = config.string(forKey: ConfigKey(key + ".nonceMatching")) {
-            guard let parsed = NonceMatching(rawValue: mode) else {
-                throw setting(key + ".nonceMatching", "is \"\(mode)\"; use hashed, verbatim or hashed_or_verbatim")
-            }
-            nonceMatching = parsed
-            if parsed != .hashed {
-                warnings.append(
-                    "\(key).nonceMatching is \(mode): a token whose nonce claim is the raw nonce itself carries the proof with it, so a stolen token signs in anyway; use hashed (the default: the app puts SHA-256 of its raw nonce in the request)"
-                )
-            }
-        }
-        return (nonceMatching, try Self.bool(config, ConfigKey(key + ".requireNonce")) ?? requireByDefault)
+        let nonces = try config.settingNonces(key + ".", fullPrefix: key + ".", requireByDefault: requireByDefault)
+        if let warning = nonces.warning { warnings.append(warning) }
+        return (nonces.matching, nonces.required)
     }
 
     private mutating func readProviders(_ config: ConfigReader) throws(LatchkeyError) {
@@ -209,20 +200,11 @@ extension ServerConfiguration {
             generic.webClientID = config.string(forKey: ConfigKey(key + ".webClientId"))
             openIDProviders.append(try withNonces(generic, key))
         }
-        if let appID = config.string(forKey: "facebook.appId") {
-            var facebook = FacebookConfiguration(
-                appID: appID, appSecret: try Self.secret(config, "facebook.appSecret", fileKey: "facebook.appSecretFile"))
-            facebook.graphURL = config.string(forKey: "facebook.graphUrl") ?? facebook.graphURL
-            facebook.jwksURL = config.string(forKey: "facebook.jwksUrl") ?? facebook.jwksURL
-            if let issuers = Self.list(config, "facebook.issuers") { facebook.limitedLoginIssuers = Set(issuers) }
-            (facebook.nonceMatching, facebook.requireNonce) = try nonceSettings(config, "facebook", requireByDefault: false)
-            self.facebook = facebook
-        }
     }
 
     /// Providers Latchkey knows by name, in the order the documentation lists them; a generic OpenID Connect provider
     /// may not take one.
-    public static let builtInProviderNames = ["apple", "google", "microsoft", "facebook"] + ProviderModules.all.map { $0.name }
+    public static let builtInProviderNames = ["apple", "google", "microsoft"] + ProviderModules.all.map { $0.name }
 
     static let builtInProviders = Set(builtInProviderNames + ["passkey"])
 

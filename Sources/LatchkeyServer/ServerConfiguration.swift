@@ -29,7 +29,6 @@ public struct ServerConfiguration: Sendable {
     public var apple: Apple?
     /// Google, Microsoft and generic OpenID Connect providers.
     public var openIDProviders: [OpenIDProviderConfiguration] = []
-    public var facebook: FacebookConfiguration?
     /// The providers configured through their modules (``ProviderModules/all``): Dropbox, GitHub, …
     public var providerModules: [any ProviderModule] = []
 
@@ -107,7 +106,7 @@ public struct ServerConfiguration: Sendable {
 
     /// The names of the configured providers, as they appear in `/v1/auth/{provider}`.
     public var providerNames: [String] {
-        (apple == nil ? [] : ["apple"]) + openIDProviders.map(\.name) + (facebook == nil ? [] : ["facebook"]) + providerModules.map { type(of: $0).name }
+        (apple == nil ? [] : ["apple"]) + openIDProviders.map(\.name) + providerModules.map { type(of: $0).name }
     }
 
     /// Requests per minute.

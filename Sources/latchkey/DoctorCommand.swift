@@ -265,14 +265,6 @@ struct DoctorCommand: AsyncParsableCommand {
                 }
             }
         }
-        if let facebook = configuration.facebook {
-            add(.ok, "facebook", "Facebook app \(facebook.appID): Limited Login ID tokens are accepted", nil)
-            if facebook.appSecret == nil {
-                add(
-                    .warning, "facebook.appSecret", "not set: classic-login access tokens are refused",
-                    "set facebook.appSecret (or facebook.appSecretFile) so debug_token can check them, or use Limited Login only")
-            }
-        }
         var moduleFindings = configuration.providerModules.flatMap(\.findings)
         if live {
             let context = ProviderContext(transport: AsyncHTTPClientTransport(), timeSource: .system, observer: nil)

@@ -51,8 +51,6 @@ enum Runtime {
             "google.clientIds": ids, "google.discoveryUrl": baseURL + "/google/.well-known/openid-configuration",
             "microsoft.clientIds": ids, "microsoft.authority": baseURL + "/microsoft",
             "oidc.providers": "oidc", "oidc.oidc.issuer": baseURL + "/oidc", "oidc.oidc.clientIds": ids, "oidc.oidc.displayName": "Emulated OpenID Connect",
-            "facebook.appId": first, "facebook.appSecret": first + "-secret", "facebook.graphUrl": baseURL + "/facebook",
-            "facebook.jwksUrl": baseURL + "/facebook/.well-known/oauth/openid/jwks/",
         ].merging(ProviderModules.emulatedSettings(emulatorBaseURL: baseURL, clientID: first)) { own, _ in own }
     }
 

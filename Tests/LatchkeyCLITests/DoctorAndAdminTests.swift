@@ -132,7 +132,7 @@ struct DoctorAndAdminTests {
             let config: [String: Any] = [
                 "mode": "development", "google": google,
                 "dropbox": ["appKey": EmulatorHarness.providerClientID, "apiUrl": harness.emulator.baseURL + "/dropbox", "acceptAccessTokens": true],
-                "facebook": ["appId": "1234"],
+                "facebook": ["appId": "1234", "jwksUrl": harness.emulator.baseURL + "/facebook/.well-known/oauth/openid/jwks/"],
             ]
             let result = try await doctor(config, live: true)
             #expect(result.status == 0, "\(result.stdout)")
@@ -143,6 +143,7 @@ struct DoctorAndAdminTests {
             #expect(found.contains { $0["check"] == "dropbox.acceptAccessTokens" && $0["status"] == "warning" })
             #expect(found.contains { $0["check"] == "live" && $0["status"] == "ok" && $0["message"]?.hasPrefix("Dropbox accepted the client") == true })
             #expect(found.contains { $0["check"] == "facebook.appSecret" && $0["status"] == "warning" })
+            #expect(found.contains { $0["check"] == "live" && $0["status"] == "ok" && $0["message"]?.hasPrefix("Facebook: Limited Login keys read") == true })
 
             var unreachable = config
             unreachable["google"] = ["clientIds": "1234-abc.apps.googleusercontent.com", "discoveryUrl": harness.emulator.baseURL + "/nothing-here"]

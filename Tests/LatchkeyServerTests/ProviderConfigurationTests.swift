@@ -28,7 +28,7 @@ struct ProviderConfigurationTests {
         let okta = try #require(configuration.openIDProviders.first { $0.name == "okta" })
         #expect(okta.expectedIssuer == "https://example.okta.com")
         #expect(okta.discoveryURL == "https://example.okta.com/.well-known/openid-configuration")
-        #expect(configuration.facebook?.appID == "1234")
+        #expect(configuration.module(FacebookConfiguration.self)?.appID == "1234")
         #expect(configuration.module(DropboxConfiguration.self)?.acceptAccessTokens == false)
         #expect(configuration.signUp == .invite)
         #expect(configuration.warnings.isEmpty)

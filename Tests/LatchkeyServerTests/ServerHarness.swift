@@ -78,12 +78,11 @@ struct ServerHarness: Sendable {
         var facebook = FacebookConfiguration(appID: everywhere, appSecret: everywhere + "-secret")
         facebook.graphURL = base + "/facebook"
         facebook.jwksURL = base + "/facebook/.well-known/oauth/openid/jwks/"
-        configuration.facebook = facebook
         var dropbox = DropboxConfiguration(appKey: everywhere)
         dropbox.apiURL = base + "/dropbox"
         dropbox.authorizeURL = base + "/dropbox/oauth2/authorize"
         configuration.providerModules = [
-            dropbox,
+            facebook, dropbox,
             GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api"),
             GitLabModule(clientIDs: [everywhere], baseURL: base + "/gitlab"),
             SlackModule(clientIDs: [everywhere], clientSecret: everywhere + "-secret", issuer: base + "/slack"),

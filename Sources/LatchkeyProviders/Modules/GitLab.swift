@@ -59,7 +59,9 @@ public struct GitLabModule: ProviderModule {
             name: Self.name, displayName: Self.displayName, issuer: baseURL, clientIDs: clientIDs, clientSecret: clientSecret?.revealed)
         configuration.policy.configurationKey = Self.name
         configuration.policy.audienceHint = "GitLab puts the application id in aud; add it to gitlab.clientIds"
-        return OpenIDProvider(configuration: configuration, transport: context.transport, timeSource: context.timeSource, observer: context.observer)
+        return OpenIDProvider(
+            configuration: configuration, transport: context.transport, timeSource: context.timeSource, logger: context.logger,
+            observer: context.observer)
     }
 
     public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {

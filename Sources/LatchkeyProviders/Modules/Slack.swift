@@ -63,7 +63,8 @@ public struct SlackModule: ProviderModule {
         configuration.policy.configurationKey = Self.name
         configuration.policy.audienceHint = "Slack puts the app's client id in aud; add it to slack.clientIds"
         return OpenIDProvider(
-            configuration: configuration, transport: SlackTokenErrors(context.transport), timeSource: context.timeSource, observer: context.observer)
+            configuration: configuration, transport: SlackTokenErrors(context.transport), timeSource: context.timeSource, logger: context.logger,
+            observer: context.observer)
     }
 
     public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {

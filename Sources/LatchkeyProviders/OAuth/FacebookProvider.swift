@@ -1,3 +1,4 @@
+public import Configuration
 import Foundation
 public import LatchkeyCore
 public import Logging
@@ -15,6 +16,8 @@ public struct FacebookConfiguration: Sendable {
     public var nonceMatching: NonceMatching = .hashed
     public var requireNonce = false
     public var requestTimeout: Duration = .seconds(10)
+    /// Set by ``init(reading:)`` for settings that weaken something.
+    public private(set) var warnings: [String] = []
 
     public init(appID: String, appSecret: String? = nil) {
         self.appID = appID
@@ -132,5 +135,62 @@ public struct FacebookProvider: IdentityProvider {
 
     private func graph(_ path: String, _ query: [(String, String)]) -> String {
         configuration.graphURL + path + "?" + formURLEncoded(query)
+    }
+}
+
+/// Facebook as a provider module: its settings under `facebook.*`.
+extension FacebookConfiguration: ProviderModule {
+    public static let name = "facebook"
+    public static let displayName = "Facebook"
+    public static let issuesIDTokens = true
+    public static let settings = [
+        ProviderSettingDescription("appId", "the Facebook app id (Limited Login tokens' aud)"),
+        ProviderSettingDescription("appSecret / appSecretFile", "the app secret (secret): debug_token needs it for classic access tokens", default: "none"),
+        ProviderSettingDescription("graphUrl", "the Graph API", default: "https://graph.facebook.com"),
+        ProviderSettingDescription("jwksUrl", "Limited Login's keys", default: "https://limited.facebook.com/.well-known/oauth/openid/jwks/"),
+        ProviderSettingDescription("issuers", "accepted iss values", default: "https://www.facebook.com, https://limited.facebook.com"),
+        ProviderSettingDescription("nonceMatching, requireNonce", "as for Apple", default: "hashed, false"),
+    ]
+
+    public init?(reading config: ConfigReader) throws(LatchkeyError) {
+        guard let appID = config.string(forKey: "appId") else { return nil }
+        self.init(appID: appID, appSecret: try config.settingSecret("appSecret", fileKey: "appSecretFile", fullFileKey: "facebook.appSecretFile"))
+        graphURL = config.string(forKey: "graphUrl") ?? graphURL
+        jwksURL = config.string(forKey: "jwksUrl") ?? jwksURL
+        if let issuers = config.settingList("issuers") { limitedLoginIssuers = Set(issuers) }
+        let nonces = try config.settingNonces("", fullPrefix: "facebook.", requireByDefault: false)
+        (nonceMatching, requireNonce) = (nonces.matching, nonces.required)
+        warnings = nonces.warning.map { [$0] } ?? []
+    }
+
+    public var findings: [ProviderFinding] {
+        var findings = [ProviderFinding(.ok, "facebook", "Facebook app \(appID): Limited Login ID tokens are accepted")]
+        if appSecret == nil {
+            findings.append(
+                ProviderFinding(
+                    .warning, "facebook.appSecret",
+                    "not set: classic-login access tokens are refused; set facebook.appSecret (or facebook.appSecretFile) so debug_token can check them, or use Limited Login only"
+                ))
+        }
+        return findings
+    }
+
+    /// Limited Login's keys, as sign-ins read them.
+    public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
+        do {
+            let keys = try await JWKSCache(url: jwksURL, transport: context.transport, timeSource: context.timeSource).refresh()
+            return [ProviderFinding(.ok, "live", "Facebook: Limited Login keys read, \(keys.keyIDs.count) signing key(s)")]
+        } catch {
+            return [ProviderFinding(.error, "live", "Facebook: \(error.reason); check facebook.jwksUrl and network access")]
+        }
+    }
+
+    public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {
+        FacebookProvider(
+            configuration: self, transport: context.transport, timeSource: context.timeSource, logger: context.logger, observer: context.observer)
+    }
+
+    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
+        ["appId": clientID, "appSecret": clientID + "-secret", "graphUrl": baseURL, "jwksUrl": baseURL + "/.well-known/oauth/openid/jwks/"]
     }
 }
