@@ -1,5 +1,6 @@
 import Foundation
 public import LatchkeyCore
+import LatchkeyModels
 
 /// What an app sends to sign in with a provider; which fields a provider needs depends on the provider.
 public struct ProviderCredential: Sendable {
@@ -29,6 +30,20 @@ public struct ProviderCredential: Sendable {
         self.redirectURI = redirectURI
         self.accessToken = accessToken
         self.clientID = clientID
+    }
+}
+
+extension ProviderCredential {
+    /// The authorization code and its PKCE verifier, which a provider without ID tokens needs; `displayName` names the
+    /// provider in the refusal.
+    func codeWithVerifier(_ displayName: String) throws(LatchkeyError) -> (code: String, verifier: String) {
+        guard let code = authorizationCode, !code.isEmpty else {
+            throw LatchkeyError(.malformedRequest, "send authorizationCode with codeVerifier and redirectUri (\(displayName) issues no ID tokens)")
+        }
+        guard let verifier = codeVerifier, PKCE.isValidVerifier(verifier) else {
+            throw LatchkeyError(.malformedRequest, "codeVerifier is missing or not 43–128 unreserved characters (RFC 7636 §4.1)")
+        }
+        return (code, verifier)
     }
 }
 

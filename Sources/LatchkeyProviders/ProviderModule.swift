@@ -119,6 +119,16 @@ extension ProviderModule {
 }
 
 extension ProviderFinding {
+    /// What `doctor --live` finds at an OpenID Connect provider: its discovery document and keys, or why not.
+    static func openIDPreflight(_ provider: (any IdentityProvider)?, _ displayName: String, settings: String) async -> ProviderFinding {
+        do {
+            let found = try await (provider as? OpenIDProvider)?.preflight() ?? "no live check"
+            return ProviderFinding(.ok, "live", "\(displayName): \(found)")
+        } catch {
+            return ProviderFinding(.error, "live", "\(displayName): \((error as? LatchkeyError)?.reason ?? "\(error)"); check \(settings) and network access")
+        }
+    }
+
     /// The finding of a token request with a made-up code: `invalid_grant` means the provider accepted the client.
     static func clientProbe(_ name: String, _ displayName: String, _ outcome: Result<Void, LatchkeyError>) -> ProviderFinding {
         switch outcome {

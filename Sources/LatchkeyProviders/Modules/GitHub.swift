@@ -107,12 +107,7 @@ struct GitHubProvider: IdentityProvider {
     }
 
     func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
-        guard let code = credential.authorizationCode, !code.isEmpty else {
-            throw LatchkeyError(.malformedRequest, "send authorizationCode with codeVerifier and redirectUri (GitHub issues no ID tokens)")
-        }
-        guard let verifier = credential.codeVerifier, PKCE.isValidVerifier(verifier) else {
-            throw LatchkeyError(.malformedRequest, "codeVerifier is missing or not 43–128 unreserved characters (RFC 7636 §4.1)")
-        }
+        let (code, verifier) = try credential.codeWithVerifier(GitHubModule.displayName)
         var fields = [
             ("client_id", module.clientID), ("client_secret", module.clientSecret.revealed), ("code", code), ("code_verifier", verifier),
         ]

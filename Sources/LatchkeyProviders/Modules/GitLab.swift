@@ -46,12 +46,7 @@ public struct GitLabModule: ProviderModule {
     }
 
     public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
-        do {
-            let found = try await (makeProvider(context) as? OpenIDProvider)?.preflight() ?? "no live check"
-            return [ProviderFinding(.ok, "live", "GitLab: \(found)")]
-        } catch {
-            return [ProviderFinding(.error, "live", "GitLab: \((error as? LatchkeyError)?.reason ?? "\(error)"); check gitlab.baseUrl and network access")]
-        }
+        [await .openIDPreflight(makeProvider(context), Self.displayName, settings: "gitlab.baseUrl")]
     }
 
     public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {

@@ -49,12 +49,7 @@ public struct SlackModule: ProviderModule {
     }
 
     public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
-        do {
-            let found = try await (makeProvider(context) as? OpenIDProvider)?.preflight() ?? "no live check"
-            return [ProviderFinding(.ok, "live", "Slack: \(found)")]
-        } catch {
-            return [ProviderFinding(.error, "live", "Slack: \((error as? LatchkeyError)?.reason ?? "\(error)"); check slack.issuer and network access")]
-        }
+        [await .openIDPreflight(makeProvider(context), Self.displayName, settings: "slack.issuer")]
     }
 
     public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {

@@ -53,12 +53,7 @@ struct OAuth2CodeProvider: IdentityProvider {
     }
 
     func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
-        guard let code = credential.authorizationCode, !code.isEmpty else {
-            throw LatchkeyError(.malformedRequest, "send authorizationCode with codeVerifier and redirectUri (\(profile.displayName) issues no ID tokens)")
-        }
-        guard let verifier = credential.codeVerifier, PKCE.isValidVerifier(verifier) else {
-            throw LatchkeyError(.malformedRequest, "codeVerifier is missing or not 43–128 unreserved characters (RFC 7636 §4.1)")
-        }
+        let (code, verifier) = try credential.codeWithVerifier(profile.displayName)
         var fields = [("grant_type", "authorization_code"), ("code", code), ("code_verifier", verifier)]
         if let redirectURI = credential.redirectURI { fields.append(("redirect_uri", redirectURI)) }
         let answer = try await token(fields, operation: "code_exchange")
