@@ -14,7 +14,8 @@ public protocol ProviderModule: Sendable {
     static var name: String { get }
     /// The provider's name for people.
     static var displayName: String { get }
-    /// The settings, for the documentation and `doctor`: each key under ``name`` with what it means and its default.
+    /// The settings: each key under ``name`` with what it means and its default. docs/configuration.md must name
+    /// every one (a test holds it to that).
     static var settings: [ProviderSettingDescription] { get }
     /// Reads the settings from `config`, scoped to ``name``; nil when none is set (the provider is off). Throws for a
     /// setting that is wrong, naming it in full (`github.clientSecret`).

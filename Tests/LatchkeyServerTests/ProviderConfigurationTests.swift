@@ -92,3 +92,24 @@ struct ProviderConfigurationTests {
         #expect(!passes(azp: nil, hd: nil, hostedDomains: ["example.com"]))
     }
 }
+
+@Suite("Server: every provider module's settings are documented")
+struct ProviderModuleDocumentationTests {
+    @Test("docs/configuration.md names each setting of each module in ProviderModules.all")
+    func documented() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        #expect(ProviderModules.all.allSatisfy { !$0.settings.isEmpty })
+        #expect(!text.contains("`github.nonexistent`"), "the check looks for the exact key")
+        for module in ProviderModules.all {
+            for setting in module.settings {
+                for key in setting.key.components(separatedBy: CharacterSet(charactersIn: "/,")).map({ $0.trimmingCharacters(in: .whitespaces) })
+                where !key.hasSuffix("File") {
+                    #expect(
+                        text.contains("`\(module.name).\(key)`") || text.contains("`<provider>.\(key)`"),
+                        "docs/configuration.md does not name \(module.name).\(key)")
+                }
+            }
+        }
+    }
+}
