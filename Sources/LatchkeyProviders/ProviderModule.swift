@@ -33,13 +33,16 @@ public protocol ProviderModule: Sendable {
     /// Whether the provider's sign-ins can be ID tokens (`latchkey token verify` refuses to verify one otherwise).
     static var issuesIDTokens: Bool { get }
     /// Settings (keys under ``name``) that point the provider at the emulator's stand-in at `baseURL` (its own path,
-    /// such as `{emulator}/github`) with the app registered there as `clientID`: for `serve --dev` and `demo`.
-    static func emulatedSettings(baseURL: String, clientID: String) -> [String: String]
+    /// such as `{emulator}/github`) with the apps registered there as `clientIDs` (a provider with one client id takes
+    /// the first): for `serve --dev` and `demo`.
+    static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String]
 }
 
 /// The provider modules Latchkey knows, in the order they are listed.
 public enum ProviderModules {
     public static let all: [any ProviderModule.Type] = [
+        GoogleModule.self,
+        MicrosoftModule.self,
         FacebookConfiguration.self,
         DropboxConfiguration.self,
         GitHubModule.self,
@@ -59,10 +62,10 @@ public enum ProviderModules {
     }
 
     /// Every module's emulator settings, with their full keys.
-    public static func emulatedSettings(emulatorBaseURL: String, clientID: String) -> [String: String] {
+    public static func emulatedSettings(emulatorBaseURL: String, clientIDs: [String]) -> [String: String] {
         var settings: [String: String] = [:]
         for module in all {
-            for (key, value) in module.emulatedSettings(baseURL: emulatorBaseURL + "/" + module.name, clientID: clientID) {
+            for (key, value) in module.emulatedSettings(baseURL: emulatorBaseURL + "/" + module.name, clientIDs: clientIDs) {
                 settings[module.name + "." + key] = value
             }
         }
@@ -107,11 +110,14 @@ public struct ProviderFinding: Sendable, Equatable {
     /// The setting it is about, in full (`github.clientId`).
     public var key: String
     public var message: String
+    /// What to do about it, when it is not all right.
+    public var fix: String?
 
-    public init(_ level: Level, _ key: String, _ message: String) {
+    public init(_ level: Level, _ key: String, _ message: String, fix: String? = nil) {
         self.level = level
         self.key = key
         self.message = message
+        self.fix = fix
     }
 }
 
@@ -121,12 +127,14 @@ extension ProviderModule {
 
 extension ProviderFinding {
     /// What `doctor --live` finds at an OpenID Connect provider: its discovery document and keys, or why not.
-    static func openIDPreflight(_ provider: (any IdentityProvider)?, _ displayName: String, settings: String) async -> ProviderFinding {
+    public static func openIDPreflight(_ provider: (any IdentityProvider)?, _ displayName: String, settings: String) async -> ProviderFinding {
         do {
             let found = try await (provider as? OpenIDProvider)?.preflight() ?? "no live check"
             return ProviderFinding(.ok, "live", "\(displayName): \(found)")
         } catch {
-            return ProviderFinding(.error, "live", "\(displayName): \((error as? LatchkeyError)?.reason ?? "\(error)"); check \(settings) and network access")
+            return ProviderFinding(
+                .error, "live", "\(displayName): \((error as? LatchkeyError)?.reason ?? "\(error)")",
+                fix: "check network access to \((provider as? OpenIDProvider)?.configuration.discoveryURL ?? "the provider") and the \(settings) settings")
         }
     }
 

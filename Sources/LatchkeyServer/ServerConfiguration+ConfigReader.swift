@@ -160,25 +160,6 @@ extension ServerConfiguration {
             (provider.policy.nonceMatching, provider.policy.requireNonce) = try nonceSettings(config, key, requireByDefault: false)
             return provider
         }
-        if let clientIDs = Self.list(config, "google.clientIds") {
-            var google = OpenIDProviderConfiguration.google(
-                clientIDs: clientIDs, hostedDomains: Self.list(config, "google.hostedDomains") ?? [],
-                clientSecret: try Self.secret(config, "google.clientSecret", fileKey: "google.clientSecretFile"))
-            if let url = config.string(forKey: "google.discoveryUrl") { google.discoveryURL = url }
-            google.webClientID = config.string(forKey: "google.webClientId")
-            openIDProviders.append(try withNonces(google, "google"))
-        }
-        if let clientIDs = Self.list(config, "microsoft.clientIds") {
-            let tenants = Self.list(config, "microsoft.tenants") ?? ["common"]
-            for tenant in tenants where !["common", "organizations", "consumers"].contains(tenant.lowercased()) && UUID(uuidString: tenant) == nil {
-                throw setting("microsoft.tenants", "has \"\(tenant.prefix(60))\"; use common, organizations, consumers or tenant GUIDs")
-            }
-            var microsoft = OpenIDProviderConfiguration.microsoft(
-                clientIDs: clientIDs, tenants: tenants, clientSecret: try Self.secret(config, "microsoft.clientSecret", fileKey: "microsoft.clientSecretFile"),
-                authority: config.string(forKey: "microsoft.authority") ?? "https://login.microsoftonline.com")
-            microsoft.webClientID = config.string(forKey: "microsoft.webClientId")
-            openIDProviders.append(try withNonces(microsoft, "microsoft"))
-        }
         for name in Self.list(config, "oidc.providers") ?? [] {
             guard name.count <= 32, name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-") }), name.first?.isLetter == true else {
                 throw setting(
@@ -204,7 +185,7 @@ extension ServerConfiguration {
 
     /// Providers Latchkey knows by name, in the order the documentation lists them; a generic OpenID Connect provider
     /// may not take one.
-    public static let builtInProviderNames = ["apple", "google", "microsoft"] + ProviderModules.all.map { $0.name }
+    public static let builtInProviderNames = ["apple"] + ProviderModules.all.map { $0.name }
 
     static let builtInProviders = Set(builtInProviderNames + ["passkey"])
 

@@ -27,7 +27,7 @@ public struct ServerConfiguration: Sendable {
     public var outboxLease: TimeInterval = 300
     public var session = SessionPolicy()
     public var apple: Apple?
-    /// Google, Microsoft and generic OpenID Connect providers.
+    /// Generic OpenID Connect providers (`oidc.providers`).
     public var openIDProviders: [OpenIDProviderConfiguration] = []
     /// The providers configured through their modules (``ProviderModules/all``): Dropbox, GitHub, …
     public var providerModules: [any ProviderModule] = []
@@ -187,13 +187,7 @@ public struct ServerConfiguration: Sendable {
                 throw setting(key + ".providers", "names \(provider.prefix(40)), which is not configured; configured: \(names.joined(separator: ", "))")
             }
         }
-        for provider in openIDProviders {
-            let key = provider.policy.configurationKey ?? provider.name
-            guard !provider.policy.audiences.isEmpty else { throw setting("\(key).clientIds", "is empty; list the OAuth client ids your apps use") }
-            if let web = provider.webClientID, !provider.policy.audiences.contains(web) {
-                throw setting("\(key).webClientId", "is \(web.prefix(200)), which \(key).clientIds does not list; add it there")
-            }
-        }
+        for provider in openIDProviders { try provider.checkClientIDs() }
         if mode == .production && !administrationOnly {
             guard !names.isEmpty else {
                 throw setting(

@@ -238,40 +238,23 @@ struct DoctorCommand: AsyncParsableCommand {
     /// Each configured provider other than Apple: its settings offline, and with --live its discovery and keys.
     private func checkProviders(_ configuration: ServerConfiguration?, _ add: (Finding.Status, String, String, String?) -> Void) async {
         guard let configuration else { return }
-        for provider in configuration.openIDProviders {
-            let key = provider.policy.configurationKey ?? provider.name
-            for clientID in provider.policy.audiences where clientID.contains(" ") || clientID.isEmpty {
-                add(.error, key + ".clientIds", "\"\(clientID)\" is not a client id", "copy the OAuth client id from the provider's console")
-            }
-            if provider.name == "google", provider.policy.audiences.contains(where: { !$0.hasSuffix(".apps.googleusercontent.com") }) {
-                add(
-                    .warning, "google.clientIds", "a client id does not end in .apps.googleusercontent.com",
-                    "Google client ids look like 1234-abc.apps.googleusercontent.com (ignore this for emulators)")
-            }
-            guard provider.discoveryURL.hasPrefix("https://") || provider.discoveryURL.contains("127.0.0.1") || provider.discoveryURL.contains("localhost")
-            else {
-                add(.error, key, "\(provider.discoveryURL) is not HTTPS", "OpenID Connect discovery and keys must come over HTTPS")
-                continue
-            }
-            add(.ok, key, "\(provider.displayName): \(provider.policy.audiences.count) client id(s), discovery at \(provider.discoveryURL)", nil)
-            if live {
-                do {
-                    let found = try await OpenIDProvider(configuration: provider, transport: AsyncHTTPClientTransport()).preflight()
-                    add(.ok, "live", "\(provider.displayName): \(found)", nil)
-                } catch {
-                    add(
-                        .error, "live", "\(provider.displayName): \((error as? LatchkeyError)?.reason ?? "\(error)")",
-                        "check network access to \(provider.discoveryURL) and the \(key) settings")
-                }
+        // Generic OpenID Connect providers: their settings, and with --live their discovery and keys.
+        var moduleFindings = configuration.openIDProviders.flatMap(\.findings)
+        if live {
+            for provider in configuration.openIDProviders {
+                moduleFindings.append(
+                    await .openIDPreflight(
+                        OpenIDProvider(configuration: provider, transport: AsyncHTTPClientTransport()), provider.displayName,
+                        settings: provider.policy.configurationKey ?? provider.name))
             }
         }
-        var moduleFindings = configuration.providerModules.flatMap(\.findings)
+        moduleFindings += configuration.providerModules.flatMap(\.findings)
         if live {
             let context = ProviderContext(transport: AsyncHTTPClientTransport(), timeSource: .system, observer: nil)
             for module in configuration.providerModules { moduleFindings += await module.liveFindings(context) }
         }
         for finding in moduleFindings {
-            add(finding.level == .ok ? .ok : finding.level == .warning ? .warning : .error, finding.key, finding.message, nil)
+            add(finding.level == .ok ? .ok : finding.level == .warning ? .warning : .error, finding.key, finding.message, finding.fix)
         }
         if configuration.signUp == .invite {
             add(.ok, "signup.mode", "invite: new users need a code from `latchkey invites create`", nil)

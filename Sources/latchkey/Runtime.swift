@@ -40,18 +40,16 @@ enum Runtime {
     }
 
     /// Settings that point every provider at an emulator on `baseURL`, with `clientIDs` registered at each
-    /// (Facebook and Dropbox take the first): what `serve --dev` and `demo` run with. Apple's credentials are the team's.
+    /// (providers with one client id take the first): what `serve --dev` and `demo` run with. Apple's credentials are the team's.
     static func emulatedProviderSettings(baseURL: String, team: (teamID: String, keyID: String, keyFile: String), clientIDs: [String])
         -> [String: String]
     {
+        let clientIDs = clientIDs.isEmpty ? ["com.example.app"] : clientIDs
         let ids = clientIDs.joined(separator: ",")
-        let first = clientIDs.first ?? "com.example.app"
         return [
             "apple.teamId": team.teamID, "apple.keyId": team.keyID, "apple.privateKeyFile": team.keyFile, "apple.clientIds": ids, "apple.baseUrl": baseURL,
-            "google.clientIds": ids, "google.discoveryUrl": baseURL + "/google/.well-known/openid-configuration",
-            "microsoft.clientIds": ids, "microsoft.authority": baseURL + "/microsoft",
             "oidc.providers": "oidc", "oidc.oidc.issuer": baseURL + "/oidc", "oidc.oidc.clientIds": ids, "oidc.oidc.displayName": "Emulated OpenID Connect",
-        ].merging(ProviderModules.emulatedSettings(emulatorBaseURL: baseURL, clientID: first)) { own, _ in own }
+        ].merging(ProviderModules.emulatedSettings(emulatorBaseURL: baseURL, clientIDs: clientIDs)) { own, _ in own }
     }
 
     /// The configured key, or in development a key kept in `directory` (created on first use, mode 0600).

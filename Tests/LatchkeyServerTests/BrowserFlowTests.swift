@@ -30,7 +30,11 @@ struct BrowserFlowTests {
             configure: { configuration in
                 configuration.publicURL = issuer
                 configuration.apple?.servicesID = Fixtures.servicesID
-                configuration.openIDProviders[0].webClientID = EmulatorHarness.providerClientID
+                configuration.providerModules = configuration.providerModules.map { module in
+                    guard var google = module as? GoogleModule else { return module }
+                    google.configuration.webClientID = EmulatorHarness.providerClientID
+                    return google
+                }
                 configuration.clients = [
                     OAuthClient(clientID: app, redirectURIs: [appRedirect, "http://127.0.0.1/callback", "com.example.web:/oauth2redirect"]),
                     OAuthClient(

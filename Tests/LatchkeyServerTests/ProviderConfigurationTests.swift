@@ -17,12 +17,12 @@ struct ProviderConfigurationTests {
             "oidc.providers": "okta", "oidc.okta.issuer": "https://example.okta.com", "oidc.okta.clientIds": "0oa1",
             "facebook.appId": "1234", "facebook.appSecret": "s", "dropbox.appKey": "k", "signup.mode": "invite",
         ])
-        #expect(configuration.providerNames == ["google", "microsoft", "okta", "facebook", "dropbox"])
-        let google = try #require(configuration.openIDProviders.first { $0.name == "google" })
+        #expect(configuration.providerNames == ["okta", "google", "microsoft", "facebook", "dropbox"])
+        let google = try #require(configuration.module(GoogleModule.self)?.configuration)
         #expect(google.policy.audiences == ["ios.apps.googleusercontent.com", "web.apps.googleusercontent.com"])
         #expect(google.policy.requireNonce)
         #expect(google.policy.nonceMatching == .hashed)
-        let microsoft = try #require(configuration.openIDProviders.first { $0.name == "microsoft" })
+        let microsoft = try #require(configuration.module(MicrosoftModule.self)?.configuration)
         #expect(!microsoft.policy.requireNonce)
         #expect(microsoft.discoveryURL == "https://login.microsoftonline.com/common/v2.0/.well-known/openid-configuration")
         let okta = try #require(configuration.openIDProviders.first { $0.name == "okta" })

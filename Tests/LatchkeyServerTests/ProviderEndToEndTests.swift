@@ -134,10 +134,11 @@ struct ProviderEndToEndTests {
     @Test("Microsoft: a tenant microsoft.tenants does not allow is refused")
     func wrongTenant() async throws {
         let configure: (inout ServerConfiguration) -> Void = { configuration in
-            guard let index = configuration.openIDProviders.firstIndex(where: { $0.name == "microsoft" }) else { return }
-            let authority = String(configuration.openIDProviders[index].discoveryURL.dropLast("/common/v2.0/.well-known/openid-configuration".count))
-            configuration.openIDProviders[index] = .microsoft(
-                clientIDs: [EmulatorHarness.providerClientID], tenants: ["organizations"], authority: authority)
+            configuration.providerModules = configuration.providerModules.map { module in
+                guard let microsoft = module as? MicrosoftModule else { return module }
+                let authority = String(microsoft.configuration.discoveryURL.dropLast("/common/v2.0/.well-known/openid-configuration".count))
+                return MicrosoftModule(.microsoft(clientIDs: [EmulatorHarness.providerClientID], tenants: ["organizations"], authority: authority))
+            }
         }
         try await ServerHarness.with(configure: configure) { harness in
             let personal = try await Self.newUser(harness)  // the consumers tenant by default

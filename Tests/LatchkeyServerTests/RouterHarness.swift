@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LatchkeyCore
+import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyTestSupport
 import Logging
@@ -23,7 +24,9 @@ struct RouterHarness: Sendable {
         configuration.apple = .init(
             teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID, Fixtures.servicesID],
             baseURL: nowhere)
-        configuration.openIDProviders = [.google(clientIDs: [EmulatorHarness.googleClientID], discoveryURL: nowhere + "/.well-known/openid-configuration")]
+        configuration.providerModules = [
+            GoogleModule(.google(clientIDs: [EmulatorHarness.googleClientID], discoveryURL: nowhere + "/.well-known/openid-configuration"))
+        ]
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000
         configure(&configuration)

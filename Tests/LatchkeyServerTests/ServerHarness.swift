@@ -71,9 +71,7 @@ struct ServerHarness: Sendable {
         let base = emulator.emulator.baseURL
         let everywhere = EmulatorHarness.providerClientID
         configuration.openIDProviders = [
-            .google(clientIDs: [EmulatorHarness.googleClientID, everywhere], discoveryURL: base + "/google/.well-known/openid-configuration"),
-            .microsoft(clientIDs: [everywhere], authority: base + "/microsoft"),
-            .generic(name: "oidc", displayName: "Emulated OpenID Connect", issuer: emulator.emulator.oidcIssuer, clientIDs: [everywhere]),
+            .generic(name: "oidc", displayName: "Emulated OpenID Connect", issuer: emulator.emulator.oidcIssuer, clientIDs: [everywhere])
         ]
         var facebook = FacebookConfiguration(appID: everywhere, appSecret: everywhere + "-secret")
         facebook.graphURL = base + "/facebook"
@@ -82,6 +80,8 @@ struct ServerHarness: Sendable {
         dropbox.apiURL = base + "/dropbox"
         dropbox.authorizeURL = base + "/dropbox/oauth2/authorize"
         configuration.providerModules = [
+            GoogleModule(.google(clientIDs: [EmulatorHarness.googleClientID, everywhere], discoveryURL: base + "/google/.well-known/openid-configuration")),
+            MicrosoftModule(.microsoft(clientIDs: [everywhere], authority: base + "/microsoft")),
             facebook, dropbox,
             GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api"),
             GitLabModule(clientIDs: [everywhere], baseURL: base + "/gitlab"),

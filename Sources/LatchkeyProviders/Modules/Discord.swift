@@ -72,7 +72,8 @@ public struct DiscordModule: ProviderModule {
             context: context)
     }
 
-    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
-        ["clientId": clientID, "baseUrl": baseURL]
+    public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
+        let clientID = clientIDs.first ?? ""
+        return ["clientId": clientID, "baseUrl": baseURL]
     }
 }

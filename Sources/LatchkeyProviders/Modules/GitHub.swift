@@ -73,8 +73,9 @@ public struct GitHubModule: ProviderModule {
         return [.clientProbe(Self.name, Self.displayName, outcome)]
     }
 
-    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
-        ["clientId": clientID, "clientSecret": clientID + "-secret", "baseUrl": baseURL, "apiUrl": baseURL + "/api"]
+    public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
+        let clientID = clientIDs.first ?? ""
+        return ["clientId": clientID, "clientSecret": clientID + "-secret", "baseUrl": baseURL, "apiUrl": baseURL + "/api"]
     }
 }
 

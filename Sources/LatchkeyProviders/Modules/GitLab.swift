@@ -59,7 +59,7 @@ public struct GitLabModule: ProviderModule {
             observer: context.observer)
     }
 
-    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
-        ["clientIds": clientID, "baseUrl": baseURL]
+    public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
+        return ["clientIds": clientIDs.joined(separator: ","), "baseUrl": baseURL]
     }
 }

@@ -62,8 +62,9 @@ public struct SlackModule: ProviderModule {
             observer: context.observer)
     }
 
-    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
-        ["clientIds": clientID, "clientSecret": clientID + "-secret", "issuer": baseURL]
+    public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
+        let clientID = clientIDs.first ?? ""
+        return ["clientIds": clientIDs.joined(separator: ","), "clientSecret": clientID + "-secret", "issuer": baseURL]
     }
 }
 

@@ -77,7 +77,8 @@ public struct XModule: ProviderModule {
             context: context)
     }
 
-    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
-        ["clientId": clientID, "authorizeUrl": baseURL + "/i/oauth2/authorize", "apiUrl": baseURL]
+    public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
+        let clientID = clientIDs.first ?? ""
+        return ["clientId": clientID, "authorizeUrl": baseURL + "/i/oauth2/authorize", "apiUrl": baseURL]
     }
 }

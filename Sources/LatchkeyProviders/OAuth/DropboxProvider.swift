@@ -175,8 +175,9 @@ extension DropboxConfiguration: ProviderModule {
         DropboxProvider(configuration: self, transport: context.transport, timeSource: context.timeSource, observer: context.observer)
     }
 
-    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
-        ["appKey": clientID, "apiUrl": baseURL, "authorizeUrl": baseURL + "/oauth2/authorize"]
+    public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
+        let clientID = clientIDs.first ?? ""
+        return ["appKey": clientID, "apiUrl": baseURL, "authorizeUrl": baseURL + "/oauth2/authorize"]
     }
 }
 

@@ -190,7 +190,8 @@ extension FacebookConfiguration: ProviderModule {
             configuration: self, transport: context.transport, timeSource: context.timeSource, logger: context.logger, observer: context.observer)
     }
 
-    public static func emulatedSettings(baseURL: String, clientID: String) -> [String: String] {
-        ["appId": clientID, "appSecret": clientID + "-secret", "graphUrl": baseURL, "jwksUrl": baseURL + "/.well-known/oauth/openid/jwks/"]
+    public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
+        let clientID = clientIDs.first ?? ""
+        return ["appId": clientID, "appSecret": clientID + "-secret", "graphUrl": baseURL, "jwksUrl": baseURL + "/.well-known/oauth/openid/jwks/"]
     }
 }
