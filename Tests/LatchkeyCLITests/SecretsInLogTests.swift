@@ -13,6 +13,11 @@ struct SecretsInLogTests {
         "oidc": "oidc-secret-2d7f19c4e8",
         "facebook": "facebook-secret-4a8c62e0b9",
         "dropbox": "dropbox-secret-8e1b57d3f6",
+        "github": "github-secret-71d0a4c9e2",
+        "gitlab": "gitlab-secret-3e85b1f06d",
+        "slack": "slack-secret-c40f92e7a1",
+        "discord": "discord-secret-5a2d7e8c03",
+        "x": "x-secret-9b61c3f4d8",
         "client": "confidential-client-secret-5c9a",
         // A webhook endpoint's secret, and (checked below) its key without the prefix.
         "webhook": "whsec_d2ViaG9vay1zaWduaW5nLWtleS0zMi1ieXRlcy1sb25nISE=",
@@ -42,6 +47,11 @@ struct SecretsInLogTests {
             "oidc": ["providers": "corp", "corp": ["issuer": nowhere + "/oidc", "clientIds": "corp-app", "clientSecret": Self.secrets["oidc"]!]],
             "facebook": ["appId": "fb-app", "appSecret": Self.secrets["facebook"]!, "graphUrl": nowhere, "jwksUrl": nowhere + "/jwks"],
             "dropbox": ["appKey": "db-app", "appSecret": Self.secrets["dropbox"]!, "apiUrl": nowhere],
+            "github": ["clientId": "gh-app", "clientSecret": Self.secrets["github"]!, "baseUrl": nowhere, "apiUrl": nowhere],
+            "gitlab": ["clientIds": "gl-app", "clientSecret": Self.secrets["gitlab"]!, "baseUrl": nowhere + "/gitlab"],
+            "slack": ["clientIds": "sl-app", "clientSecret": Self.secrets["slack"]!, "issuer": nowhere + "/slack"],
+            "discord": ["clientId": "dc-app", "clientSecret": Self.secrets["discord"]!, "baseUrl": nowhere],
+            "x": ["clientId": "x-app", "clientSecret": Self.secrets["x"]!, "authorizeUrl": nowhere, "apiUrl": nowhere],
             "clients": [
                 ["clientId": "web", "redirectUris": "https://app.example.com/cb", "type": "confidential", "clientSecret": Self.secrets["client"]!]
             ],
