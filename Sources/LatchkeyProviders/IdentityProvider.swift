@@ -81,6 +81,17 @@ public struct BrowserSignInRequest: Sendable {
     }
 }
 
+extension BrowserSignInRequest {
+    /// The authorization request's parameters every code flow with PKCE sends: where to come back, the state, and the
+    /// S256 challenge of Latchkey's verifier.
+    var codeFlowParameters: [(String, String)] {
+        [
+            ("redirect_uri", callbackURL), ("state", state), ("code_challenge", PKCE.challenge(for: codeVerifier)),
+            ("code_challenge_method", "S256"),
+        ]
+    }
+}
+
 /// Where the browser goes to sign in at a provider.
 public struct BrowserSignInStart: Sendable, Equatable {
     /// The provider's authorization URL with every parameter.

@@ -101,10 +101,7 @@ struct GitHubProvider: IdentityProvider {
         BrowserSignInStart(
             url: url(
                 module.baseURL + "/login/oauth/authorize",
-                query: [
-                    ("client_id", module.clientID), ("redirect_uri", request.callbackURL), ("scope", "read:user user:email"), ("state", request.state),
-                    ("code_challenge", PKCE.challenge(for: request.codeVerifier)), ("code_challenge_method", "S256"),
-                ]))
+                query: [("client_id", module.clientID), ("scope", "read:user user:email")] + request.codeFlowParameters))
     }
 
     func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {

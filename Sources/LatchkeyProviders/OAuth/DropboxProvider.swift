@@ -44,10 +44,7 @@ public struct DropboxProvider: IdentityProvider {
         BrowserSignInStart(
             url: url(
                 configuration.authorizeURL,
-                query: [
-                    ("response_type", "code"), ("client_id", configuration.appKey), ("redirect_uri", request.callbackURL), ("state", request.state),
-                    ("code_challenge", PKCE.challenge(for: request.codeVerifier)), ("code_challenge_method", "S256"), ("token_access_type", "offline"),
-                ]))
+                query: [("response_type", "code"), ("client_id", configuration.appKey)] + request.codeFlowParameters + [("token_access_type", "offline")]))
     }
 
     public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {

@@ -45,11 +45,8 @@ struct OAuth2CodeProvider: IdentityProvider {
         BrowserSignInStart(
             url: url(
                 profile.authorizeURL,
-                query: [
-                    ("response_type", "code"), ("client_id", profile.clientID), ("redirect_uri", request.callbackURL),
-                    ("scope", profile.scopes.joined(separator: " ")), ("state", request.state),
-                    ("code_challenge", PKCE.challenge(for: request.codeVerifier)), ("code_challenge_method", "S256"),
-                ]))
+                query: [("response_type", "code"), ("client_id", profile.clientID), ("scope", profile.scopes.joined(separator: " "))]
+                    + request.codeFlowParameters))
     }
 
     func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {

@@ -189,11 +189,9 @@ public final class OpenIDProvider: IdentityProvider {
             url: url(
                 authorization,
                 query: [
-                    ("response_type", "code"), ("client_id", try chooseClientID(configuration.webClientID)), ("redirect_uri", request.callbackURL),
-                    ("scope", "openid email profile"), ("state", request.state),
+                    ("response_type", "code"), ("client_id", try chooseClientID(configuration.webClientID)), ("scope", "openid email profile"),
                     ("nonce", nonceParameter(request.rawNonce, configuration.policy.nonceMatching)),
-                    ("code_challenge", PKCE.challenge(for: request.codeVerifier)), ("code_challenge_method", "S256"),
-                ]))
+                ] + request.codeFlowParameters))
     }
 
     public func browserCredential(_ answer: [String: String], _ request: BrowserSignInRequest) -> ProviderCredential {
