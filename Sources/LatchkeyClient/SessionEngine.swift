@@ -456,14 +456,10 @@ actor SessionEngine {
     /// Keeps what the server says about the session's user (`GET /v1/me`): in memory, and in the store when the
     /// stored session is still this one (a rotation or a sign-out by another client is never overwritten).
     func described(_ user: LatchkeyUser) {
-        guard var current = session, current.userID == nil || current.userID == user.id, current.user != user else { return }
-        current.user = user
-        current.userID = user.id
-        session = current
+        guard let current = session, current.userID == nil || current.userID == user.id, current.user != user else { return }
+        session = current.describing(user)
         if unsaved == nil, let onDisk = try? store.load(), onDisk.refreshToken == current.refreshToken {
-            var updated = onDisk
-            updated.user = user
-            updated.userID = user.id
+            let updated = onDisk.describing(user)
             if (try? store.compareAndSwap(expected: onDisk, new: updated)) == true { lastStored = updated }
         }
         broadcast.publish(state: state)
@@ -474,9 +470,7 @@ actor SessionEngine {
         var request = URLRequest(url: baseURL.appendingPathComponent("v1/me"), timeoutInterval: policy.requestTimeout)
         request.setValue("Bearer \(accessToken)", forHTTPHeaderField: "Authorization")
         guard let (data, response) = try? await transport.send(request), response.statusCode == 200 else { return nil }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return try? decoder.decode(LatchkeyUser.self, from: data)
+        return try? LatchkeyClient.answer(LatchkeyUser.self, data, status: response.statusCode, describing: "the user")
     }
 
     /// A session stored without its user (by an earlier version, or a browser sign-in whose `GET /v1/me` failed) asks

@@ -53,6 +53,16 @@ public struct StoredSession: Codable, Sendable, Equatable {
     }
 }
 
+extension StoredSession {
+    /// This session with `user` as its user.
+    func describing(_ user: LatchkeyUser) -> StoredSession {
+        var session = self
+        session.user = user
+        session.userID = user.id
+        return session
+    }
+}
+
 extension Date {
     var wholeSeconds: Date { Date(timeIntervalSince1970: timeIntervalSince1970.rounded(.down)) }
 }
