@@ -6,21 +6,9 @@ import Hummingbird
 /// `/oauth/revoke`, on the OpenID Connect stand-in's rules.
 extension Emulator {
     func addGitLabRoutes(to router: Router<BasicRequestContext>) {
-        router.get("/gitlab/.well-known/openid-configuration") { request, _ in
-            await providerDocument(request) {
-                let issuer = request.baseURL + "/gitlab"
-                return HTTPAnswer.json(
-                    openIDConfiguration(
-                        issuer: issuer, authorization: issuer + "/oauth/authorize", token: issuer + "/oauth/token", jwks: issuer + "/oauth/discovery/keys",
-                        revocation: issuer + "/oauth/revoke", codeChallengeMethods: ["plain", "S256"]))
-            }
-        }
-
-        router.get("/gitlab/oauth/discovery/keys") { request, _ in
-            await providerDocument(request) { () throws(ProviderOAuthError) in HTTPAnswer.json(try await state.jwks(.gitlab)) }
-        }
-
-        addAuthorizeRoutes("/gitlab/oauth/authorize", provider: .gitlab, to: router)
+        addOpenIDIssuerRoutes(
+            .gitlab, authorize: "/oauth/authorize", token: "/oauth/token", keys: "/oauth/discovery/keys", revocation: "/oauth/revoke",
+            codeChallengeMethods: ["plain", "S256"], to: router)
 
         router.post("/gitlab/oauth/token") { request, _ in
             try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in

@@ -131,22 +131,30 @@ extension Emulator {
         return await providerEndpoint(request, clientID: clientID, body)
     }
 
-    func addOIDCRoutes(to router: Router<BasicRequestContext>) {
-        router.get("/oidc/.well-known/openid-configuration") { request, _ in
+    /// The discovery document, keys and authorization page of an OpenID Connect stand-in whose issuer is
+    /// `{base}/{provider}` (the generic issuer, GitLab, Slack); the endpoints' paths are relative to the issuer.
+    func addOpenIDIssuerRoutes(
+        _ provider: Provider, authorize: String, token: String, keys: String, revocation: String?, codeChallengeMethods: [String],
+        to router: Router<BasicRequestContext>
+    ) {
+        let prefix = "/" + provider.rawValue
+        router.get(RouterPath(prefix + "/.well-known/openid-configuration")) { request, _ in
             await providerDocument(request) {
-                let issuer = request.baseURL + "/oidc"
+                let issuer = request.baseURL + prefix
                 return HTTPAnswer.json(
                     openIDConfiguration(
-                        issuer: issuer, authorization: issuer + "/authorize", token: issuer + "/token", jwks: issuer + "/jwks",
-                        revocation: issuer + "/revoke", codeChallengeMethods: ["S256"]))
+                        issuer: issuer, authorization: issuer + authorize, token: issuer + token, jwks: issuer + keys,
+                        revocation: revocation.map { issuer + $0 }, codeChallengeMethods: codeChallengeMethods))
             }
         }
-
-        router.get("/oidc/jwks") { request, _ in
-            await providerDocument(request) { () throws(ProviderOAuthError) in HTTPAnswer.json(try await state.jwks(.oidc)) }
+        router.get(RouterPath(prefix + keys)) { request, _ in
+            await providerDocument(request) { () throws(ProviderOAuthError) in HTTPAnswer.json(try await state.jwks(provider)) }
         }
+        addAuthorizeRoutes(RouterPath(prefix + authorize), provider: provider, to: router)
+    }
 
-        addAuthorizeRoutes("/oidc/authorize", provider: .oidc, to: router)
+    func addOIDCRoutes(to router: Router<BasicRequestContext>) {
+        addOpenIDIssuerRoutes(.oidc, authorize: "/authorize", token: "/token", keys: "/jwks", revocation: "/revoke", codeChallengeMethods: ["S256"], to: router)
 
         router.post("/oidc/token") { request, _ in
             try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in

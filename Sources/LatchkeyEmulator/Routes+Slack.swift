@@ -7,21 +7,9 @@ import Hummingbird
 /// without token rotation.
 extension Emulator {
     func addSlackRoutes(to router: Router<BasicRequestContext>) {
-        router.get("/slack/.well-known/openid-configuration") { request, _ in
-            await providerDocument(request) {
-                let issuer = request.baseURL + "/slack"
-                return HTTPAnswer.json(
-                    openIDConfiguration(
-                        issuer: issuer, authorization: issuer + "/openid/connect/authorize", token: issuer + "/api/openid.connect.token",
-                        jwks: issuer + "/openid/connect/keys", revocation: nil, codeChallengeMethods: ["S256"]))
-            }
-        }
-
-        router.get("/slack/openid/connect/keys") { request, _ in
-            await providerDocument(request) { () throws(ProviderOAuthError) in HTTPAnswer.json(try await state.jwks(.slack)) }
-        }
-
-        addAuthorizeRoutes("/slack/openid/connect/authorize", provider: .slack, to: router)
+        addOpenIDIssuerRoutes(
+            .slack, authorize: "/openid/connect/authorize", token: "/api/openid.connect.token", keys: "/openid/connect/keys", revocation: nil,
+            codeChallengeMethods: ["S256"], to: router)
 
         router.post("/slack/api/openid.connect.token") { request, _ in
             try await providerFormEndpoint(request) { form throws(ProviderOAuthError) in
