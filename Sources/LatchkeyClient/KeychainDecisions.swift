@@ -58,7 +58,8 @@ enum KeychainDecisions {
     /// ``item(status:data:protectedDataAvailable:)`` judged with `canary`, which a successful read marks (its file
     /// protected by `protect`): from then on, a "not found" while protected data is unreadable is not believed.
     static func item(status: Int32, data: Data?, canary: ProtectedDataCanary?, protect: (URL) -> Void) throws(KeychainStoreError) -> Item {
-        let item = try item(status: status, data: data, protectedDataAvailable: canary?.isAvailable())
+        // Only a "not found" needs the canary read: every other answer means the same whatever it says.
+        let item = try item(status: status, data: data, protectedDataAvailable: status == itemNotFound ? canary?.isAvailable() : nil)
         if status == success { canary?.markAvailable(protect: protect) }
         return item
     }
