@@ -239,21 +239,21 @@ struct DoctorCommand: AsyncParsableCommand {
     private func checkProviders(_ configuration: ServerConfiguration?, _ add: (Finding.Status, String, String, String?) -> Void) async {
         guard let configuration else { return }
         // Generic OpenID Connect providers: their settings, and with --live their discovery and keys.
-        var moduleFindings = configuration.openIDProviders.flatMap(\.findings)
+        var providerFindings = configuration.openIDProviders.flatMap(\.findings)
         if live {
             for provider in configuration.openIDProviders {
-                moduleFindings.append(
+                providerFindings.append(
                     await .openIDPreflight(
                         OpenIDProvider(configuration: provider, transport: AsyncHTTPClientTransport()), provider.displayName,
                         settings: provider.policy.configurationKey ?? provider.name))
             }
         }
-        moduleFindings += configuration.providerModules.flatMap(\.findings)
+        providerFindings += configuration.providerModules.flatMap(\.findings)
         if live {
             let context = ProviderContext(transport: AsyncHTTPClientTransport(), timeSource: .system, observer: nil)
-            for module in configuration.providerModules { moduleFindings += await module.liveFindings(context) }
+            for module in configuration.providerModules { providerFindings += await module.liveFindings(context) }
         }
-        for finding in moduleFindings {
+        for finding in providerFindings {
             add(finding.level == .ok ? .ok : finding.level == .warning ? .warning : .error, finding.key, finding.message, finding.fix)
         }
         if configuration.signUp == .invite {
