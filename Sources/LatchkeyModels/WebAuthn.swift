@@ -1,3 +1,5 @@
+public import Foundation
+
 /// The WebAuthn Level 3 JSON forms (§5.1.8–§5.1.10 and the `toJSON()` results): every binary field is unpadded
 /// base64url text. The server sends the options; the browser's `PublicKeyCredential.toJSON()` (or the app) sends the
 /// responses back.
@@ -51,10 +53,13 @@ public struct PublicKeyCredentialCreationOptionsJSON: Codable, Sendable, Equatab
     public var excludeCredentials: [PublicKeyCredentialDescriptorJSON]
     public var authenticatorSelection: AuthenticatorSelection
     public var attestation: String
+    /// Latchkey's, not WebAuthn's: the challenge to name when the credential comes back (passkey sign-up). Browsers
+    /// ignore it in `PublicKeyCredential.parseCreationOptionsFromJSON`.
+    public var challengeId: String?
 
     public init(
         rp: RelyingParty, user: User, challenge: String, pubKeyCredParams: [Parameters], timeout: Int, excludeCredentials: [PublicKeyCredentialDescriptorJSON],
-        authenticatorSelection: AuthenticatorSelection, attestation: String = "none"
+        authenticatorSelection: AuthenticatorSelection, attestation: String = "none", challengeId: String? = nil
     ) {
         self.rp = rp
         self.user = user
@@ -64,6 +69,7 @@ public struct PublicKeyCredentialCreationOptionsJSON: Codable, Sendable, Equatab
         self.excludeCredentials = excludeCredentials
         self.authenticatorSelection = authenticatorSelection
         self.attestation = attestation
+        self.challengeId = challengeId
     }
 }
 
@@ -76,13 +82,19 @@ public struct PublicKeyCredentialRequestOptionsJSON: Codable, Sendable, Equatabl
     public var rpId: String
     public var allowCredentials: [PublicKeyCredentialDescriptorJSON]
     public var userVerification: String
+    /// Latchkey's, not WebAuthn's: the challenge to name in `POST /v1/auth/passkey`.
+    public var challengeId: String?
 
-    public init(challenge: String, timeout: Int, rpId: String, allowCredentials: [PublicKeyCredentialDescriptorJSON] = [], userVerification: String) {
+    public init(
+        challenge: String, timeout: Int, rpId: String, allowCredentials: [PublicKeyCredentialDescriptorJSON] = [], userVerification: String,
+        challengeId: String? = nil
+    ) {
         self.challenge = challenge
         self.timeout = timeout
         self.rpId = rpId
         self.allowCredentials = allowCredentials
         self.userVerification = userVerification
+        self.challengeId = challengeId
     }
 }
 
@@ -153,5 +165,71 @@ public struct AuthenticationResponseJSON: Codable, Sendable, Equatable {
         self.type = type
         self.response = response
         self.authenticatorAttachment = authenticatorAttachment
+    }
+}
+
+/// `POST /v1/me/passkeys`'s body: the new credential and a name for it.
+public struct PasskeyRegistrationRequest: Codable, Sendable, Equatable {
+    public var credential: RegistrationResponseJSON
+    /// Shown in the account's list of passkeys (up to 64 characters); the server names it otherwise.
+    public var name: String?
+    public init(credential: RegistrationResponseJSON, name: String? = nil) {
+        self.credential = credential
+        self.name = name
+    }
+}
+
+/// `POST /v1/auth/passkey`'s body.
+public struct PasskeySignInRequest: Codable, Sendable, Equatable {
+    public var challengeId: String
+    public var credential: AuthenticationResponseJSON
+    public init(challengeId: String, credential: AuthenticationResponseJSON) {
+        self.challengeId = challengeId
+        self.credential = credential
+    }
+}
+
+/// `POST /v1/auth/passkey/signup/options`'s body.
+public struct PasskeySignUpOptionsRequest: Codable, Sendable, Equatable {
+    /// The name the new account and its passkey show.
+    public var displayName: String?
+    /// Needed when the server's `signup.mode` is `invite`.
+    public var inviteCode: String?
+    public init(displayName: String? = nil, inviteCode: String? = nil) {
+        self.displayName = displayName
+        self.inviteCode = inviteCode
+    }
+}
+
+/// `POST /v1/auth/passkey/signup`'s body.
+public struct PasskeySignUpRequest: Codable, Sendable, Equatable {
+    public var challengeId: String
+    public var credential: RegistrationResponseJSON
+    public var name: String?
+    public init(challengeId: String, credential: RegistrationResponseJSON, name: String? = nil) {
+        self.challengeId = challengeId
+        self.credential = credential
+        self.name = name
+    }
+}
+
+/// A passkey of the account, as `GET /v1/me/passkeys` lists it.
+public struct PasskeyResponse: Codable, Sendable, Equatable {
+    /// The credential id (base64url): the `{id}` of `DELETE /v1/me/passkeys/{id}`.
+    public var id: String
+    public var name: String
+    public var createdAt: Date
+    public var lastUsedAt: Date?
+    /// The passkey is synced (BS): it survives the loss of the device.
+    public var backedUp: Bool
+    /// Its signature counter went backwards once: it is blocked and should be deleted.
+    public var cloneSuspected: Bool
+    public init(id: String, name: String, createdAt: Date, lastUsedAt: Date? = nil, backedUp: Bool, cloneSuspected: Bool = false) {
+        self.id = id
+        self.name = name
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.backedUp = backedUp
+        self.cloneSuspected = cloneSuspected
     }
 }

@@ -24,6 +24,8 @@ public struct LatchkeyServer: Sendable {
     public let providers: ProviderRegistry
     /// The browser flow: provider sign-ins in progress and the codes apps redeem.
     public let flows: AuthorizationCodeFlow
+    /// Passkeys, when `passkeys.rpId` is set.
+    public let passkeys: PasskeyService?
     /// Apps registered for the browser flow, by client id.
     let clients: [String: OAuthClient]
     /// The confidential ones among them, whose sessions `POST /v1/token` does not refresh (it takes no client credentials).
@@ -85,6 +87,7 @@ public struct LatchkeyServer: Sendable {
         return LatchkeyServer(
             configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, providers: registry,
             flows: AuthorizationCodeFlow(store: store, issuer: sessions.issuer, box: box, timeSource: timeSource),
+            passkeys: configuration.passkeys.map { PasskeyService(settings: $0, signIns: sessions.signIns, box: box) },
             clients: Dictionary(configuration.clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first }),
             confidentialClients: Set(configuration.clients.filter { $0.kind == .confidential }.map(\.clientID)),
             appleNotifications: appleNotifications, box: box, timeSource: timeSource, logger: logger,

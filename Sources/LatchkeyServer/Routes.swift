@@ -16,7 +16,7 @@ extension LatchkeyServer {
             ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/openapi.json"),
             ("GET", "/oauth2/authorize"), ("GET", "/oauth2/callback/{provider}"), ("POST", "/oauth2/callback/{provider}"), ("POST", "/oauth2/token"),
             ("POST", "/oauth2/revoke"), ("GET", "/.well-known/oauth-authorization-server"),
-        ] + adminRoutes
+        ] + passkeyRoutes + adminRoutes
 
     func addRoutes(to router: Router<LatchkeyRequestContext>) {
         router.post("/v1/auth/apple") { request, _ in try await signIn(request, providerName: "apple") }
@@ -34,6 +34,7 @@ extension LatchkeyServer {
             try await unlinkIdentity(request, providerName: try context.parameters.require("provider"), subject: try context.parameters.require("subject"))
         }
         router.post("/v1/apple/notifications") { request, _ in try await appleNotification(request) }
+        addPasskeyRoutes(to: router)
         // Cached for one maintenance interval: a rotated key signs only after two, so backends that verify with a cached
         // copy have the new key before its first token, even without refetching on an unknown kid.
         let jwksCaching = "public, max-age=\(Int(configuration.maintenanceInterval))"
@@ -158,9 +159,7 @@ extension LatchkeyServer {
                     providerRefreshToken: signIn.grant, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode, claiming: token)
             }
             metrics.signIn(provider: provider.name, outcome: outcome.isNewUser ? "new_user" : "ok")
-            let tokens = TokenPairResponse(
-                accessToken: outcome.tokens.accessToken, expiresIn: outcome.tokens.expiresIn, refreshToken: outcome.tokens.refreshToken)
-            return JSONBody.response(SignInResponse(tokens: tokens, user: Self.userResponse(outcome.user, outcome.identities), isNewUser: outcome.isNewUser))
+            return Self.signInResponse(outcome)
         } catch {
             // Only configured providers get a metrics label: a path segment is the caller's to choose.
             if providers[providerName] != nil {
@@ -357,6 +356,12 @@ extension LatchkeyServer {
     }
 
     // MARK: - Helpers
+
+    /// Every sign-in's answer: the token pair, the user and whether they are new.
+    static func signInResponse(_ outcome: SignInService.SignInOutcome) -> Response {
+        let tokens = TokenPairResponse(accessToken: outcome.tokens.accessToken, expiresIn: outcome.tokens.expiresIn, refreshToken: outcome.tokens.refreshToken)
+        return JSONBody.response(SignInResponse(tokens: tokens, user: userResponse(outcome.user, outcome.identities), isNewUser: outcome.isNewUser))
+    }
 
     static func userResponse(_ user: UserAccount, _ identities: [LinkedIdentity]) -> UserResponse {
         UserResponse(

@@ -49,6 +49,9 @@ extension ServerConfiguration {
     /// | `<module>.*`: each ``ProviderModule``'s ``ProviderModule/settings`` (`github.clientId`, …) | that provider's sign-in | off |
     /// | `<provider>.nonceMatching`, `<provider>.requireNonce` | as for Apple; `requireNonce` defaults to false | `hashed`, false |
     /// | `signup.mode` | `open` or `invite` | `open` |
+    /// | `passkeys.rpId`, `passkeys.origins`, `passkeys.rpName` | passkeys' registrable domain, allowed origins and shown name | off |
+    /// | `passkeys.userVerification` | `required`, `preferred` or `discouraged` | `required` |
+    /// | `passkeys.allowSignUp` | bool: a passkey may create an account | false |
     /// | `clients[]`: `clientId`, `redirectUris`, `providers`, `type` (`public`/`confidential`), `clientSecret`/`clientSecretFile` | apps of the browser flow | none |
     /// | `apple.servicesId`, `<provider>.webClientId`, `dropbox.authorizeUrl` | the browser flow's client ids and Dropbox's sign-in page | first client id |
     /// | `webhooks[]`: `url`, `secret`/`secretFile`, `events` | the app backend's Standard Webhooks endpoints | none |
@@ -144,7 +147,47 @@ extension ServerConfiguration {
             guard let parsed = SignUpMode(rawValue: mode) else { throw setting("signup.mode", "is \"\(mode)\"; use open or invite") }
             signUp = parsed
         }
+        try readPasskeys(config)
         try validate()
+    }
+
+    /// `passkeys.*`: an `rpId` that is a domain name, and origins on it or its subdomains (`https`, or `http` on
+    /// `localhost`), or Android apps' `android:apk-key-hash:` facets.
+    private mutating func readPasskeys(_ config: ConfigReader) throws(LatchkeyError) {
+        let origins = Self.list(config, "passkeys.origins")
+        guard let rpID = config.string(forKey: "passkeys.rpId") else {
+            if origins != nil { throw setting("passkeys.rpId", "is missing (passkeys.origins is set): set the domain passkeys are bound to") }
+            return
+        }
+        let labels = rpID.split(separator: ".", omittingEmptySubsequences: false)
+        guard rpID.count <= 253, rpID == rpID.lowercased(), rpID == "localhost" || labels.count > 1,
+            labels.allSatisfy({ !$0.isEmpty && $0.count <= 63 && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") } }),
+            labels.last?.allSatisfy(\.isNumber) == false
+        else {
+            throw setting(
+                "passkeys.rpId", "is \"\(rpID.prefix(80))\"; use your registrable domain in lower case, such as example.com (no scheme, port or IP address)")
+        }
+        guard let origins, !origins.isEmpty else {
+            throw setting("passkeys.origins", "is missing: list the origins your sign-in pages run on, such as https://\(rpID)")
+        }
+        for origin in origins where !origin.hasPrefix("android:apk-key-hash:") {
+            guard let url = URL(string: origin), let host = url.host, url.path.isEmpty, url.query == nil,
+                url.scheme == "https" || (url.scheme == "http" && host == "localhost"), host == rpID || host.hasSuffix("." + rpID)
+            else {
+                throw setting(
+                    "passkeys.origins",
+                    "has \"\(origin.prefix(80))\"; an origin is https://host[:port] on \(rpID) or one of its subdomains (http only on localhost), with no path")
+            }
+        }
+        var settings = PasskeySettings(rpID: rpID, rpName: config.string(forKey: "passkeys.rpName"), origins: origins)
+        if let verification = config.string(forKey: "passkeys.userVerification") {
+            guard let parsed = PasskeySettings.UserVerification(rawValue: verification) else {
+                throw setting("passkeys.userVerification", "is \"\(verification.prefix(40))\"; use required, preferred or discouraged")
+            }
+            settings.userVerification = parsed
+        }
+        settings.allowSignUp = try Self.bool(config, "passkeys.allowSignUp") ?? false
+        passkeys = settings
     }
 
     /// `<key>.nonceMatching` and `<key>.requireNonce`, with a warning for matching that lets a token carry its own proof.

@@ -38,6 +38,8 @@ public struct ServerConfiguration: Sendable {
     }
     /// Who may create an account by signing in.
     public var signUp: SignUpMode = .open
+    /// Passkeys (`passkeys.*`): off until `passkeys.rpId` is set.
+    public var passkeys: PasskeySettings?
     /// Apps registered for the browser flow (`/oauth2/authorize`, `/oauth2/token`).
     public var clients: [OAuthClient] = []
     /// For administration commands (`users`, `admin-keys`, `migrate`, …): only the store's settings matter, so

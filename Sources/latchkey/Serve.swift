@@ -71,6 +71,11 @@ struct Serve: AsyncParsableCommand {
             Runtime.emulatedProviderSettings(
                 baseURL: emulatorUrl ?? "http://127.0.0.1:\(emulatorPort)", team: (team.teamID, team.keyID, team.keyFile), clientIDs: devClientIDs)
         ) { $1 }
+        // Passkeys on this machine: the demo page's origin, unless the configuration sets its own.
+        if configuration.passkeys == nil {
+            overrides["passkeys.rpId"] = "localhost"
+            overrides["passkeys.origins"] = "http://localhost:\(configuration.port)"
+        }
         var devConfiguration = try await Self.reading(file: config, overrides: overrides)
         // Each client id is also a public client of the browser flow, with every emulated provider, and `/` shows the demo.
         for clientID in devClientIDs where !devConfiguration.clients.contains(where: { $0.clientID == clientID }) {

@@ -6,50 +6,6 @@ import _CryptoExtras
 
 @testable import LatchkeyCore
 
-/// A CBOR writer for tests: shortest heads, definite lengths, map entries in the order given.
-enum TestCBOR {
-    static func head(_ major: UInt8, _ value: UInt64) -> [UInt8] {
-        switch value {
-        case 0..<24: [major << 5 | UInt8(value)]
-        case 24..<256: [major << 5 | 24, UInt8(value)]
-        case 256..<65_536: [major << 5 | 25] + bigEndian(value, 2)
-        case 65_536..<4_294_967_296: [major << 5 | 26] + bigEndian(value, 4)
-        default: [major << 5 | 27] + bigEndian(value, 8)
-        }
-    }
-
-    static func bigEndian(_ value: UInt64, _ width: Int) -> [UInt8] { (0..<width).reversed().map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
-
-    static func encode(_ value: CBORValue) -> [UInt8] {
-        switch value {
-        case .unsigned(let n): head(0, n)
-        case .negative(let n): head(1, n)
-        case .bytes(let b): head(2, UInt64(b.count)) + b
-        case .text(let t): head(3, UInt64(t.utf8.count)) + Array(t.utf8)
-        case .array(let items): head(4, UInt64(items.count)) + items.flatMap(encode)
-        case .map(let entries): head(5, UInt64(entries.count)) + entries.flatMap { encode($0.key) + encode($0.value) }
-        case .bool(let b): [b ? 0xF5 : 0xF4]
-        case .null: [0xF6]
-        }
-    }
-
-    static func int(_ value: Int) -> CBORValue { value >= 0 ? .unsigned(UInt64(value)) : .negative(UInt64(-1 - value)) }
-
-    /// A COSE_Key map with integer labels.
-    static func key(_ entries: [(Int, CBORValue)]) -> CBORValue { .map(entries.map { CBORMapEntry(int($0.0), $0.1) }) }
-}
-
-func hexBytes(_ hex: String) -> [UInt8] {
-    var bytes: [UInt8] = []
-    var index = hex.startIndex
-    while index < hex.endIndex {
-        let next = hex.index(index, offsetBy: 2)
-        bytes.append(UInt8(hex[index..<next], radix: 16)!)
-        index = next
-    }
-    return bytes
-}
-
 @Suite("CBOR and COSE keys: the strict reader of passkey data")
 struct CBORTests {
     @Test(
@@ -116,7 +72,7 @@ struct CBORTests {
     @Test("an RS256 key verifies PKCS #1 v1.5 signatures; a key under 2048 bits is refused")
     func rs256() throws {
         let signer = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let (n, e) = try Self.modulusAndExponent(signer.publicKey)
+        let (n, e) = try TestCBOR.modulusAndExponent(signer.publicKey)
         let key = try COSEKey(TestCBOR.key([(1, .unsigned(3)), (3, TestCBOR.int(-257)), (-1, .bytes(n)), (-2, .bytes(e))]))
         let signature = Array(try signer.signature(for: Self.message, padding: .insecurePKCS1v1_5).rawRepresentation)
         #expect(key.isValidSignature(signature, for: Self.message))
@@ -155,22 +111,4 @@ struct CBORTests {
     }
 
     /// The modulus and exponent of an RSA public key, from its PKCS #1 DER (two INTEGERs in a SEQUENCE).
-    static func modulusAndExponent(_ key: _RSA.Signing.PublicKey) throws -> ([UInt8], [UInt8]) {
-        var der = Array(key.pkcs1DERRepresentation)[...]
-        func element() -> ArraySlice<UInt8> {
-            der.removeFirst()  // tag
-            var length = Int(der.removeFirst())
-            if length & 0x80 != 0 {
-                let width = length & 0x7F
-                length = der.prefix(width).reduce(0) { $0 << 8 | Int($1) }
-                der.removeFirst(width)
-            }
-            defer { der.removeFirst(length) }
-            return der.prefix(length)
-        }
-        der = element()
-        let n = Array(element().drop { $0 == 0 })
-        let e = Array(element())
-        return (n, e)
-    }
 }

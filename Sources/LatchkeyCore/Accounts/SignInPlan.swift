@@ -21,6 +21,14 @@ public struct SignInTokenClaim: Sendable, Hashable {
 /// what it found. Everything random (identifiers, the refresh token) is drawn when the plan is made, so one account
 /// always gives the same record, and the caller learns what was written from the account alone.
 public struct SignInPlan: Sendable {
+    /// Which accounts a sign-in may land in: a provider sign-in finds its account or creates one; a passkey signs in
+    /// only to the account that registered it, and a passkey sign-up only creates.
+    public enum Accounts: Sendable {
+        case existingOrNew
+        case existingOnly
+        case newOnly
+    }
+
     public let provider: String
     public let subject: String
     /// The identity token to claim in the same transaction; nil when it was claimed before, or there is none.
@@ -38,6 +46,9 @@ public struct SignInPlan: Sendable {
     let familyName: String?
     let newUserID: String
     let newIdentityID: String
+    /// Merged into the identity's claims (after those of ``verified``): what the credential itself records.
+    let identityClaims: [String: String]
+    let accounts: Accounts
     /// The session to start, its user and identity filled in once known.
     let session: PreparedSession?
     let sealedGrant: String?
@@ -54,7 +65,7 @@ public struct SignInPlan: Sendable {
     }
 
     /// What this sign-in writes when `found` is its account (nil: the identity is not linked yet); nil when it writes
-    /// nothing there: a new user while sign-up needs an invite.
+    /// nothing there: a new user while sign-up needs an invite, or an account that ``accounts`` rules out.
     public func record(for found: StoredAccount?) -> SignInRecord? { resolution(for: found)?.record }
 
     /// ``record(for:)``, with the account of each of the user's identities as the record leaves them: what a later
@@ -74,14 +85,15 @@ public struct SignInPlan: Sendable {
     }
 
     func resolution(for found: StoredAccount?) -> Resolution? {
-        if let found { return existing(found) }
-        guard !requiresInvite || inviteCodeHash != nil else { return nil }
+        if let found { return accounts == .newOnly ? nil : existing(found) }
+        guard accounts != .existingOnly, !requiresInvite || inviteCodeHash != nil else { return nil }
         let user = UserAccount(
             id: newUserID, createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
         let identity = LinkedIdentity(
             id: newIdentityID, userID: user.id, provider: provider, subject: subject, email: email, emailVerified: verified.emailVerified,
             isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
-            givenName: givenName, familyName: familyName, claims: SignInService.claims(of: verified), firstSeenAt: now, lastSignInAt: now
+            givenName: givenName, familyName: familyName, claims: SignInService.claims(of: verified).merging(identityClaims) { $1 }, firstSeenAt: now,
+            lastSignInAt: now
         )
         let created = AuditEvent(id: auditIDs.created, at: now, userID: user.id, kind: "user_created", detail: "provider=\(provider)")
         return resolution(
@@ -112,6 +124,7 @@ public struct SignInPlan: Sendable {
         identity.givenName = identity.givenName ?? givenName
         identity.familyName = identity.familyName ?? familyName
         identity.claims.merge(SignInService.claims(of: verified)) { $1 }
+        identity.claims.merge(identityClaims) { $1 }
         identity.lastSignInAt = now
         let identities = found.identities.map { $0.id == identity.id ? identity : $0 }
         let emailChanged =

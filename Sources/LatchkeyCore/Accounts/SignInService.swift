@@ -37,13 +37,16 @@ public struct SignInService: Sendable {
     /// E-mail and name from the first sign-in are kept; later sign-ins fill gaps but never blank them.
     /// With `claiming`, the identity token is claimed in the same store step (see ``claimSignIn(_:provider:identity:)``):
     /// a token that started a session before throws `token_already_used`, and a failure releases the claim.
+    /// `identityClaims` are written on the identity with the sign-in; `accounts` limits where it may land (an account it
+    /// rules out is `invalid_credential`).
     public func signIn(
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
-        providerRefreshToken: String? = nil, userAgent: String? = nil, inviteCode: String? = nil, claiming token: String? = nil
+        providerRefreshToken: String? = nil, userAgent: String? = nil, inviteCode: String? = nil, claiming token: String? = nil,
+        identityClaims: [String: String] = [:], accounts: SignInPlan.Accounts = .existingOrNew
     ) async throws -> SignInOutcome {
         let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            startsSession: true, userAgent: userAgent, inviteCode: inviteCode, claiming: token)
+            startsSession: true, userAgent: userAgent, inviteCode: inviteCode, claiming: token, identityClaims: identityClaims, accounts: accounts)
         let resolved = try await resolve(plan)
         // A plan that starts a session resolves to one.
         guard let session = resolved.session else { throw AuthStoreError.notFound }
@@ -66,7 +69,8 @@ public struct SignInService: Sendable {
     /// Draws everything random a sign-in needs, so the store can write it in the step that finds the account.
     func makePlan(
         identity verified: VerifiedIdentity, provider: String, givenName: String?, familyName: String?, providerRefreshToken: String?,
-        startsSession: Bool, userAgent: String?, inviteCode: String?, claiming token: String?
+        startsSession: Bool, userAgent: String?, inviteCode: String?, claiming token: String?, identityClaims: [String: String] = [:],
+        accounts: SignInPlan.Accounts = .existingOrNew
     ) throws -> SignInPlan {
         let now = timeSource.now
         return SignInPlan(
@@ -75,6 +79,7 @@ public struct SignInService: Sendable {
             email: verified.email.flatMap { $0.isEmpty ? nil : $0 },
             givenName: givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName,
             familyName: familyName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.familyName, newUserID: newIdentifier(), newIdentityID: newIdentifier(),
+            identityClaims: identityClaims, accounts: accounts,
             // Its user and identity are filled in by the plan once the account is known.
             session: startsSession
                 ? issuer.prepareSession(userID: "", identityID: nil, clientID: verified.audience, userAgent: userAgent, idp: provider, at: now) : nil,
@@ -95,6 +100,10 @@ public struct SignInService: Sendable {
             for _ in 0..<3 {
                 switch result {
                 case .recorded(let found): if let resolved = plan.resolution(for: found) { return resolved }
+                case .declined where plan.accounts == .existingOnly:
+                    throw LatchkeyError(.invalidCredential, "no account holds this \(plan.provider) credential any more")
+                case .declined where plan.accounts == .newOnly && !plan.requiresInvite:
+                    throw LatchkeyError(.invalidCredential, "this \(plan.provider) credential is registered already")
                 case .declined:
                     throw LatchkeyError(
                         .signupClosed,

@@ -139,6 +139,16 @@ public struct WebAuthnRelyingParty: Sendable {
         guard data.backupEligible || !data.backedUp else { throw Self.refusal("BS is set without BE") }
     }
 
+    /// The challenge (base64url, as sent) that a response's `clientDataJSON` answers, to find what it was issued for.
+    public static func challenge(in clientDataJSON: String) throws(LatchkeyError) -> String {
+        struct ClientData: Decodable { let challenge: String }
+        let bytes = try decoded(clientDataJSON, "clientDataJSON")
+        guard bytes.count <= 8192, let clientData = try? JSONDecoder().decode(ClientData.self, from: Data(bytes)) else {
+            throw refusal("clientDataJSON is not the client data JSON")
+        }
+        return clientData.challenge
+    }
+
     static func decoded(_ text: String, _ field: String) throws(LatchkeyError) -> [UInt8] {
         guard text.utf8.count <= 96 * 1024, let bytes = try? Base64.decode(bytes: Array(text.utf8), options: [.base64UrlAlphabet, .omitPaddingCharacter])
         else { throw refusal("\(field) is not base64url") }

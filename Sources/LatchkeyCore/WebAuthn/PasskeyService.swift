@@ -1,0 +1,338 @@
+import Crypto
+public import Foundation
+public import LatchkeyModels
+
+/// The `passkeys.*` settings.
+public struct PasskeySettings: Sendable, Equatable {
+    /// Whether an assertion or registration must carry UV: WebAuthn's `userVerification` option.
+    public enum UserVerification: String, Sendable, CaseIterable {
+        case required, preferred, discouraged
+    }
+
+    /// The registrable domain passkeys are bound to (`example.com`; `localhost` in development).
+    public var rpID: String
+    /// The name authenticators show for the relying party.
+    public var rpName: String
+    /// The web origins (and `android:apk-key-hash:` facets) whose ceremonies are accepted.
+    public var origins: [String]
+    public var userVerification: UserVerification = .required
+    /// A passkey may create an account (still under `signup.mode`); otherwise it is added to an account that exists.
+    public var allowSignUp = false
+
+    public init(rpID: String, rpName: String? = nil, origins: [String], userVerification: UserVerification = .required, allowSignUp: Bool = false) {
+        self.rpID = rpID
+        self.rpName = rpName ?? rpID
+        self.origins = origins
+        self.userVerification = userVerification
+        self.allowSignUp = allowSignUp
+    }
+}
+
+/// Passkeys as a way into an account: each registered credential is one of the user's identities, provider
+/// ``provider`` with the credential id (base64url) as its subject, so it is listed, unlinked (never the last) and deleted
+/// with the account like any other. Its public key, counter and flags live in the identity's claims.
+///
+/// Every ceremony starts with options holding a fresh challenge, kept sealed as a single-use record for
+/// ``challengeLifetime`` and bound to what it was made for: adding a passkey to one user, signing in, or one sign-up.
+public struct PasskeyService: Sendable {
+    /// The provider name of passkey identities, and the `idp` of the sessions they start.
+    public static let provider = "passkey"
+    /// How long a challenge may be answered.
+    public static let challengeLifetime: TimeInterval = 300
+
+    public let settings: PasskeySettings
+    let relyingParty: WebAuthnRelyingParty
+    let signIns: SignInService
+    let box: SecretBox
+
+    public init(settings: PasskeySettings, signIns: SignInService, box: SecretBox) {
+        self.settings = settings
+        relyingParty = WebAuthnRelyingParty(
+            rpID: settings.rpID, origins: Set(settings.origins), requireUserVerification: settings.userVerification == .required)
+        self.signIns = signIns
+        self.box = box
+    }
+
+    private var store: any AuthStore { signIns.store }
+    private var now: Date { signIns.timeSource.now }
+
+    // MARK: - Adding a passkey to an account
+
+    /// Creation options for a passkey of `userID`, excluding the passkeys the user has.
+    public func registrationOptions(userID: String) async throws -> PublicKeyCredentialCreationOptionsJSON {
+        guard let user = try await store.user(id: userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
+        let passkeys = try await store.identities(userID: userID).filter { $0.provider == Self.provider }
+        let handle = passkeys.lazy.compactMap { $0.claims[Claim.userHandle] }.first ?? base64URL(Array(userID.utf8))
+        let label = user.email ?? [user.givenName, user.familyName].compactMap { $0 }.joined(separator: " ")
+        let challenge = try await issueChallenge(Challenge(purpose: .register, userID: userID, userHandle: handle))
+        return creationOptions(
+            challenge: challenge, userHandle: handle, name: label.isEmpty ? userID : label,
+            excluding: passkeys.map { PublicKeyCredentialDescriptorJSON(id: $0.subject, transports: Self.transports($0)) })
+    }
+
+    /// Adds the credential made for one of `userID`'s registration challenges.
+    public func register(userID: String, credential: RegistrationResponseJSON, name: String?) async throws -> PasskeyResponse {
+        let challenge = try await takeChallenge(named: try WebAuthnRelyingParty.challenge(in: credential.response.clientDataJSON), for: .register)
+        guard challenge.userID == userID else { throw Self.refusal("the challenge was issued to another user") }
+        let registered = try relyingParty.verifyRegistration(credential, challenge: try challenge.bytes())
+        let at = now
+        let identity = LinkedIdentity(
+            id: newIdentifier(), userID: userID, provider: Self.provider, subject: base64URL(registered.credentialID),
+            claims: Self.claims(registered, name: try Self.name(name), userHandle: challenge.userHandle), firstSeenAt: at, lastSignInAt: at)
+        do {
+            try await store.addIdentity(identity, notifying: signIns.policy.webhooks.deliveries(.identity(.identityLinked, identity, at: at)))
+        } catch AuthStoreError.duplicate {
+            throw LatchkeyError(.identityInUse, "this passkey is registered already")
+        }
+        try await store.audit(at: at, userID, "passkey.added", "credential=\(identity.subject.prefix(16))")
+        return Self.response(identity)
+    }
+
+    /// The user's passkeys, oldest first.
+    public func passkeys(userID: String) async throws -> [PasskeyResponse] {
+        try await store.identities(userID: userID).filter { $0.provider == Self.provider }.sorted { $0.firstSeenAt < $1.firstSeenAt }.map(Self.response)
+    }
+
+    /// Deletes one of the user's passkeys; never the account's last way in (`last_identity`).
+    public func delete(userID: String, id: String) async throws {
+        _ = try await signIns.unlink(userID: userID, provider: Self.provider, subject: id)
+    }
+
+    // MARK: - Signing in
+
+    /// Request options for a discoverable passkey (usable with conditional mediation), with the `challengeId` to send back.
+    public func signInOptions() async throws -> PublicKeyCredentialRequestOptionsJSON {
+        let challenge = try await issueChallenge(Challenge(purpose: .signIn))
+        return PublicKeyCredentialRequestOptionsJSON(
+            challenge: challenge, timeout: Int(Self.challengeLifetime * 1000), rpId: settings.rpID, userVerification: settings.userVerification.rawValue,
+            challengeId: challenge)
+    }
+
+    /// Signs in with an assertion for the sign-in challenge `challengeID`: the same outcome as any provider's sign-in,
+    /// with `idp` `passkey`. A counter that went backwards blocks the passkey (`credential_clone_suspected`).
+    public func signIn(challengeID: String, credential: AuthenticationResponseJSON, userAgent: String?) async throws -> SignInService.SignInOutcome {
+        let challenge = try await takeChallenge(named: challengeID, for: .signIn)
+        let subject = base64URL(try WebAuthnRelyingParty.decoded(credential.rawId, "rawId"))
+        guard let identity = try await store.identity(provider: Self.provider, subject: subject), let passkey = Self.registered(identity) else {
+            throw Self.refusal("this passkey is not registered here: it was deleted, or was made for another server")
+        }
+        guard identity.claims[Claim.cloneSuspectedAt] == nil else {
+            throw LatchkeyError(
+                .credentialCloneSuspected, "this passkey is blocked: its signature counter once went backwards; sign in otherwise and delete it")
+        }
+        let issued = try challenge.bytes()
+        let checked = Result { () throws(LatchkeyError) -> PasskeyAssertion in try relyingParty.verifyAssertion(credential, challenge: issued, passkey: passkey)
+        }
+        if case .failure(let error) = checked, error.code == .credentialCloneSuspected {
+            try await block(identity)
+        }
+        let assertion = try checked.get()
+        if let sent = assertion.userHandle, let handle = identity.claims[Claim.userHandle], !constantTimeEquals(base64URL(sent), handle) {
+            throw Self.refusal("the passkey's user handle is not the one it was registered with")
+        }
+        return try await signIns.signIn(
+            identity: VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now), provider: Self.provider,
+            userAgent: userAgent,
+            identityClaims: Self.used(assertion, at: now), accounts: .existingOnly)
+    }
+
+    /// Marks a passkey whose counter went backwards: no sign-in with it succeeds again.
+    private func block(_ identity: LinkedIdentity) async throws {
+        var blocked = identity
+        blocked.claims[Claim.cloneSuspectedAt] = Self.timestamp(now)
+        try await store.updateIdentity(blocked)
+        try await store.audit(at: now, identity.userID, "passkey.clone_suspected", "credential=\(identity.subject.prefix(16))")
+    }
+
+    // MARK: - Signing up
+
+    /// Creation options for a passkey that makes a new account (`passkeys.allowSignUp`), with the `challengeId` to send back.
+    public func signUpOptions(displayName: String?, inviteCode: String?) async throws -> PublicKeyCredentialCreationOptionsJSON {
+        guard settings.allowSignUp else {
+            throw LatchkeyError(.signupClosed, "passkey sign-up is off on this server (passkeys.allowSignUp): sign in another way, then add a passkey")
+        }
+        if signIns.policy.requireInvite, inviteCode?.isEmpty ?? true {
+            throw LatchkeyError(.signupClosed, "sign-up needs an invitation on this server: send the inviteCode you were given")
+        }
+        let displayName = try Self.name(displayName)
+        let handle = base64URL(systemRandomBytes(16))
+        let challenge = try await issueChallenge(Challenge(purpose: .signUp, userHandle: handle, displayName: displayName, inviteCode: inviteCode))
+        var options = creationOptions(challenge: challenge, userHandle: handle, name: displayName ?? "Passkey", excluding: [])
+        options.challengeId = challenge
+        return options
+    }
+
+    /// Creates an account with the credential made for the sign-up challenge `challengeID`, and signs it in.
+    public func signUp(challengeID: String, credential: RegistrationResponseJSON, name: String?, userAgent: String?) async throws
+        -> SignInService.SignInOutcome
+    {
+        guard settings.allowSignUp else { throw LatchkeyError(.signupClosed, "passkey sign-up is off on this server (passkeys.allowSignUp)") }
+        let challenge = try await takeChallenge(named: challengeID, for: .signUp)
+        let registered = try relyingParty.verifyRegistration(credential, challenge: try challenge.bytes())
+        let subject = base64URL(registered.credentialID)
+        // The sign-in step refuses it too; this says why when sign-up also needs an invite.
+        guard try await store.identity(provider: Self.provider, subject: subject) == nil else { throw Self.refusal("this passkey is registered already") }
+        var claims = Self.claims(registered, name: try Self.name(name) ?? challenge.displayName, userHandle: challenge.userHandle)
+        claims[Claim.lastUsedAt] = Self.timestamp(now)
+        return try await signIns.signIn(
+            identity: VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now),
+            provider: Self.provider, givenName: challenge.displayName, userAgent: userAgent, inviteCode: challenge.inviteCode, identityClaims: claims,
+            accounts: .newOnly)
+    }
+
+    // MARK: - Challenges
+
+    /// What a challenge was issued for, sealed in its single-use record.
+    struct Challenge: Codable {
+        enum Purpose: String, Codable {
+            case register, signIn = "sign_in", signUp = "sign_up"
+
+            var ceremony: String {
+                switch self {
+                case .register: "adding a passkey"
+                case .signIn: "signing in"
+                case .signUp: "signing up"
+                }
+            }
+        }
+
+        var purpose: Purpose
+        /// base64url; filled in when issued.
+        var challenge = ""
+        var userID: String?
+        var userHandle: String?
+        var displayName: String?
+        var inviteCode: String?
+
+        func bytes() throws(LatchkeyError) -> [UInt8] { try WebAuthnRelyingParty.decoded(challenge, "challenge") }
+    }
+
+    /// Keeps `challenge` with 32 fresh random bytes for ``challengeLifetime``; returns them (base64url), which also
+    /// name the challenge.
+    private func issueChallenge(_ challenge: Challenge) async throws -> String {
+        var challenge = challenge
+        challenge.challenge = base64URL(systemRandomBytes(32))
+        let payload = String(decoding: try JSONEncoder().encode(challenge), as: UTF8.self)
+        try await store.saveOneTimeRecord(
+            OneTimeRecord(
+                kind: Self.recordKind, keyHash: sha256Hex(challenge.challenge), sealedPayload: try box.seal(payload),
+                expiresAt: now.addingTimeInterval(Self.challengeLifetime)))
+        return challenge.challenge
+    }
+
+    /// Uses the challenge `name` once: unknown, used or expired is `challenge_expired`; one issued for another
+    /// ceremony is `invalid_credential`.
+    private func takeChallenge(named name: String, for purpose: Challenge.Purpose) async throws -> Challenge {
+        let at = now
+        guard name.utf8.count <= 256, let record = try await store.useOneTimeRecord(kind: Self.recordKind, keyHash: sha256Hex(name), at: at) else {
+            throw LatchkeyError(.challengeExpired, "the challenge is unknown: ask for new options")
+        }
+        guard record.usedAt == nil else { throw LatchkeyError(.challengeExpired, "the challenge was used already: ask for new options") }
+        guard record.expiresAt > at else {
+            throw LatchkeyError(.challengeExpired, "the challenge has expired (it may be answered for \(Int(Self.challengeLifetime)) s): ask for new options")
+        }
+        guard let challenge = try? JSONDecoder().decode(Challenge.self, from: Data(try box.open(record.sealedPayload).utf8)) else {
+            throw LatchkeyError(.challengeExpired, "the challenge cannot be read: ask for new options")
+        }
+        guard challenge.purpose == purpose else {
+            throw Self.refusal("the challenge was issued for \(challenge.purpose.ceremony), not for \(purpose.ceremony)")
+        }
+        return challenge
+    }
+
+    static let recordKind = "passkey"
+
+    // MARK: - Identity claims
+
+    /// The names of a passkey identity's claims.
+    enum Claim {
+        static let publicKey = "publicKey"
+        static let algorithm = "alg"
+        static let signCount = "signCount"
+        static let backupEligible = "backupEligible"
+        static let backedUp = "backedUp"
+        static let aaguid = "aaguid"
+        static let transports = "transports"
+        static let name = "name"
+        static let userHandle = "userHandle"
+        static let lastUsedAt = "lastUsedAt"
+        static let cloneSuspectedAt = "cloneSuspectedAt"
+    }
+
+    static func claims(_ passkey: RegisteredPasskey, name: String?, userHandle: String?) -> [String: String] {
+        var claims: [String: String] = [:]
+        claims[Claim.publicKey] = base64URL(passkey.publicKey)
+        claims[Claim.algorithm] = String(passkey.algorithm.rawValue)
+        claims[Claim.signCount] = String(passkey.signCount)
+        claims[Claim.backupEligible] = String(passkey.backupEligible)
+        claims[Claim.backedUp] = String(passkey.backedUp)
+        claims[Claim.aaguid] = lowercaseHex(passkey.aaguid)
+        let transports: [String] = passkey.transports.prefix(8).map { String($0.prefix(32)) }
+        claims[Claim.transports] = transports.joined(separator: ",")
+        claims[Claim.name] = name ?? defaultName(passkey)
+        claims[Claim.userHandle] = userHandle
+        return claims
+    }
+
+    /// What a sign-in changes in the claims.
+    private static func used(_ assertion: PasskeyAssertion, at date: Date) -> [String: String] {
+        var claims: [String: String] = [:]
+        claims[Claim.signCount] = String(assertion.signCount)
+        claims[Claim.backedUp] = String(assertion.backedUp)
+        claims[Claim.lastUsedAt] = timestamp(date)
+        return claims
+    }
+
+    /// What a passkey identity's claims say of its credential; nil when they are not a passkey's.
+    static func registered(_ identity: LinkedIdentity) -> RegisteredPasskey? {
+        let claims = identity.claims
+        guard let credentialID = try? WebAuthnRelyingParty.decoded(identity.subject, "id"), let keyText = claims[Claim.publicKey],
+            let publicKey = try? WebAuthnRelyingParty.decoded(keyText, "publicKey"), let algorithmText = claims[Claim.algorithm],
+            let algorithmNumber = Int(algorithmText), let algorithm = COSEKey.Algorithm(rawValue: algorithmNumber), let countText = claims[Claim.signCount],
+            let signCount = UInt32(countText)
+        else { return nil }
+        let backupEligible = claims[Claim.backupEligible] == "true"
+        let backedUp = claims[Claim.backedUp] == "true"
+        return RegisteredPasskey(
+            credentialID: credentialID, publicKey: publicKey, algorithm: algorithm, signCount: signCount, backupEligible: backupEligible, backedUp: backedUp,
+            aaguid: [], transports: transports(identity) ?? [])
+    }
+
+    static func response(_ identity: LinkedIdentity) -> PasskeyResponse {
+        let claims = identity.claims
+        let lastUsed: Date? = claims[Claim.lastUsedAt].flatMap { (text: String) -> Date? in try? Date(text, strategy: .iso8601) }
+        return PasskeyResponse(
+            id: identity.subject, name: claims[Claim.name] ?? "Passkey", createdAt: identity.firstSeenAt, lastUsedAt: lastUsed,
+            backedUp: claims[Claim.backedUp] == "true", cloneSuspected: claims[Claim.cloneSuspectedAt] != nil)
+    }
+
+    private static func transports(_ identity: LinkedIdentity) -> [String]? {
+        identity.claims[Claim.transports].flatMap { $0.isEmpty ? nil : $0.split(separator: ",").map(String.init) }
+    }
+
+    private static func defaultName(_ passkey: RegisteredPasskey) -> String {
+        passkey.backupEligible ? "Synced passkey" : "Device-bound passkey"
+    }
+
+    /// A name a person typed: trimmed, up to 64 characters, no control characters; empty means none.
+    private static func name(_ name: String?) throws(LatchkeyError) -> String? {
+        guard let trimmed = name?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
+        guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw LatchkeyError(.malformedRequest, "the name holds a control character")
+        }
+        return String(trimmed.prefix(64))
+    }
+
+    private static func timestamp(_ date: Date) -> String { date.formatted(.iso8601) }
+
+    private func creationOptions(challenge: String, userHandle: String, name: String, excluding: [PublicKeyCredentialDescriptorJSON])
+        -> PublicKeyCredentialCreationOptionsJSON
+    {
+        PublicKeyCredentialCreationOptionsJSON(
+            rp: .init(id: settings.rpID, name: settings.rpName), user: .init(id: userHandle, name: name, displayName: name), challenge: challenge,
+            pubKeyCredParams: WebAuthnRelyingParty.algorithms.map { .init(alg: $0.rawValue) }, timeout: Int(Self.challengeLifetime * 1000),
+            excludeCredentials: excluding, authenticatorSelection: .init(userVerification: settings.userVerification.rawValue))
+    }
+
+    private static func refusal(_ reason: String) -> LatchkeyError { WebAuthnRelyingParty.refusal(reason) }
+}
