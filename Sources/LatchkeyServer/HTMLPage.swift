@@ -64,10 +64,18 @@ enum HTMLPage {
     }
 
     /// `serve --dev`'s demo: a button per provider that runs the whole browser flow as a public client with PKCE,
-    /// then shows the user and the tokens.
-    static func demo(providers: [(name: String, displayName: String)], clientID: String) -> Response {
-        let buttons = providers.map { #"<button type="button" data-provider="\#(escape($0.name))">Sign in with \#(escape($0.displayName))</button>"# }
+    /// then shows the user and the tokens; with passkeys, a passkey sign-in (offered in the username field too, by
+    /// conditional mediation) and "Add a passkey" for the signed-in user.
+    static func demo(providers: [(name: String, displayName: String)], clientID: String, passkeys: Bool) -> Response {
+        var buttons = providers.map { #"<button type="button" data-provider="\#(escape($0.name))">Sign in with \#(escape($0.displayName))</button>"# }
             .joined(separator: "\n")
+        if passkeys {
+            buttons += """
+
+                <input id="passkey-username" autocomplete="username webauthn" placeholder="Username or passkey" aria-label="Username or passkey">
+                <button type="button" id="passkey-signin">Sign in with a passkey</button>
+                """
+        }
         let body = """
             <h1>Latchkey</h1>
             <p>This development server signs in through the emulator's consent pages, as the public client
@@ -78,6 +86,7 @@ enum HTMLPage {
             <h2>User</h2><pre id="user"></pre>
             <h2>Tokens</h2><pre id="tokens"></pre>
             <button type="button" id="refresh">Refresh the tokens</button>
+            \(passkeys ? #"<button type="button" id="add-passkey">Add a passkey</button>"# : "")
             <button type="button" id="signout">Sign out</button>
             </div>
             <script src="/demo.js"></script>
@@ -94,8 +103,6 @@ enum HTMLPage {
     /// The demo's client side: PKCE with WebCrypto, `/oauth2/authorize`, then `/oauth2/token` and `/v1/me`.
     static let demoJavaScript = """
         "use strict";
-        // Loopback redirect URIs are registered for 127.0.0.1; keep the whole flow on one origin.
-        if (location.hostname === "localhost") { location.hostname = "127.0.0.1"; }
         const clientID = document.getElementById("client").dataset.clientId;
         const redirectURI = location.origin + "/callback";
         const status = (text, error) => { const el = document.getElementById("status"); el.textContent = text; el.className = error ? "error" : ""; };
@@ -116,6 +123,48 @@ enum HTMLPage {
           const body = await response.json();
           if (!response.ok) { throw new Error(body.error + ": " + body.error_description); }
           return body;
+        }
+
+        // Passkeys: WebAuthn Level 3's JSON forms, converted by hand (older browsers lack parse…FromJSON and toJSON).
+        const bytes = (text) => Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
+        const descriptors = (list) => (list || []).map((d) => ({ ...d, id: bytes(d.id) }));
+        async function api(path, body, bearer) {
+          const headers = { "Content-Type": "application/json" };
+          if (bearer) { headers.Authorization = "Bearer " + bearer; }
+          const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body || {}) });
+          const answer = await response.json();
+          if (!response.ok) { throw new Error(answer.error + ": " + answer.error_description); }
+          return answer;
+        }
+        let conditional = null;
+        async function passkeySignIn(mediation) {
+          if (conditional) { conditional.abort(); }
+          const abort = new AbortController();
+          if (mediation) { conditional = abort; }
+          const options = await api("/v1/auth/passkey/options");
+          // Offered quietly only where passkeys can work: on passkeys.rpId or a subdomain.
+          const host = location.hostname;
+          if (mediation && host !== options.rpId && !host.endsWith("." + options.rpId)) { return; }
+          const credential = await navigator.credentials.get({ mediation, signal: abort.signal,
+            publicKey: { ...options, challenge: bytes(options.challenge), allowCredentials: descriptors(options.allowCredentials) } });
+          const r = credential.response;
+          const answer = await api("/v1/auth/passkey", { challengeId: options.challengeId, credential: { id: credential.id, rawId: b64url(credential.rawId),
+            type: credential.type, response: { clientDataJSON: b64url(r.clientDataJSON), authenticatorData: b64url(r.authenticatorData),
+            signature: b64url(r.signature), userHandle: r.userHandle ? b64url(r.userHandle) : undefined } } });
+          await show({ access_token: answer.accessToken, token_type: answer.tokenType, expires_in: answer.expiresIn, refresh_token: answer.refreshToken,
+            passkey: true });
+        }
+        async function addPasskey() {
+          const tokens = JSON.parse(sessionStorage.getItem("latchkey.demo.tokens"));
+          const options = await api("/v1/me/passkeys/options", {}, tokens.access_token);
+          const credential = await navigator.credentials.create({ publicKey: { ...options, challenge: bytes(options.challenge),
+            user: { ...options.user, id: bytes(options.user.id) }, excludeCredentials: descriptors(options.excludeCredentials) } });
+          const r = credential.response;
+          const passkey = await api("/v1/me/passkeys", { name: "Demo passkey", credential: { id: credential.id, rawId: b64url(credential.rawId),
+            type: credential.type, response: { clientDataJSON: b64url(r.clientDataJSON), attestationObject: b64url(r.attestationObject),
+            transports: r.getTransports ? r.getTransports() : [] } } }, tokens.access_token);
+          await show(tokens);
+          status("Passkey added: " + passkey.name + " (" + passkey.id + ")");
         }
 
         async function show(tokens) {
@@ -147,12 +196,32 @@ enum HTMLPage {
         document.getElementById("refresh").addEventListener("click", async () => {
           try {
             const tokens = JSON.parse(sessionStorage.getItem("latchkey.demo.tokens"));
-            await show(await token({ grant_type: "refresh_token", refresh_token: tokens.refresh_token }));
+            // A passkey session is the app's own (POST /v1/token), not the browser flow's client's.
+            if (tokens.passkey) {
+              const pair = await api("/v1/token", { grantType: "refresh_token", refreshToken: tokens.refresh_token });
+              await show({ access_token: pair.accessToken, token_type: pair.tokenType, expires_in: pair.expiresIn, refresh_token: pair.refreshToken, passkey: true });
+            } else {
+              await show(await token({ grant_type: "refresh_token", refresh_token: tokens.refresh_token }));
+            }
           } catch (e) { status(e.message, true); }
         });
+        const passkeyButton = document.getElementById("passkey-signin");
+        if (passkeyButton) {
+          passkeyButton.addEventListener("click", () => passkeySignIn(undefined).catch((e) => status(e.message, true)));
+          // In the username field's autofill, on the start page only; a conditional request that ends without a choice says nothing.
+          if (location.pathname === "/" && window.PublicKeyCredential && PublicKeyCredential.isConditionalMediationAvailable) {
+            PublicKeyCredential.isConditionalMediationAvailable().then((yes) => {
+              if (yes) { passkeySignIn("conditional").catch((e) => console.log("conditional passkey request ended: " + e.name)); }
+            });
+          }
+        }
+        const addButton = document.getElementById("add-passkey");
+        if (addButton) { addButton.addEventListener("click", () => addPasskey().catch((e) => status(e.message, true))); }
         document.getElementById("signout").addEventListener("click", async () => {
           const tokens = JSON.parse(sessionStorage.getItem("latchkey.demo.tokens") || "null");
-          if (tokens) { await fetch("/oauth2/revoke", { method: "POST", body: new URLSearchParams({ client_id: clientID, token: tokens.refresh_token }) }); }
+          if (tokens && tokens.passkey) {
+            await fetch("/v1/logout", { method: "POST", headers: { Authorization: "Bearer " + tokens.access_token } });
+          } else if (tokens) { await fetch("/oauth2/revoke", { method: "POST", body: new URLSearchParams({ client_id: clientID, token: tokens.refresh_token }) }); }
           sessionStorage.removeItem("latchkey.demo.tokens");
           document.getElementById("result").hidden = true;
           status("Signed out");

@@ -35,7 +35,9 @@ extension LatchkeyServer {
         if configuration.servesDemoPage {
             // The page is also its own redirect URI: its script finishes the flow there.
             for path in ["/", "/callback"] {
-                router.get(RouterPath(path)) { _, _ in HTMLPage.demo(providers: browserProviders(for: demoClient), clientID: demoClient?.clientID ?? "") }
+                router.get(RouterPath(path)) { _, _ in 
+                    HTMLPage.demo(providers: browserProviders(for: demoClient), clientID: demoClient?.clientID ?? "", passkeys: passkeys != nil)
+                }
             }
             router.get("/demo.js") { _, _ in HTMLPage.demoScript() }
         }

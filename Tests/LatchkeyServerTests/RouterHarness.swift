@@ -27,6 +27,7 @@ struct RouterHarness: Sendable {
         configuration.providerModules = [
             GoogleModule(.google(clientIDs: [EmulatorHarness.googleClientID], discoveryURL: nowhere + "/.well-known/openid-configuration"))
         ]
+        configuration.passkeys = PasskeySettings(rpID: "example.com", origins: ["https://example.com"])
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000
         configure(&configuration)

@@ -8,6 +8,8 @@ signed-in user. Nothing here uses Latchkey code; the server is a subprocess on f
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
 import uuid
 
@@ -242,3 +244,57 @@ def test_sign_in_with_oauth_providers_without_id_tokens(browser, server, provide
     assert user.get("email") == (email if shares_email else None), user
     check_tokens(tokens)
 
+
+
+# --------------------------------------------------------------------------------------------
+# Passkeys: Chrome DevTools' virtual authenticator (WebAuthn domain), through Selenium
+# --------------------------------------------------------------------------------------------
+
+
+def add_virtual_authenticator(driver):
+    """A platform authenticator that keeps discoverable credentials and verifies the user (Touch ID's stand-in)."""
+    from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
+
+    options = VirtualAuthenticatorOptions(
+        protocol=VirtualAuthenticatorOptions.Protocol.CTAP2,
+        transport=VirtualAuthenticatorOptions.Transport.INTERNAL,
+        has_resident_key=True,
+        has_user_verification=True,
+        is_user_verified=True,
+    )
+    driver.add_virtual_authenticator(options)
+
+
+def test_add_a_passkey_then_sign_in_with_it(browser, server):
+    # `serve --dev` binds passkeys to rpId localhost and the origin http://localhost:{port}.
+    local = dataclasses.replace(server, base_url=server.base_url.replace("127.0.0.1", "localhost"))
+    add_virtual_authenticator(browser)
+    email = unique_email("passkey")
+    _, user, _ = sign_in(browser, local, "apple", "Sign in with Apple", email, "Kay", "Passkey")
+    assert [i["provider"] for i in user["identities"]] == ["apple"], user
+
+    browser.find_element(By.ID, "add-passkey").click()
+    text = wait_for_status(browser, local, lambda t, el: t.startswith("Passkey added") or "error" in (el.get_attribute("class") or ""))
+    assert text.startswith("Passkey added: Demo passkey"), text
+    user = json.loads(browser.find_element(By.ID, "user").get_attribute("textContent"))
+    assert sorted(i["provider"] for i in user["identities"]) == ["apple", "passkey"], user
+    credentials = browser.get_credentials()
+    assert len(credentials) == 1 and credentials[0].is_resident_credential, credentials
+
+    browser.find_element(By.ID, "signout").click()
+    wait_for_status(browser, local, lambda t, el: t == "Signed out")
+    browser.get(local.base_url + "/")
+    WebDriverWait(browser, PAGE_TIMEOUT).until(EC.element_to_be_clickable((By.ID, "passkey-signin"))).click()
+    text = wait_for_status(browser, local, lambda t, el: t.startswith("Signed in as") or "error" in (el.get_attribute("class") or ""))
+    assert text == "Signed in as Kay Passkey with apple, passkey", text
+    signed_in = json.loads(browser.find_element(By.ID, "user").get_attribute("textContent"))
+    assert signed_in["id"] == user["id"], (signed_in, user)
+    tokens = json.loads(browser.find_element(By.ID, "tokens").get_attribute("textContent"))
+    claims = json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[1] + "=="))
+    assert claims["idp"] == "passkey", claims
+
+    # The passkey session refreshes through POST /v1/token.
+    browser.find_element(By.ID, "refresh").click()
+    wait_for_status(browser, local, lambda t, el: t.startswith("Signed in as") and json.loads(
+        browser.find_element(By.ID, "tokens").get_attribute("textContent"))["refresh_token"] != tokens["refresh_token"])
+    assert browser.get_credentials()[0].sign_count >= 1
