@@ -35,7 +35,7 @@ extension LatchkeyServer {
         if configuration.servesDemoPage {
             // The page is also its own redirect URI: its script finishes the flow there.
             for path in ["/", "/callback"] {
-                router.get(RouterPath(path)) { _, _ in 
+                router.get(RouterPath(path)) { _, _ in
                     HTMLPage.demo(providers: browserProviders(for: demoClient), clientID: demoClient?.clientID ?? "", passkeys: passkeys != nil)
                 }
             }

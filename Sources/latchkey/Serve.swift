@@ -79,7 +79,8 @@ struct Serve: AsyncParsableCommand {
         var devConfiguration = try await Self.reading(file: config, overrides: overrides)
         // Each client id is also a public client of the browser flow, with every emulated provider, and `/` shows the demo.
         for clientID in devClientIDs where !devConfiguration.clients.contains(where: { $0.clientID == clientID }) {
-            devConfiguration.clients.append(OAuthClient(clientID: clientID, redirectURIs: ["http://127.0.0.1/callback", "http://localhost/callback", clientID + ":/oauth2redirect"]))
+            devConfiguration.clients.append(
+                OAuthClient(clientID: clientID, redirectURIs: ["http://127.0.0.1/callback", "http://localhost/callback", clientID + ":/oauth2redirect"]))
         }
         devConfiguration.servesDemoPage = true
         return (devConfiguration, team)
