@@ -23,7 +23,7 @@ extension LatchkeyClient {
 
     /// Ends one of the user's sessions, another device's say (`DELETE /v1/me/sessions/{id}`).
     public func revokeSession(id: String) async throws {
-        _ = try await call("DELETE", "v1/me/sessions/" + Self.pathSegment(id), as: Empty.self)
+        _ = try await call("DELETE", "v1/me/sessions/" + Self.pathSegment(id), as: EmptyAnswer.self)
     }
 
     /// Deletes the account (`DELETE /v1/me`), as the App Store requires apps to offer: the server revokes every
@@ -31,7 +31,7 @@ extension LatchkeyClient {
     /// server did not confirm the deletion (ask the user to try again).
     public func deleteAccount() async throws {
         do {
-            _ = try await call("DELETE", "v1/me", as: Empty.self)
+            _ = try await call("DELETE", "v1/me", as: EmptyAnswer.self)
         } catch {
             await signOut()
             throw error
@@ -63,10 +63,11 @@ extension LatchkeyClient {
 
     // MARK: - Calls
 
-    private struct Empty: Decodable {}
+    /// A success whose body nobody reads.
+    struct EmptyAnswer: Decodable {}
 
     /// A signed-in call (with the 401-aware retry of ``data(for:)``); a non-2xx answer is ``LatchkeyClientError/rejected``.
-    private func call<Answer: Decodable>(_ method: String, _ path: String, body: (some Encodable)? = Optional<String>.none, as type: Answer.Type)
+    func call<Answer: Decodable>(_ method: String, _ path: String, body: (some Encodable)? = Optional<String>.none, as type: Answer.Type)
         async throws -> Answer
     {
         var request = URLRequest(url: URL(string: Self.issuer(of: baseURL) + "/" + path)!, timeoutInterval: 30)
@@ -78,7 +79,7 @@ extension LatchkeyClient {
         let (data, response) = try await self.data(for: request)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         // A success whose body the caller does not need (a 204, say) decodes from an empty object.
-        let body = Answer.self == Empty.self && (200..<300).contains(status) ? Data("{}".utf8) : data
+        let body = Answer.self == EmptyAnswer.self && (200..<300).contains(status) ? Data("{}".utf8) : data
         return try Self.answer(Answer.self, body, status: status, describing: "the answer \(method) /\(path) documents")
     }
 

@@ -130,17 +130,24 @@ public final class LatchkeyClient: Sendable {
         return try await signIn(path: "v1/auth/\(provider)", body: body)
     }
 
-    private func signIn(path: String, body: some Encodable) async throws -> SignedIn {
+    func signIn(path: String, body: some Encodable) async throws -> SignedIn {
+        let signIn = try await post(path, body: body, as: SignInResponse.self, describing: "a sign-in response")
+        let tokens = TokenPairResponse(
+            accessToken: signIn.accessToken, tokenType: signIn.tokenType, expiresIn: signIn.expiresIn, refreshToken: signIn.refreshToken)
+        await engine.signedIn(tokens, user: signIn.user)
+        return SignedIn(user: signIn.user, isNewUser: signIn.isNewUser)
+    }
+
+    /// A POST without a session (sign-ins and their options): a 2xx answer's body as `Answer`.
+    func post<Answer: Decodable>(_ path: String, body: some Encodable, as type: Answer.Type, describing what: String = "the documented answer")
+        async throws -> Answer
+    {
         var request = URLRequest(url: baseURL.appendingPathComponent(path))
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = try JSONEncoder().encode(body)
         let (data, response) = try await transport.send(request)
-        let signIn = try Self.answer(SignInResponse.self, data, status: response.statusCode, describing: "a sign-in response")
-        let tokens = TokenPairResponse(
-            accessToken: signIn.accessToken, tokenType: signIn.tokenType, expiresIn: signIn.expiresIn, refreshToken: signIn.refreshToken)
-        await engine.signedIn(tokens, user: signIn.user)
-        return SignedIn(user: signIn.user, isNewUser: signIn.isNewUser)
+        return try Self.answer(Answer.self, data, status: response.statusCode, describing: what)
     }
 
     /// A 2xx answer's body as `Answer`; any other status is ``LatchkeyClientError/rejected``, with the server's error.

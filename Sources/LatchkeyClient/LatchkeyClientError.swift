@@ -10,6 +10,7 @@ public struct LatchkeyClientError: Error, Sendable, Equatable, CustomStringConve
         case invalidResponse = "invalid_response"
         case cancelled
         case webSheetUnavailable = "web_sheet_unavailable"
+        case passkeyUnavailable = "passkey_unavailable"
     }
 
     private let code: Code
@@ -45,6 +46,12 @@ public struct LatchkeyClientError: Error, Sendable, Equatable, CustomStringConve
     public static let webSheetUnavailable = Self(.webSheetUnavailable, nil)
 
     static func webSheetUnavailable(_ reason: String) -> Self { Self(.webSheetUnavailable, reason) }
+
+    /// The platform made no passkey or assertion: none is saved for this server, the app lacks the `webcredentials:`
+    /// associated domain, or the authenticator failed. The reason says which, when the platform told.
+    public static let passkeyUnavailable = Self(.passkeyUnavailable, nil)
+
+    static func passkeyUnavailable(_ reason: String) -> Self { Self(.passkeyUnavailable, reason) }
 
     static func unavailable(_ reason: String) -> Self { Self(.temporarilyUnavailable, reason) }
 

@@ -70,7 +70,7 @@
     /// `ASWebAuthenticationPresentationContextProviding`: the window the sheet is presented from. The protocol is not
     /// main-actor isolated, but AuthenticationServices asks it on the main thread: `@preconcurrency` checks that at run time.
     @MainActor
-    private final class WebSheetPresenter: NSObject, @preconcurrency ASWebAuthenticationPresentationContextProviding {
+    final class WebSheetPresenter: NSObject, @preconcurrency ASWebAuthenticationPresentationContextProviding {
         let anchor: ASPresentationAnchor
         init(anchor: ASPresentationAnchor) { self.anchor = anchor }
         func presentationAnchor(for session: ASWebAuthenticationSession) -> ASPresentationAnchor { anchor }

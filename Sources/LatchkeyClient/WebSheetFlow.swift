@@ -46,18 +46,18 @@ enum WebSheetFlow {
 
     /// Delivers the sheet's result once, however often (and on whatever thread) AuthenticationServices reports: the
     /// completion handler can run again on dismissal, and `start()` returning false must end the wait too.
-    final class ResumeOnce: @unchecked Sendable {
+    final class ResumeOnce<Value: Sendable>: @unchecked Sendable {
         // @unchecked: `continuation` is only taken while holding `lock`.
         private let lock = NSLock()
-        private var continuation: CheckedContinuation<URL, any Error>?
+        private var continuation: CheckedContinuation<Value, any Error>?
 
-        init(_ continuation: CheckedContinuation<URL, any Error>) { self.continuation = continuation }
+        init(_ continuation: CheckedContinuation<Value, any Error>) { self.continuation = continuation }
 
         /// Resumes with `result` if nothing did before; returns whether this call did.
         @discardableResult
-        func resume(_ result: Result<URL, LatchkeyClientError>) -> Bool {
+        func resume(_ result: Result<Value, LatchkeyClientError>) -> Bool {
             guard
-                let continuation = lock.withLock({ () -> CheckedContinuation<URL, any Error>? in
+                let continuation = lock.withLock({ () -> CheckedContinuation<Value, any Error>? in
                     defer { self.continuation = nil }
                     return self.continuation
                 })

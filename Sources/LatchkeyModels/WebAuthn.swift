@@ -1,3 +1,4 @@
+import ExtrasBase64
 public import Foundation
 
 /// The WebAuthn Level 3 JSON forms (§5.1.8–§5.1.10 and the `toJSON()` results): every binary field is unpadded
@@ -231,5 +232,17 @@ public struct PasskeyResponse: Codable, Sendable, Equatable {
         self.lastUsedAt = lastUsedAt
         self.backedUp = backedUp
         self.cloneSuspected = cloneSuspected
+    }
+}
+
+/// Unpadded base64url, the encoding of every binary field in WebAuthn's JSON forms (through swift-extras-base64).
+public enum Base64URL {
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        Base64.encodeToString(bytes: bytes, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+    }
+
+    /// Nil when `text` is not unpadded base64url.
+    public static func decode(_ text: String) -> [UInt8]? {
+        try? Base64.decode(bytes: Array(text.utf8), options: [.base64UrlAlphabet, .omitPaddingCharacter])
     }
 }

@@ -18,8 +18,13 @@ extension LatchkeyServer {
         router.post("/v1/me/passkeys") { request, _ in
             let (token, _) = try await authenticate(request)
             let body = try decodeJSON(PasskeyRegistrationRequest.self, try await request.bytes(limit: configuration.maximumBodySize))
-            let passkey = try await passkeyService().register(userID: token.userID, credential: body.credential, name: body.name)
-            return JSONBody.response(passkey, status: .created)
+            do {
+                let passkey = try await passkeyService().register(userID: token.userID, credential: body.credential, name: body.name)
+                return JSONBody.response(passkey, status: .created)
+            } catch let error as LatchkeyError where error.code == .invalidCredential {
+                // A 401 here would blame the access token: clients would refresh it and send the used challenge again.
+                throw APIError(status: .badRequest, code: error.errorCode, description: error.reason)
+            }
         }
         router.get("/v1/me/passkeys") { request, _ in
             let (token, _) = try await authenticate(request)

@@ -15,6 +15,8 @@ struct AppleShellBudgetTests {
         // The compare-and-swap's "not expected", the write's four cases, and the access group.
         "KeychainTokenStore.swift": 6,
         "FileTokenStore+Apple.swift": 0,
+        // `#available` for excluded credentials, the two credential casts' refusals, the anchor's default.
+        "PlatformPasskeyAuthenticator.swift": 4,
     ]
 
     static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

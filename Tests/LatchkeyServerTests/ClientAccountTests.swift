@@ -71,3 +71,40 @@ struct ClientAccountTests {
         }
     }
 }
+
+/// LatchkeyClient's passkeys against a real server, with a software authenticator in the platform's place.
+@Suite("Client: passkeys against a real server")
+struct ClientPasskeyTests {
+    @Test("registerPasskey, passkeys, signOut, signInWithPasskey: the same user back, idp passkey; deletePasskey; a refusal surfaces as rejected")
+    func passkeys() async throws {
+        try await ServerHarness.with(configure: { $0.passkeys = PasskeySettings(rpID: "example.com", origins: ["https://example.com"]) }) { harness in
+            let (client, _) = try await ClientAccountTests.signedInClient(harness)
+            let user = try await client.user()
+            let authenticator = SoftwarePasskeyAuthenticator()
+            let added = try await client.registerPasskey(name: "Test iPhone", using: authenticator)
+            #expect(added.name == "Test iPhone")
+            #expect(try await client.passkeys().map(\.id) == [added.id])
+
+            await client.signOut()
+            #expect(await client.state == .signedOut)
+            let signedIn = try await client.signInWithPasskey(using: authenticator)
+            #expect(signedIn.user.id == user.id)
+            #expect(await client.state == .signedIn(try await client.user()))
+            let token = try #require(client.currentAccessToken)
+            #expect(jsonSegment(token.split(separator: ".")[1])["idp"] as? String == "passkey")
+
+            // An authenticator on another origin is refused by the server, and the session stays.
+            let stranger = SoftwarePasskeyAuthenticator(origin: "https://evil.example")
+            let refused = await #expect(throws: LatchkeyClientError.rejected) { try await client.registerPasskey(using: stranger) }
+            #expect(refused?.serverError?.error == "invalid_credential")
+            #expect(client.currentAccessToken != nil)
+
+            let last = await #expect(throws: LatchkeyClientError.rejected) {
+                try await client.unlinkIdentity(provider: "apple", subject: user.identities[0].subject)
+                try await client.deletePasskey(id: added.id)
+            }
+            #expect(last?.serverError?.error == "last_identity")
+            #expect(try await client.user().identities.map(\.provider) == ["passkey"])
+        }
+    }
+}

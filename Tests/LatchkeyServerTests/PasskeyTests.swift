@@ -134,7 +134,7 @@ struct PasskeyTests {
             #expect((refused.status, refused.error) == (401, "invalid_credential"), "\(refused.text)")
             // The same ceremony is refused at registration too, and nothing is added.
             let (notAdded, _) = try await Self.register(harness, SoftwareAuthenticator(), bearer: apple.accessToken, ceremony)
-            #expect((notAdded.status, notAdded.error) == (401, "invalid_credential"), "\(notAdded.text)")
+            #expect((notAdded.status, notAdded.error) == (400, "invalid_credential"), "\(notAdded.text)")
             let listed = try await harness.send("GET", "/v1/me/passkeys", bearer: apple.accessToken)
             #expect((listed.json["passkeys"] as? [Any])?.count == 1)
         }
@@ -193,7 +193,7 @@ struct PasskeyTests {
             let made = SoftwareAuthenticator().register(challenge: Self.bytes(challenge))
             let stolen = try await harness.send(
                 "POST", "/v1/me/passkeys", body: try Self.json(PasskeyRegistrationRequest(credential: made)), bearer: john.accessToken)
-            #expect((stolen.status, stolen.error) == (401, "invalid_credential"))
+            #expect((stolen.status, stolen.error) == (400, "invalid_credential"))
 
             // Jane's passkey cannot be deleted by John, and excluded from John's new options it is not.
             let foreign = try await harness.send("DELETE", "/v1/me/passkeys/\(id)", bearer: john.accessToken)
@@ -303,7 +303,7 @@ struct PasskeyTests {
                 "POST", "/v1/me/passkeys",
                 body: #"{"credential":{"id":"AA","rawId":"AA","type":"public-key","response":{"clientDataJSON":"!!","attestationObject":"AA"}}}"#,
                 bearer: apple.accessToken)
-            #expect((garbage.status, garbage.error) == (401, "invalid_credential"))
+            #expect((garbage.status, garbage.error) == (400, "invalid_credential"))
         }
     }
 

@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import LatchkeyClient
 import LatchkeyCore
 import LatchkeyModels
 
@@ -157,5 +158,32 @@ public struct SoftwareAuthenticator {
             id: base64URL(credentialID), rawId: base64URL(credentialID),
             response: .init(
                 clientDataJSON: base64URL(clientData), authenticatorData: base64URL(data), signature: base64URL(signature), userHandle: base64URL(userHandle)))
+    }
+}
+
+/// ``SoftwareAuthenticator`` behind LatchkeyClient's `PasskeyAuthenticator`: it answers the server's options as a
+/// platform authenticator on `origin` does, remembering the user handle of the passkey it made.
+public actor SoftwarePasskeyAuthenticator: PasskeyAuthenticator {
+    public private(set) var authenticator: SoftwareAuthenticator
+    private let origin: String
+    private var userHandle: [UInt8] = []
+
+    public init(origin: String = "https://example.com", _ authenticator: SoftwareAuthenticator = SoftwareAuthenticator()) {
+        self.origin = origin
+        self.authenticator = authenticator
+    }
+
+    public func createPasskey(_ options: PublicKeyCredentialCreationOptionsJSON) throws -> RegistrationResponseJSON {
+        userHandle = Array(try Self.bytes(options.user.id))
+        return authenticator.register(challenge: Array(try Self.bytes(options.challenge)), .init(rpID: options.rp.id, origin: origin))
+    }
+
+    public func assertPasskey(_ options: PublicKeyCredentialRequestOptionsJSON) throws -> AuthenticationResponseJSON {
+        authenticator.assert(challenge: Array(try Self.bytes(options.challenge)), userHandle: userHandle, .init(rpID: options.rpId, origin: origin))
+    }
+
+    static func bytes(_ text: String) throws -> Data {
+        guard let data = PasskeyWire.data(text) else { throw HarnessError("not base64url: \(text)") }
+        return data
     }
 }
