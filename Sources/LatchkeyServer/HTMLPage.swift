@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -10,13 +11,16 @@ enum HTMLPage {
     static let frameOptions = HTTPField.Name("X-Frame-Options")!
     static let contentTypeOptions = HTTPField.Name("X-Content-Type-Options")!
 
-    static func headers(script: Bool = false) -> HTTPFields {
-        [
+    /// `script`: the page runs `'self'`'s scripts; `inlineScript`: it runs this one inline script, allowed by its hash.
+    static func headers(script: Bool = false, inlineScript: String? = nil) -> HTTPFields {
+        let scripts =
+            inlineScript.map { "; script-src 'sha256-\(Data(SHA256.hash(data: Array($0.utf8))).base64EncodedString())'; connect-src 'self'" }
+            ?? (script ? "; script-src 'self'; connect-src 'self'" : "")
+        return [
             .contentType: "text/html; charset=utf-8", .cacheControl: "no-store", frameOptions: "DENY", contentTypeOptions: "nosniff",
             referrerPolicy: "no-referrer",
             .contentSecurityPolicy:
-                "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-                + (script ? "; script-src 'self'; connect-src 'self'" : ""),
+                "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'" + scripts,
         ]
     }
 
@@ -25,7 +29,7 @@ enum HTMLPage {
             .replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
     }
 
-    static func page(_ title: String, _ body: String, status: HTTPResponse.Status = .ok, script: Bool = false) -> Response {
+    static func page(_ title: String, _ body: String, status: HTTPResponse.Status = .ok, script: Bool = false, inlineScript: String? = nil) -> Response {
         let html = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -35,10 +39,10 @@ enum HTMLPage {
             background:#fff;color:#111;text-align:center;text-decoration:none;font-size:1rem;cursor:pointer}a.button:hover,button:hover{background:#f2f2f2}
             pre{background:#f6f6f6;padding:.7rem;overflow:auto;font-size:.8rem;white-space:pre-wrap;word-break:break-all}.error{color:#a00}</style></head>
             <body>
-            \(body)
+            \(body)\(inlineScript.map { "\n<script>\($0)</script>" } ?? "")
             </body></html>
             """
-        return Response(status: status, headers: headers(script: script), body: .init(byteBuffer: ByteBuffer(string: html)))
+        return Response(status: status, headers: headers(script: script, inlineScript: inlineScript), body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 
     /// A request that cannot be sent back to the app (unknown client or redirect URI, unknown state): shown, never redirected.
@@ -47,21 +51,84 @@ enum HTMLPage {
     }
 
     /// The provider chooser of `/oauth2/authorize` without `provider`: plain links that repeat the validated
-    /// request with `provider` added. Following one changes nothing until the user signs in at the provider.
-    static func chooser(providers: [(name: String, displayName: String)], query: [String: String], clientID: String) -> Response {
+    /// request with `provider` added. Following one changes nothing until the user signs in at the provider. With
+    /// `passkeys`, a passkey sign-in too (offered in the username field by conditional mediation), which finishes the
+    /// same request through `POST /oauth2/passkey`.
+    static func chooser(providers: [(name: String, displayName: String)], query: [String: String], clientID: String, passkeys: Bool = false) -> Response {
+        let fields = query.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         let buttons = providers.map { provider in
-            var fields = query.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-            fields.append(("provider", provider.name))
-            let href = "/oauth2/authorize?" + formURLEncoded(fields)
+            let href = "/oauth2/authorize?" + formURLEncoded(fields + [("provider", provider.name)])
             return #"<a class="button" rel="noreferrer" href="\#(escape(href))">Continue with \#(escape(provider.displayName))</a>"#
         }.joined(separator: "\n")
+        let passkey =
+            passkeys
+            ? """
+
+            <input id="passkey-username" autocomplete="username webauthn" placeholder="Username or passkey" aria-label="Username or passkey">
+            <button type="button" id="passkey-signin" data-authorization="\(escape(formURLEncoded(fields)))">Sign in with a passkey</button>
+            <p id="passkey-status" role="status"></p>
+            """ : ""
         let body = """
             <h1>Sign in</h1>
             <p>to <strong>\(escape(clientID))</strong></p>
-            \(providers.isEmpty ? "<p class=\"error\">No provider is available to this app.</p>" : buttons)
+            \(providers.isEmpty && !passkeys ? "<p class=\"error\">No provider is available to this app.</p>" : buttons + passkey)
             """
-        return page("Sign in", body)
+        return page("Sign in", body, inlineScript: passkeys ? chooserPasskeyScript : nil)
     }
+
+    /// WebAuthn's JSON forms by hand (older browsers lack `parse…FromJSON` and `toJSON`), and a passkey sign-in whose
+    /// assertion `finish` sends on; shared by the chooser and the demo.
+    static let passkeyJavaScript = """
+        const b64url = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+        const bytes = (text) => Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
+        const descriptors = (list) => (list || []).map((d) => ({ ...d, id: bytes(d.id) }));
+        async function api(path, body, bearer) {
+          const headers = { "Content-Type": "application/json" };
+          if (bearer) { headers.Authorization = "Bearer " + bearer; }
+          const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body || {}) });
+          const answer = await response.json();
+          if (!response.ok) { throw new Error(answer.error + ": " + answer.error_description); }
+          return answer;
+        }
+        let conditional = null;
+        async function passkeyAssertion(mediation) {
+          if (conditional) { conditional.abort(); }
+          const abort = new AbortController();
+          if (mediation) { conditional = abort; }
+          const options = await api("/v1/auth/passkey/options");
+          // Offered quietly only where passkeys can work: on passkeys.rpId or a subdomain.
+          const host = location.hostname;
+          if (mediation && host !== options.rpId && !host.endsWith("." + options.rpId)) { return null; }
+          const credential = await navigator.credentials.get({ mediation, signal: abort.signal,
+            publicKey: { ...options, challenge: bytes(options.challenge), allowCredentials: descriptors(options.allowCredentials) } });
+          const r = credential.response;
+          return { challengeId: options.challengeId, credential: { id: credential.id, rawId: b64url(credential.rawId), type: credential.type,
+            response: { clientDataJSON: b64url(r.clientDataJSON), authenticatorData: b64url(r.authenticatorData), signature: b64url(r.signature),
+              userHandle: r.userHandle ? b64url(r.userHandle) : undefined } } };
+        }
+        function offerPasskeys(button, finish, fail, autofill) {
+          const run = (mediation) => passkeyAssertion(mediation).then((signed) => signed && finish(signed));
+          button.addEventListener("click", () => run(undefined).catch(fail));
+          // In the username field's autofill; a conditional request that ends without a choice says nothing.
+          if (autofill && window.PublicKeyCredential && PublicKeyCredential.isConditionalMediationAvailable) {
+            PublicKeyCredential.isConditionalMediationAvailable().then((yes) => {
+              if (yes) { run("conditional").catch((e) => console.log("conditional passkey request ended: " + e.name)); }
+            });
+          }
+        }
+        """
+
+    /// The chooser's passkey sign-in: the assertion and the authorization request to `POST /oauth2/passkey`, then on
+    /// to the app's redirect URI.
+    static let chooserPasskeyScript = """
+        "use strict";
+        \(passkeyJavaScript)
+        const chooserButton = document.getElementById("passkey-signin");
+        offerPasskeys(chooserButton, async (signed) => {
+          const answer = await api("/oauth2/passkey", { authorization: chooserButton.dataset.authorization, ...signed });
+          location.assign(answer.redirectTo);
+        }, (e) => { const el = document.getElementById("passkey-status"); el.textContent = e.message; el.className = "error"; }, true);
+        """
 
     /// `serve --dev`'s demo: a button per provider that runs the whole browser flow as a public client with PKCE,
     /// then shows the user and the tokens; with passkeys, a passkey sign-in (offered in the username field too, by
@@ -106,7 +173,6 @@ enum HTMLPage {
         const clientID = document.getElementById("client").dataset.clientId;
         const redirectURI = location.origin + "/callback";
         const status = (text, error) => { const el = document.getElementById("status"); el.textContent = text; el.className = error ? "error" : ""; };
-        const b64url = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
         const random = () => b64url(crypto.getRandomValues(new Uint8Array(32)));
 
         async function start(provider) {
@@ -125,35 +191,7 @@ enum HTMLPage {
           return body;
         }
 
-        // Passkeys: WebAuthn Level 3's JSON forms, converted by hand (older browsers lack parse…FromJSON and toJSON).
-        const bytes = (text) => Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
-        const descriptors = (list) => (list || []).map((d) => ({ ...d, id: bytes(d.id) }));
-        async function api(path, body, bearer) {
-          const headers = { "Content-Type": "application/json" };
-          if (bearer) { headers.Authorization = "Bearer " + bearer; }
-          const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body || {}) });
-          const answer = await response.json();
-          if (!response.ok) { throw new Error(answer.error + ": " + answer.error_description); }
-          return answer;
-        }
-        let conditional = null;
-        async function passkeySignIn(mediation) {
-          if (conditional) { conditional.abort(); }
-          const abort = new AbortController();
-          if (mediation) { conditional = abort; }
-          const options = await api("/v1/auth/passkey/options");
-          // Offered quietly only where passkeys can work: on passkeys.rpId or a subdomain.
-          const host = location.hostname;
-          if (mediation && host !== options.rpId && !host.endsWith("." + options.rpId)) { return; }
-          const credential = await navigator.credentials.get({ mediation, signal: abort.signal,
-            publicKey: { ...options, challenge: bytes(options.challenge), allowCredentials: descriptors(options.allowCredentials) } });
-          const r = credential.response;
-          const answer = await api("/v1/auth/passkey", { challengeId: options.challengeId, credential: { id: credential.id, rawId: b64url(credential.rawId),
-            type: credential.type, response: { clientDataJSON: b64url(r.clientDataJSON), authenticatorData: b64url(r.authenticatorData),
-            signature: b64url(r.signature), userHandle: r.userHandle ? b64url(r.userHandle) : undefined } } });
-          await show({ access_token: answer.accessToken, token_type: answer.tokenType, expires_in: answer.expiresIn, refresh_token: answer.refreshToken,
-            passkey: true });
-        }
+        \(passkeyJavaScript)
         async function addPasskey() {
           const tokens = JSON.parse(sessionStorage.getItem("latchkey.demo.tokens"));
           const options = await api("/v1/me/passkeys/options", {}, tokens.access_token);
@@ -207,13 +245,11 @@ enum HTMLPage {
         });
         const passkeyButton = document.getElementById("passkey-signin");
         if (passkeyButton) {
-          passkeyButton.addEventListener("click", () => passkeySignIn(undefined).catch((e) => status(e.message, true)));
-          // In the username field's autofill, on the start page only; a conditional request that ends without a choice says nothing.
-          if (location.pathname === "/" && window.PublicKeyCredential && PublicKeyCredential.isConditionalMediationAvailable) {
-            PublicKeyCredential.isConditionalMediationAvailable().then((yes) => {
-              if (yes) { passkeySignIn("conditional").catch((e) => console.log("conditional passkey request ended: " + e.name)); }
-            });
-          }
+          offerPasskeys(passkeyButton, async (signed) => {
+            const answer = await api("/v1/auth/passkey", signed);
+            await show({ access_token: answer.accessToken, token_type: answer.tokenType, expires_in: answer.expiresIn, refresh_token: answer.refreshToken,
+              passkey: true });
+          }, (e) => status(e.message, true), location.pathname === "/");
         }
         const addButton = document.getElementById("add-passkey");
         if (addButton) { addButton.addEventListener("click", () => addPasskey().catch((e) => status(e.message, true))); }

@@ -74,6 +74,15 @@ extension LatchkeyServer {
 
     // MARK: - Authorization endpoint
 
+    /// An authorization request whose client and redirect URI are known and whose PKCE and `state` are in order.
+    struct AuthorizationRequest {
+        let client: OAuthClient
+        let query: [String: String]
+        let redirectURI: String
+        let appState: String
+        let codeChallenge: String
+    }
+
     func authorize(_ request: Request) async throws -> Response {
         let query: [String: String]
         do {
@@ -81,42 +90,21 @@ extension LatchkeyServer {
         } catch {
             return HTMLPage.error(title: "This sign-in request is invalid", (error as? APIError)?.description ?? "the query is malformed")
         }
-        // Until the redirect URI is trusted, errors are shown here, never sent anywhere (RFC 9700 §4.1).
-        guard let clientID = query["client_id"], !clientID.isEmpty else {
-            return HTMLPage.error(title: "This sign-in request is invalid", "client_id is missing")
+        let authorization: AuthorizationRequest
+        switch validated(query) {
+        case .success(let valid): authorization = valid
+        case .failure(let refusal): return refusal.response
         }
-        guard let client = clients[clientID] else {
-            return HTMLPage.error(
-                title: "Unknown app", "the client_id \(clientID.prefix(100)) is not registered on this server (clients[] in its configuration)")
-        }
-        guard let redirectURI = query["redirect_uri"], !redirectURI.isEmpty else {
-            return HTMLPage.error(title: "This sign-in request is invalid", "redirect_uri is missing")
-        }
-        guard client.allowsRedirect(to: redirectURI) else {
-            return HTMLPage.error(
-                title: "Unknown redirect URI",
-                "the redirect_uri \(redirectURI.prefix(200)) is not registered for \(clientID.prefix(100)); redirect URIs are matched exactly (a loopback http URI matches any port)"
-            )
-        }
-        let appState = query["state"]
+        let (client, clientID, redirectURI, appState, challenge) = (
+            authorization.client, authorization.client.clientID, authorization.redirectURI, authorization.appState, authorization.codeChallenge
+        )
         func refuse(_ code: String, _ description: String) -> Response {
             redirectToApp(redirectURI, [("error", code), ("error_description", description)], state: appState)
         }
-        guard query["response_type"] == "code" else { return refuse("unsupported_response_type", "response_type must be code") }
-        guard let appState, !appState.isEmpty else { return refuse("invalid_request", "state is required") }
-        guard appState.utf8.count <= 1024 else { return refuse("invalid_request", "state is longer than 1024 bytes") }
-        guard let challenge = query["code_challenge"] else {
-            return refuse("invalid_request", "code_challenge is required (PKCE, RFC 7636) with code_challenge_method=S256")
-        }
-        guard query["code_challenge_method"] == "S256" else {
-            return refuse("invalid_request", "code_challenge_method must be S256; plain and a missing method are not accepted")
-        }
-        guard challenge.utf8.count == 43, challenge.utf8.allSatisfy(Self.isBase64URL) else {
-            return refuse("invalid_request", "code_challenge is not an S256 challenge (43 base64url characters)")
-        }
         let offered = browserProviders(for: client)
         guard let providerName = query["provider"], !providerName.isEmpty else {
-            return HTMLPage.chooser(providers: offered, query: query, clientID: clientID)
+            return HTMLPage.chooser(
+                providers: offered, query: query, clientID: clientID, passkeys: passkeys != nil && client.allows(provider: PasskeyService.provider))
         }
         guard offered.contains(where: { $0.name == providerName }), let provider = providers[providerName] else {
             return refuse(
@@ -136,6 +124,52 @@ extension LatchkeyServer {
             logger.warning("could not start a browser sign-in", metadata: ["provider": "\(provider.name)", "error": "\(error)"])
             return refuse("temporarily_unavailable", "\(provider.displayName) cannot be reached; try again shortly")
         }
+    }
+
+    /// Why an authorization request is refused: a page shown here until the redirect URI is trusted, then the app's
+    /// redirect with the error.
+    struct AuthorizationRefusal: Error {
+        let response: Response
+        let code: String
+        let description: String
+    }
+
+    /// `/oauth2/authorize`'s checks, in order: the client and its exact redirect URI (refused here), then `response_type`,
+    /// `state` and the S256 PKCE challenge (refused to the app).
+    func validated(_ query: [String: String]) -> Result<AuthorizationRequest, AuthorizationRefusal> {
+        func page(_ title: String, _ message: String) -> Result<AuthorizationRequest, AuthorizationRefusal> {
+            .failure(AuthorizationRefusal(response: HTMLPage.error(title: title, message), code: "invalid_request", description: message))
+        }
+        // Until the redirect URI is trusted, errors are shown here, never sent anywhere (RFC 9700 §4.1).
+        guard let clientID = query["client_id"], !clientID.isEmpty else { return page("This sign-in request is invalid", "client_id is missing") }
+        guard let client = clients[clientID] else {
+            return page("Unknown app", "the client_id \(clientID.prefix(100)) is not registered on this server (clients[] in its configuration)")
+        }
+        guard let redirectURI = query["redirect_uri"], !redirectURI.isEmpty else { return page("This sign-in request is invalid", "redirect_uri is missing") }
+        guard client.allowsRedirect(to: redirectURI) else {
+            return page(
+                "Unknown redirect URI",
+                "the redirect_uri \(redirectURI.prefix(200)) is not registered for \(clientID.prefix(100)); redirect URIs are matched exactly (a loopback http URI matches any port)"
+            )
+        }
+        let appState = query["state"]
+        func refuse(_ code: String, _ description: String) -> Result<AuthorizationRequest, AuthorizationRefusal> {
+            let response = redirectToApp(redirectURI, [("error", code), ("error_description", description)], state: appState)
+            return .failure(AuthorizationRefusal(response: response, code: code, description: description))
+        }
+        guard query["response_type"] == "code" else { return refuse("unsupported_response_type", "response_type must be code") }
+        guard let appState, !appState.isEmpty else { return refuse("invalid_request", "state is required") }
+        guard appState.utf8.count <= 1024 else { return refuse("invalid_request", "state is longer than 1024 bytes") }
+        guard let challenge = query["code_challenge"] else {
+            return refuse("invalid_request", "code_challenge is required (PKCE, RFC 7636) with code_challenge_method=S256")
+        }
+        guard query["code_challenge_method"] == "S256" else {
+            return refuse("invalid_request", "code_challenge_method must be S256; plain and a missing method are not accepted")
+        }
+        guard challenge.utf8.count == 43, challenge.utf8.allSatisfy(Self.isBase64URL) else {
+            return refuse("invalid_request", "code_challenge is not an S256 challenge (43 base64url characters)")
+        }
+        return .success(AuthorizationRequest(client: client, query: query, redirectURI: redirectURI, appState: appState, codeChallenge: challenge))
     }
 
     /// The base64url alphabet (RFC 4648 §5), which an S256 challenge is written in.

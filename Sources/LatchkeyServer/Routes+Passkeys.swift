@@ -7,10 +7,11 @@ extension LatchkeyServer {
     static let passkeyRoutes: [(method: String, path: String)] = [
         ("POST", "/v1/me/passkeys/options"), ("POST", "/v1/me/passkeys"), ("GET", "/v1/me/passkeys"), ("DELETE", "/v1/me/passkeys/{id}"),
         ("POST", "/v1/auth/passkey/options"), ("POST", "/v1/auth/passkey"), ("POST", "/v1/auth/passkey/signup/options"),
-        ("POST", "/v1/auth/passkey/signup"),
+        ("POST", "/v1/auth/passkey/signup"), ("POST", "/oauth2/passkey"),
     ]
 
     func addPasskeyRoutes(to router: Router<LatchkeyRequestContext>) {
+        router.post("/oauth2/passkey") { request, _ in try await passkeyAuthorization(request) }
         router.post("/v1/me/passkeys/options") { request, _ in
             let (token, _) = try await authenticate(request)
             return JSONBody.response(try await passkeyService().registrationOptions(userID: token.userID))
@@ -57,6 +58,44 @@ extension LatchkeyServer {
                     challengeID: body.challengeId, credential: body.credential, name: body.name, userAgent: request.headers[.userAgent])
             }
         }
+    }
+
+    /// `POST /oauth2/passkey`: the chooser's passkey sign-in finishes its authorization request. The request is checked
+    /// as `/oauth2/authorize` checks it; the answer says where the browser goes next (the app, with its code or error).
+    func passkeyAuthorization(_ request: Request) async throws -> Response {
+        struct Body: Decodable {
+            let authorization: String
+            let challengeId: String
+            let credential: AuthenticationResponseJSON
+        }
+        let passkeys = try passkeyService()
+        let body = try decodeJSON(Body.self, try await request.bytes(limit: configuration.maximumBodySize))
+        let query: [String: String]
+        do { query = try Self.formFields(Array(body.authorization.utf8)) } catch { throw APIError.invalidRequest("authorization is not a query string") }
+        let authorization: AuthorizationRequest
+        switch validated(query) {
+        case .success(let valid): authorization = valid
+        case .failure(let refusal):
+            guard let location = refusal.response.headers[.location] else { throw APIError.invalidRequest(refusal.description) }
+            return JSONBody.response(["redirectTo": location])
+        }
+        guard authorization.client.allows(provider: PasskeyService.provider) else {
+            throw APIError.invalidRequest("passkeys are not among the providers of the client \(authorization.client.clientID.prefix(100))")
+        }
+        let account: SignInService.ResolvedAccount
+        do {
+            account = try await passkeys.authenticate(challengeID: body.challengeId, credential: body.credential)
+        } catch {
+            metrics.signIn(provider: PasskeyService.provider, outcome: (error as? LatchkeyError)?.errorCode ?? "error")
+            throw error
+        }
+        let pending = AuthorizationCodeFlow.PendingSignIn(
+            provider: PasskeyService.provider, clientID: authorization.client.clientID, redirectURI: authorization.redirectURI,
+            appState: authorization.appState, codeChallenge: authorization.codeChallenge, rawNonce: "", providerCodeVerifier: "")
+        let code = try await flows.issueCode(for: pending, userID: account.user.id, identityID: account.identity.id, userAgent: request.headers[.userAgent])
+        metrics.signIn(provider: PasskeyService.provider, outcome: "ok")
+        let redirect = redirectToApp(authorization.redirectURI, [("code", code)], state: authorization.appState)
+        return JSONBody.response(["redirectTo": redirect.headers[.location] ?? authorization.redirectURI])
     }
 
     private func passkeyService() throws -> PasskeyService {

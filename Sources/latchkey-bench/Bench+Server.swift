@@ -73,7 +73,7 @@ struct ServerBench {
                 "LATCHKEY_APPLE_CLIENT_IDS": "com.example.app", "LATCHKEY_APPLE_BASE_URL": emulator.baseURL,
                 "LATCHKEY_GOOGLE_CLIENT_IDS": "com.example.app", "LATCHKEY_GOOGLE_DISCOVERY_URL": emulator.baseURL + "/google/.well-known/openid-configuration",
                 "LATCHKEY_ENCRYPTION_KEY": SecretBox.generateKey(), "LATCHKEY_RATE_LIMIT_PER_IP": "100000000", "LATCHKEY_RATE_LIMIT_PER_SUBJECT": "100000000",
-            ]
+            ].merging(Self.passkeySettings) { $1 }
             let server = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/batched.sqlite"]) { $1 })
             defer { server.stop() }
             let idleRSS = server.residentMegabytes
@@ -132,6 +132,10 @@ struct ServerBench {
                 BenchRow(
                     name: "server_cpu_us_per_google_sign_in", opsPerSecond: googleCPU / Double(googleSignIns.count) * 1e6,
                     baselineName: "server_cpu_us_per_healthz", baselineOpsPerSecond: healthzMicroseconds, unit: .microseconds))
+
+            rows += try await passkeyRows(
+                server: server, http: http, sessions: Array(sessions.prefix(concurrency)),
+                google: (googleRate, googleCPU / Double(googleSignIns.count) * 1e6))
 
             if let batched = googleStorage.perOperation(googleSignIns.count),
                 let unbatched = unbatchedGoogleStorage.perOperation(unbatchedGoogleSignIns.count)
@@ -504,13 +508,7 @@ struct ServerBench {
 }
 
 func json(_ http: HTTPClient, _ url: String, _ body: [String: String]) async throws -> [String: Any] {
-    var request = HTTPClientRequest(url: url)
-    request.method = .POST
-    request.headers.add(name: "Content-Type", value: "application/json")
-    request.body = .bytes(ByteBuffer(bytes: Array(try JSONSerialization.data(withJSONObject: body))))
-    let response = try await http.execute(request, timeout: .seconds(30))
-    let bytes = try await response.body.collect(upTo: 1 << 20)
-    return (try JSONSerialization.jsonObject(with: Data(Array(buffer: bytes))) as? [String: Any]) ?? [:]
+    try await post(http, url, body)
 }
 
 /// `latchkey serve` as a child process, so its memory is measured alone.

@@ -1,6 +1,7 @@
 import Foundation
 import LatchkeyCore
 import LatchkeyModels
+import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyTestSupport
 import Testing
@@ -381,5 +382,81 @@ struct PasskeyTests {
                     userVerification: .preferred, allowSignUp: true))
         let local = try ConfigurationTests.read(["passkeys.rpId": "localhost", "passkeys.origins": "http://localhost:8080"])
         #expect(local.passkeys == PasskeySettings(rpID: "localhost", origins: ["http://localhost:8080"]))
+    }
+
+    @Test("the browser flow's chooser offers a passkey; POST /oauth2/passkey finishes the request with a code whose session has idp passkey")
+    func browserFlow() async throws {
+        try await BrowserFlowTests.with(configure: Self.configure()) { harness in
+            let (_, apple) = try await harness.signedIn()
+            var authenticator = SoftwareAuthenticator()
+            let (added, handle) = try await Self.register(harness, authenticator, bearer: apple.accessToken)
+            #expect(added.status == 201)
+
+            var request = BrowserFlowTests.AppRequest()
+            request.provider = nil
+            let chooser = try await harness.send("GET", "/oauth2/authorize?" + formURLEncoded(request.query))
+            #expect(chooser.status == 200)
+            #expect(chooser.text.contains(#"id="passkey-signin""#))
+            // The page's one inline script runs by its hash, and nothing else does.
+            let policy = try #require(chooser.headers["content-security-policy"])
+            #expect(policy.contains("script-src 'sha256-") && !policy.contains("'unsafe-inline'; connect") && !policy.contains("script-src 'self'"))
+
+            func finish(_ authorization: String, _ ceremony: SoftwareAuthenticator.Ceremony = .init()) async throws -> ServerHarness.Answer {
+                let options = try await Self.signInOptions(harness)
+                let assertion = authenticator.assert(challenge: Self.bytes(options.challenge), userHandle: handle, ceremony)
+                struct Body: Encodable {
+                    let authorization: String
+                    let challengeId: String
+                    let credential: AuthenticationResponseJSON
+                }
+                return try await harness.send(
+                    "POST", "/oauth2/passkey",
+                    body: try Self.json(Body(authorization: authorization, challengeId: try #require(options.challengeId), credential: assertion)))
+            }
+            let authorization = formURLEncoded(request.query)
+            let answer = try await finish(authorization)
+            #expect(answer.status == 200, "\(answer.text)")
+            let redirect = try #require(answer.json["redirectTo"] as? String)
+            let back = BrowserFlowTests.fields(of: redirect)
+            #expect(redirect.hasPrefix(request.redirectURI + "?") && back["state"] == request.state && back["iss"] == BrowserFlowTests.issuer)
+            let tokens = try await BrowserFlowTests.redeem(harness, try #require(back["code"]), request)
+            #expect(tokens.status == 200, "\(tokens.text)")
+            let access = try #require(tokens.json["access_token"] as? String)
+            #expect(Self.claims(access)["idp"] as? String == "passkey")
+            #expect(Self.claims(access)["sub"] as? String == apple.user.id)
+
+            // Refusals: another origin (401), an unknown redirect URI (400, never redirected), a client without passkeys.
+            let refused = try await finish(authorization, .init(origin: "https://evil.example"))
+            #expect((refused.status, refused.error) == (401, "invalid_credential"))
+            var stranger = request
+            stranger.redirectURI = "https://evil.example/callback"
+            let unknown = try await finish(formURLEncoded(stranger.query))
+            #expect((unknown.status, unknown.error) == (400, "invalid_request"))
+            var confidential = request
+            (confidential.clientID, confidential.redirectURI) = (BrowserFlowTests.confidential, "https://backend.example.com/cb")
+            let noPasskeys = try await finish(formURLEncoded(confidential.query))
+            #expect((noPasskeys.status, noPasskeys.error) == (400, "invalid_request"))
+            // A request the app made wrong goes back to the app, as from /oauth2/authorize.
+            var badState = request
+            badState.state = ""
+            let toApp = try await finish(formURLEncoded(badState.query))
+            #expect(toApp.status == 200)
+            #expect(BrowserFlowTests.fields(of: toApp.json["redirectTo"] as? String ?? "")["error"] == "invalid_request")
+        }
+    }
+
+    @Test("deleting the account deletes its passkeys: signing in with one afterwards is invalid_credential")
+    func accountDeletion() async throws {
+        try await ServerHarness.with(configure: Self.configure()) { harness in
+            let (_, apple) = try await harness.signedIn()
+            var authenticator = SoftwareAuthenticator()
+            let (added, handle) = try await Self.register(harness, authenticator, bearer: apple.accessToken)
+            #expect(added.status == 201)
+            let deleted = try await harness.send("DELETE", "/v1/me", bearer: apple.accessToken)
+            #expect(deleted.status == 200, "\(deleted.text)")
+            #expect(try await harness.store.identity(provider: "passkey", subject: base64URL(authenticator.credentialID)) == nil)
+            let (gone, _) = try await Self.signIn(harness, &authenticator, userHandle: handle)
+            #expect((gone.status, gone.error) == (401, "invalid_credential"))
+        }
     }
 }

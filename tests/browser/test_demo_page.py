@@ -17,6 +17,7 @@ import pytest
 from conftest import Server
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -298,3 +299,39 @@ def test_add_a_passkey_then_sign_in_with_it(browser, server):
     wait_for_status(browser, local, lambda t, el: t.startswith("Signed in as") and json.loads(
         browser.find_element(By.ID, "tokens").get_attribute("textContent"))["refresh_token"] != tokens["refresh_token"])
     assert browser.get_credentials()[0].sign_count >= 1
+
+
+def test_sign_in_with_a_passkey_on_the_browser_flows_chooser(browser, server):
+    import hashlib
+    import secrets
+    import urllib.parse
+
+    import requests
+
+    local = dataclasses.replace(server, base_url=server.base_url.replace("127.0.0.1", "localhost"))
+    add_virtual_authenticator(browser)
+    _, user, _ = sign_in(browser, local, "google", "Sign in with Google", unique_email("chooser"), "Cy", "Chooser")
+    browser.find_element(By.ID, "add-passkey").click()
+    wait_for_status(browser, local, lambda t, el: t.startswith("Passkey added") or "error" in (el.get_attribute("class") or ""))
+    assert browser.find_element(By.ID, "status").text.startswith("Passkey added"), browser.find_element(By.ID, "status").text
+
+    # An app's authorization request without a provider shows the chooser; its loopback redirect URI (any port) leads
+    # nowhere, so the browser stops there with the code in its address bar.
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    redirect = "http://127.0.0.1:9/callback"
+    query = {"response_type": "code", "client_id": "com.example.app", "redirect_uri": redirect, "state": "chooser-state",
+             "code_challenge": challenge, "code_challenge_method": "S256"}
+    browser.get(local.base_url + "/oauth2/authorize?" + urllib.parse.urlencode(query))
+    # Chromium's virtual authenticator may answer the page's conditional (autofill) request by itself, before a click.
+    try:
+        WebDriverWait(browser, PAGE_TIMEOUT).until(EC.element_to_be_clickable((By.ID, "passkey-signin"))).click()
+    except (StaleElementReferenceException, NoSuchElementException):
+        pass
+    WebDriverWait(browser, FLOW_TIMEOUT).until(lambda d: d.current_url.startswith(redirect))
+    back = urllib.parse.parse_qs(urllib.parse.urlsplit(browser.current_url).query)
+    assert back["state"] == ["chooser-state"], back
+    tokens = requests.post(server.url("/oauth2/token"), data={"grant_type": "authorization_code", "code": back["code"][0],
+                           "redirect_uri": redirect, "client_id": "com.example.app", "code_verifier": verifier}, timeout=10).json()
+    claims = json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[1] + "=="))
+    assert claims["idp"] == "passkey" and claims["sub"] == user["id"], claims

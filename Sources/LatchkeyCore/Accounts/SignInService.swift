@@ -58,11 +58,12 @@ public struct SignInService: Sendable {
     /// does (sign-up policy and claim included), without starting a session: the browser flow starts it when the app redeems its code.
     public func resolveAccount(
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
-        providerRefreshToken: String? = nil, inviteCode: String? = nil, claiming token: String? = nil
+        providerRefreshToken: String? = nil, inviteCode: String? = nil, claiming token: String? = nil, identityClaims: [String: String] = [:],
+        accounts: SignInPlan.Accounts = .existingOrNew
     ) async throws -> ResolvedAccount {
         let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            startsSession: false, userAgent: nil, inviteCode: inviteCode, claiming: token)
+            startsSession: false, userAgent: nil, inviteCode: inviteCode, claiming: token, identityClaims: identityClaims, accounts: accounts)
         return try await resolve(plan).account
     }
 

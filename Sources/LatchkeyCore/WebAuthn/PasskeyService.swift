@@ -111,6 +111,21 @@ public struct PasskeyService: Sendable {
     /// Signs in with an assertion for the sign-in challenge `challengeID`: the same outcome as any provider's sign-in,
     /// with `idp` `passkey`. A counter that went backwards blocks the passkey (`credential_clone_suspected`).
     public func signIn(challengeID: String, credential: AuthenticationResponseJSON, userAgent: String?) async throws -> SignInService.SignInOutcome {
+        let (identity, claims) = try await verifiedAssertion(challengeID: challengeID, credential: credential)
+        return try await signIns.signIn(
+            identity: identity, provider: Self.provider, userAgent: userAgent, identityClaims: claims, accounts: .existingOnly)
+    }
+
+    /// For the browser flow: the account of an assertion for the sign-in challenge `challengeID`, with the sign-in
+    /// recorded (its counter, its time) but no session started; the app's code starts it.
+    public func authenticate(challengeID: String, credential: AuthenticationResponseJSON) async throws -> SignInService.ResolvedAccount {
+        let (identity, claims) = try await verifiedAssertion(challengeID: challengeID, credential: credential)
+        return try await signIns.resolveAccount(identity: identity, provider: Self.provider, identityClaims: claims, accounts: .existingOnly)
+    }
+
+    /// Checks an assertion against its challenge and stored passkey: who it vouches for, and what it changes in the
+    /// passkey's claims.
+    private func verifiedAssertion(challengeID: String, credential: AuthenticationResponseJSON) async throws -> (VerifiedIdentity, [String: String]) {
         let challenge = try await takeChallenge(named: challengeID, for: .signIn)
         let subject = base64URL(try WebAuthnRelyingParty.decoded(credential.rawId, "rawId"))
         guard let identity = try await store.identity(provider: Self.provider, subject: subject), let passkey = Self.registered(identity) else {
@@ -130,10 +145,7 @@ public struct PasskeyService: Sendable {
         if let sent = assertion.userHandle, let handle = identity.claims[Claim.userHandle], !constantTimeEquals(base64URL(sent), handle) {
             throw Self.refusal("the passkey's user handle is not the one it was registered with")
         }
-        return try await signIns.signIn(
-            identity: VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now), provider: Self.provider,
-            userAgent: userAgent,
-            identityClaims: Self.used(assertion, at: now), accounts: .existingOnly)
+        return (VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now), Self.used(assertion, at: now))
     }
 
     /// Marks a passkey whose counter went backwards: no sign-in with it succeeds again.
