@@ -13,9 +13,6 @@ import hashlib
 import json
 import secrets
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +27,7 @@ from fido2.webauthn import Aaguid, AttestationObject, AttestedCredentialData, Au
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 import latchkey_process  # noqa: E402
-from latchkey_process import serve  # noqa: E402
+from latchkey_process import apple_sign_in, call, serve  # noqa: E402
 
 CLIENT_ID = "com.example.app"
 RP_ID = "localhost"
@@ -222,32 +219,6 @@ def open_server():
         yield served
 
 
-def call(url: str, body: dict | None = None, bearer: str | None = None, method: str = "POST", form: dict | None = None, empty: bool = False) -> tuple[int, dict]:
-    """One request; the answer's status and JSON body ({} when it has none). `empty`: a POST with no body at all."""
-    headers = {}
-    data = None
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-        data = json.dumps(body).encode()
-    elif form is not None:
-        headers["Content-Type"] = "application/x-www-form-urlencoded"
-        data = urllib.parse.urlencode(form).encode()
-    elif empty:
-        data = b""
-    if bearer:
-        headers["Authorization"] = f"Bearer {bearer}"
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as error:
-        text = error.read()
-        try:
-            return error.code, json.loads(text or b"{}")
-        except ValueError:
-            return error.code, {"unparsed": text.decode(errors="replace")}
-
-
 def refused(answer: tuple[int, dict], status: int, code: str) -> None:
     got_status, body = answer
     assert (got_status, body.get("error")) == (status, code), f"expected {status} {code}, got {got_status} {body}"
@@ -262,17 +233,7 @@ def claims(access_token: str) -> dict:
 
 def sign_in_with_apple(server: Server) -> dict:
     """A new user of the emulator, signed in with Apple: the sign-in answer."""
-    status, user = call(f"{server.emulator}/emulator/users", {})
-    assert status == 201, user
-    raw_nonce = secrets.token_urlsafe(24)
-    status, authorization = call(
-        f"{server.emulator}/emulator/authorizations", {"sub": user["sub"], "clientId": CLIENT_ID, "nonce": hashlib.sha256(raw_nonce.encode()).hexdigest()})
-    assert status == 201, authorization
-    status, answer = call(
-        f"{server.url}/v1/auth/apple",
-        {"identityToken": authorization["identityToken"], "rawNonce": raw_nonce, "authorizationCode": authorization["authorizationCode"]})
-    assert status == 200, answer
-    return answer
+    return apple_sign_in(server.emulator, server.url, CLIENT_ID)
 
 
 def add_passkey(server: Server, authenticator: SoftwareAuthenticator, access_token: str, name: str | None = None) -> tuple[Passkey, dict, dict]:

@@ -3,13 +3,19 @@ its own SQLite file, waited for until it listens, stopped afterwards."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import resource
+import secrets
 import socket
 import subprocess
 import tempfile
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,3 +98,44 @@ def serve(settings: dict[str, str], dev: bool = False, open_files: int | None = 
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def call(url: str, body: dict | None = None, bearer: str | None = None, method: str = "POST", form: dict | None = None, empty: bool = False) -> tuple[int, dict]:
+    """One request; the answer's status and JSON body ({} when it has none). `empty`: a POST with no body at all."""
+    headers = {}
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body).encode()
+    elif form is not None:
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+        data = urllib.parse.urlencode(form).encode()
+    elif empty:
+        data = b""
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        text = error.read()
+        try:
+            return error.code, json.loads(text or b"{}")
+        except ValueError:
+            return error.code, {"unparsed": text.decode(errors="replace")}
+
+
+def apple_sign_in(emulator: str, server: str, client_id: str) -> dict:
+    """A new user of the emulator at `emulator`, signed in with Apple at `server` (with the code): the sign-in answer."""
+    status, user = call(f"{emulator}/emulator/users", {})
+    assert status == 201, user
+    raw_nonce = secrets.token_urlsafe(24)
+    status, authorization = call(
+        f"{emulator}/emulator/authorizations", {"sub": user["sub"], "clientId": client_id, "nonce": hashlib.sha256(raw_nonce.encode()).hexdigest()})
+    assert status == 201, authorization
+    status, answer = call(
+        f"{server}/v1/auth/apple",
+        {"identityToken": authorization["identityToken"], "rawNonce": raw_nonce, "authorizationCode": authorization["authorizationCode"]})
+    assert status == 200, answer
+    return answer

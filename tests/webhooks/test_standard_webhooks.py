@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import base64
 import datetime
-import hashlib
 import json
 import secrets
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -23,7 +19,8 @@ import pytest
 from standardwebhooks import Webhook
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from latchkey_process import binary, serve  # noqa: E402
+from latchkey_process import apple_sign_in, binary, serve  # noqa: E402
+from latchkey_process import call as post  # noqa: E402
 
 CLIENT_ID = "com.example.app"
 
@@ -81,22 +78,6 @@ class Receiver:
         pytest.fail(f"waited {seconds} s for {what}; received {self.verified}, attempts {len(self.attempts)}")
 
 
-def post(url: str, body: dict | None = None, bearer: str | None = None, method: str = "POST", form: dict | None = None) -> tuple[int, dict]:
-    headers = {"Content-Type": "application/json"}
-    data = json.dumps(body).encode() if body is not None else None
-    if form is not None:
-        headers["Content-Type"] = "application/x-www-form-urlencoded"
-        data = urllib.parse.urlencode(form).encode()
-    if bearer:
-        headers["Authorization"] = f"Bearer {bearer}"
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
-
-
 @pytest.fixture
 def dev_server():
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
@@ -112,23 +93,9 @@ def dev_server():
         receiver.server.shutdown()
 
 
-def sign_in(emulator: str, server: str) -> dict:
-    status, user = post(f"{emulator}/emulator/users", {})
-    assert status == 201, user
-    raw_nonce = secrets.token_urlsafe(24)
-    status, authorization = post(
-        f"{emulator}/emulator/authorizations", {"sub": user["sub"], "clientId": CLIENT_ID, "nonce": hashlib.sha256(raw_nonce.encode()).hexdigest()})
-    assert status == 201, authorization
-    status, answer = post(
-        f"{server}/v1/auth/apple",
-        {"identityToken": authorization["identityToken"], "rawNonce": raw_nonce, "authorizationCode": authorization["authorizationCode"]})
-    assert status == 200, answer
-    return answer
-
-
 def test_every_delivery_verifies_with_the_reference_library(dev_server) -> None:
     server, emulator, receiver = dev_server["server"], dev_server["emulator"], dev_server["receiver"]
-    session = sign_in(emulator, server)
+    session = apple_sign_in(emulator, server, CLIENT_ID)
     user_id = json.loads(base64.urlsafe_b64decode(session["accessToken"].split(".")[1] + "=="))["sub"]
 
     # A refresh token replayed after its successor was used: the session is revoked, and the backend hears of it.
@@ -140,7 +107,7 @@ def test_every_delivery_verifies_with_the_reference_library(dev_server) -> None:
     assert status == 400 and replay["error"] == "invalid_grant", replay
 
     # Jane deletes her account.
-    again = sign_in(emulator, server)
+    again = apple_sign_in(emulator, server, CLIENT_ID)
     status, deleted = post(f"{server}/v1/me", bearer=again["accessToken"], method="DELETE")
     assert status == 200, deleted
 
