@@ -4,7 +4,7 @@ public import LatchkeyCore
 
 /// Google: OpenID Connect (ID tokens from Google Sign-In, or codes with PKCE), with `azp` held to the client ids and,
 /// optionally, the Workspace domains (`hd`) allowed.
-public struct GoogleModule: ProviderModule {
+public struct GoogleModule: OpenIDProviderModule {
     public static let name = "google"
     public static let displayName = "Google"
     public static let issuesIDTokens = true
@@ -29,12 +29,9 @@ public struct GoogleModule: ProviderModule {
             clientIDs: clientIDs, hostedDomains: config.settingList("hostedDomains") ?? [],
             clientSecret: try config.settingSecret("clientSecret", fileKey: "clientSecretFile", fullFileKey: "google.clientSecretFile"))
         if let url = config.string(forKey: "discoveryUrl") { google.discoveryURL = url }
-        google.webClientID = config.string(forKey: "webClientId")
-        let nonces = try config.settingNonces("", fullPrefix: "google.", requireByDefault: false)
-        (google.policy.nonceMatching, google.policy.requireNonce) = (nonces.matching, nonces.required)
-        try google.checkClientIDs()
+        let warnings = try google.readSharedSettings(config, key: Self.name)
         self.init(google)
-        warnings = nonces.warning.map { [$0] } ?? []
+        self.warnings = warnings
     }
 
     public var findings: [ProviderFinding] {
@@ -49,22 +46,13 @@ public struct GoogleModule: ProviderModule {
         return findings
     }
 
-    public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
-        [await .openIDPreflight(makeProvider(context), Self.displayName, settings: "google.*")]
-    }
-
-    public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {
-        OpenIDProvider(
-            configuration: configuration, transport: context.transport, timeSource: context.timeSource, logger: context.logger, observer: context.observer)
-    }
-
     public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
         ["clientIds": clientIDs.joined(separator: ","), "discoveryUrl": baseURL + "/.well-known/openid-configuration"]
     }
 }
 
 /// Microsoft identity platform v2.0: OpenID Connect, multi-tenant, with the tenants allowed.
-public struct MicrosoftModule: ProviderModule {
+public struct MicrosoftModule: OpenIDProviderModule {
     public static let name = "microsoft"
     public static let displayName = "Microsoft"
     public static let issuesIDTokens = true
@@ -94,31 +82,46 @@ public struct MicrosoftModule: ProviderModule {
             clientIDs: clientIDs, tenants: tenants,
             clientSecret: try config.settingSecret("clientSecret", fileKey: "clientSecretFile", fullFileKey: "microsoft.clientSecretFile"),
             authority: config.string(forKey: "authority") ?? "https://login.microsoftonline.com")
-        microsoft.webClientID = config.string(forKey: "webClientId")
-        let nonces = try config.settingNonces("", fullPrefix: "microsoft.", requireByDefault: false)
-        (microsoft.policy.nonceMatching, microsoft.policy.requireNonce) = (nonces.matching, nonces.required)
-        try microsoft.checkClientIDs()
+        let warnings = try microsoft.readSharedSettings(config, key: Self.name)
         self.init(microsoft)
-        warnings = nonces.warning.map { [$0] } ?? []
+        self.warnings = warnings
     }
 
     public var findings: [ProviderFinding] { configuration.findings }
-
-    public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
-        [await .openIDPreflight(makeProvider(context), Self.displayName, settings: "microsoft.*")]
-    }
-
-    public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {
-        OpenIDProvider(
-            configuration: configuration, transport: context.transport, timeSource: context.timeSource, logger: context.logger, observer: context.observer)
-    }
 
     public static func emulatedSettings(baseURL: String, clientIDs: [String]) -> [String: String] {
         ["clientIds": clientIDs.joined(separator: ","), "authority": baseURL]
     }
 }
 
+/// A module whose provider is an ``OpenIDProvider`` over its ``configuration`` (Google, Microsoft): the provider and
+/// `doctor --live`'s check of its discovery come from the configuration.
+public protocol OpenIDProviderModule: ProviderModule {
+    var configuration: OpenIDProviderConfiguration { get }
+}
+
+extension OpenIDProviderModule {
+    public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
+        [await .openIDPreflight(makeProvider(context), Self.displayName, settings: "\(Self.name).*")]
+    }
+
+    public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {
+        OpenIDProvider(
+            configuration: configuration, transport: context.transport, timeSource: context.timeSource, logger: context.logger, observer: context.observer)
+    }
+}
+
 extension OpenIDProviderConfiguration {
+    /// The settings every OpenID Connect module reads after its own, from its scoped `config`: `webClientId` and the
+    /// nonce settings; then the client ids are checked. Returns the nonce settings' warning, if any.
+    mutating func readSharedSettings(_ config: ConfigReader, key: String) throws(LatchkeyError) -> [String] {
+        webClientID = config.string(forKey: "webClientId")
+        let nonces = try config.settingNonces("", fullPrefix: key + ".", requireByDefault: false)
+        (policy.nonceMatching, policy.requireNonce) = (nonces.matching, nonces.required)
+        try checkClientIDs()
+        return nonces.warning.map { [$0] } ?? []
+    }
+
     /// Client ids listed, none blank, and a web client id among them.
     public func checkClientIDs() throws(LatchkeyError) {
         let key = policy.configurationKey ?? name
