@@ -110,19 +110,9 @@ public struct PublicKeyCredentialDescriptorJSON: Codable, Sendable, Equatable {
     }
 }
 
-/// `RegistrationResponseJSON`: a new credential, as `PublicKeyCredential.toJSON()` writes it.
-public struct RegistrationResponseJSON: Codable, Sendable, Equatable {
-    public struct Response: Codable, Sendable, Equatable {
-        public var clientDataJSON: String
-        public var attestationObject: String
-        public var transports: [String]?
-        public init(clientDataJSON: String, attestationObject: String, transports: [String]? = nil) {
-            self.clientDataJSON = clientDataJSON
-            self.attestationObject = attestationObject
-            self.transports = transports
-        }
-    }
-
+/// A `PublicKeyCredential` as `toJSON()` writes it: a new credential (``RegistrationResponseJSON``) or an assertion
+/// (``AuthenticationResponseJSON``), which differ only in their `response`.
+public struct PublicKeyCredentialJSON<Response: Codable & Sendable & Equatable>: Codable, Sendable, Equatable {
     public var id: String
     public var rawId: String
     public var type: String
@@ -138,34 +128,36 @@ public struct RegistrationResponseJSON: Codable, Sendable, Equatable {
     }
 }
 
-/// `AuthenticationResponseJSON`: an assertion, as `PublicKeyCredential.toJSON()` writes it.
-public struct AuthenticationResponseJSON: Codable, Sendable, Equatable {
-    public struct Response: Codable, Sendable, Equatable {
-        public var clientDataJSON: String
-        public var authenticatorData: String
-        public var signature: String
-        /// The user handle the credential was made with; discoverable credentials always send it.
-        public var userHandle: String?
-        public init(clientDataJSON: String, authenticatorData: String, signature: String, userHandle: String? = nil) {
-            self.clientDataJSON = clientDataJSON
-            self.authenticatorData = authenticatorData
-            self.signature = signature
-            self.userHandle = userHandle
-        }
+/// `RegistrationResponseJSON`: a new credential.
+public typealias RegistrationResponseJSON = PublicKeyCredentialJSON<AuthenticatorAttestationResponseJSON>
+
+/// `AuthenticationResponseJSON`: an assertion.
+public typealias AuthenticationResponseJSON = PublicKeyCredentialJSON<AuthenticatorAssertionResponseJSON>
+
+/// `AuthenticatorAttestationResponseJSON`: a registration's `response`.
+public struct AuthenticatorAttestationResponseJSON: Codable, Sendable, Equatable {
+    public var clientDataJSON: String
+    public var attestationObject: String
+    public var transports: [String]?
+    public init(clientDataJSON: String, attestationObject: String, transports: [String]? = nil) {
+        self.clientDataJSON = clientDataJSON
+        self.attestationObject = attestationObject
+        self.transports = transports
     }
+}
 
-    public var id: String
-    public var rawId: String
-    public var type: String
-    public var response: Response
-    public var authenticatorAttachment: String?
-
-    public init(id: String, rawId: String, type: String = "public-key", response: Response, authenticatorAttachment: String? = nil) {
-        self.id = id
-        self.rawId = rawId
-        self.type = type
-        self.response = response
-        self.authenticatorAttachment = authenticatorAttachment
+/// `AuthenticatorAssertionResponseJSON`: an assertion's `response`.
+public struct AuthenticatorAssertionResponseJSON: Codable, Sendable, Equatable {
+    public var clientDataJSON: String
+    public var authenticatorData: String
+    public var signature: String
+    /// The user handle the credential was made with; discoverable credentials always send it.
+    public var userHandle: String?
+    public init(clientDataJSON: String, authenticatorData: String, signature: String, userHandle: String? = nil) {
+        self.clientDataJSON = clientDataJSON
+        self.authenticatorData = authenticatorData
+        self.signature = signature
+        self.userHandle = userHandle
     }
 }
 
