@@ -1,6 +1,6 @@
 import Foundation
 public import LatchkeyCore
-import LatchkeyModels
+public import LatchkeyModels
 
 /// What an app sends to sign in with a provider; which fields a provider needs depends on the provider.
 public struct ProviderCredential: Sendable {
@@ -130,6 +130,47 @@ public protocol IdentityProvider: ProviderAuthorizationLink {
     func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart?
     /// The credential the provider's answer at Latchkey's callback makes, to run through ``verify(_:)``.
     func browserCredential(_ answer: [String: String], _ request: BrowserSignInRequest) -> ProviderCredential
+    /// The name the provider's answer at Latchkey's callback carries, if any (Apple's `user` field, first sign-in only).
+    func browserName(_ answer: [String: String]) -> PersonName?
+    /// The JSON body `POST /v1/auth/{name}` takes: ``ProviderSignInRequest``, or Apple's ``AppleSignInRequest``.
+    var signInBody: any SignInBody.Type { get }
+}
+
+/// A person's name as a provider or an app gave it, unchecked.
+public struct PersonName: Sendable, Equatable {
+    public var givenName: String?
+    public var familyName: String?
+
+    public init(givenName: String?, familyName: String?) {
+        self.givenName = givenName
+        self.familyName = familyName
+    }
+}
+
+/// A body of `POST /v1/auth/{provider}` (and of linking): the credential, and what else the app sent with it.
+public protocol SignInBody: Decodable, Sendable {
+    /// The credential, or why the body cannot be one.
+    func credential() throws(LatchkeyError) -> ProviderCredential
+    /// The name the app sent, as `fullName.givenName` and `fullName.familyName`.
+    var name: PersonName? { get }
+    var inviteCode: String? { get }
+}
+
+extension ProviderSignInRequest: SignInBody {
+    public func credential() throws(LatchkeyError) -> ProviderCredential {
+        ProviderCredential(
+            idToken: idToken, rawNonce: rawNonce, authorizationCode: authorizationCode, codeVerifier: codeVerifier, redirectURI: redirectUri,
+            accessToken: accessToken, clientID: clientId)
+    }
+    public var name: PersonName? { nil }
+}
+
+extension AppleSignInRequest: SignInBody {
+    public func credential() throws(LatchkeyError) -> ProviderCredential {
+        guard !identityToken.isEmpty else { throw LatchkeyError(.malformedRequest, "identityToken is empty") }
+        return ProviderCredential(idToken: identityToken, rawNonce: rawNonce, authorizationCode: authorizationCode, redirectURI: redirectUri)
+    }
+    public var name: PersonName? { fullName.map { PersonName(givenName: $0.givenName, familyName: $0.familyName) } }
 }
 
 extension IdentityProvider {
@@ -138,6 +179,8 @@ extension IdentityProvider {
     public var keyCaches: [JWKSCache] { [] }
     public var signsInWithBrowser: Bool { false }
     public func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? { nil }
+    public func browserName(_ answer: [String: String]) -> PersonName? { nil }
+    public var signInBody: any SignInBody.Type { ProviderSignInRequest.self }
 
     /// A code redeemed with Latchkey's verifier at Latchkey's callback, its ID token checked against the nonce.
     public func browserCredential(_ answer: [String: String], _ request: BrowserSignInRequest) -> ProviderCredential {

@@ -28,8 +28,16 @@ public protocol ProviderModule: Sendable {
     /// What `doctor --live` learns from the provider itself: whether it accepts the client (a made-up code answered
     /// `invalid_grant` means it did), or its discovery document and keys.
     func liveFindings(_ context: ProviderContext) async -> [ProviderFinding]
+    /// Checks the settings as a whole (a module made in code rather than read may hold anything); throws naming the setting.
+    func validate() throws(LatchkeyError)
+    /// What `doctor` says about the settings under ``name`` in `config`, read one by one so that every problem shows.
+    /// With `expected` (no provider is configured, and this is the one to set up) a setting left out is an error.
+    static func diagnose(_ config: ConfigReader, expected: Bool) -> [ProviderFinding]
+    /// What `doctor` says about the provider's browser sign-ins coming back to `callbackURL`, when an app of the browser
+    /// flow uses the provider (Apple takes only `https` on a domain name).
+    func callbackFindings(_ callbackURL: String) -> [ProviderFinding]
     /// The provider these settings make.
-    func makeProvider(_ context: ProviderContext) -> any IdentityProvider
+    func makeProvider(_ context: ProviderContext) throws(LatchkeyError) -> any IdentityProvider
     /// Whether the provider's sign-ins can be ID tokens (`latchkey token verify` refuses to verify one otherwise).
     static var issuesIDTokens: Bool { get }
     /// Settings (keys under ``name``) that point the provider at the emulator's stand-in at `baseURL` (its own path,
@@ -41,6 +49,7 @@ public protocol ProviderModule: Sendable {
 /// The provider modules Latchkey knows, in the order they are listed.
 public enum ProviderModules {
     public static let all: [any ProviderModule.Type] = [
+        AppleModule.self,
         GoogleModule.self,
         MicrosoftModule.self,
         FacebookConfiguration.self,
@@ -80,12 +89,20 @@ public struct ProviderContext: Sendable {
     public var observer: ProviderCallObserver?
     /// Where key-cache refreshes are logged.
     public var logger: Logger?
+    /// The server's issuer, under which each provider's browser sign-ins come back; nil outside a server.
+    public var issuer: String?
 
-    public init(transport: any HTTPTransport, timeSource: TimeSource, observer: ProviderCallObserver?, logger: Logger? = nil) {
+    public init(transport: any HTTPTransport, timeSource: TimeSource, observer: ProviderCallObserver?, logger: Logger? = nil, issuer: String? = nil) {
         self.transport = transport
         self.timeSource = timeSource
         self.observer = observer
         self.logger = logger
+        self.issuer = issuer
+    }
+
+    /// Where `provider` answers a browser sign-in: `{issuer}/oauth2/callback/{provider}`.
+    public func callbackURL(_ provider: String) -> String? {
+        issuer.map { $0 + "/oauth2/callback/" + provider }
     }
 }
 
@@ -123,9 +140,26 @@ public struct ProviderFinding: Sendable, Equatable {
 
 extension ProviderModule {
     public var warnings: [String] { [] }
+    public func validate() throws(LatchkeyError) {}
+    public func callbackFindings(_ callbackURL: String) -> [ProviderFinding] { [] }
+
+    /// The settings as ``init(reading:)`` takes them: its refusal, or the module's ``findings``.
+    public static func diagnose(_ config: ConfigReader, expected: Bool) -> [ProviderFinding] {
+        do {
+            if let module = try Self(reading: config) { return module.findings }
+            return [expected ? ProviderFinding(.error, name, "\(displayName) is not configured", fix: "set the \(name).* settings") : .notConfigured(self)]
+        } catch {
+            return [ProviderFinding(.error, name, error.reason, fix: "change the setting it names")]
+        }
+    }
 }
 
 extension ProviderFinding {
+    /// The finding of a module none of whose settings is set (`doctor` lists these on one line).
+    public static func notConfigured(_ module: any ProviderModule.Type) -> ProviderFinding {
+        ProviderFinding(.ok, module.name, "\(module.displayName) is not configured")
+    }
+
     /// What `doctor --live` finds at an OpenID Connect provider: its discovery document and keys, or why not.
     public static func openIDPreflight(_ provider: (any IdentityProvider)?, _ displayName: String, settings: String) async -> ProviderFinding {
         do {

@@ -61,23 +61,16 @@ public struct LatchkeyServer: Sendable {
             timeSource: timeSource
         )
         let observer: ProviderCallObserver = { provider, operation, outcome in metrics.providerCall(provider, operation, outcome: outcome) }
+        let context = ProviderContext(transport: transport, timeSource: timeSource, observer: observer, logger: logger, issuer: configuration.issuer)
         var providers: [any IdentityProvider] = []
-        var appleNotifications: AppleNotificationVerifier?
-        if let settings = configuration.apple {
-            let credentials = try AppleSigningCredentialsCheck.check(settings)
-            let appleConfiguration = AppleConfiguration(credentials: credentials, clientIDs: settings.clientIDs, baseURL: settings.baseURL)
-            let apple = try AppleIdentityProvider(
-                configuration: appleConfiguration, signInPolicy: Self.signInPolicy(appleConfiguration.identityTokenPolicy, settings),
-                redirectURIs: settings.redirectURIs + [Self.callbackURL(issuer: configuration.issuer, provider: "apple")], servicesID: settings.servicesID,
-                transport: transport, timeSource: timeSource, logger: logger, observer: observer)
-            providers.append(apple)
-            appleNotifications = AppleNotificationVerifier(keys: apple.keys, audiences: settings.clientIDs, timeSource: timeSource)
-        }
+        for module in configuration.providerModules { providers.append(try module.makeProvider(context)) }
         for provider in configuration.openIDProviders {
             providers.append(OpenIDProvider(configuration: provider, transport: transport, timeSource: timeSource, logger: logger, observer: observer))
         }
-        let context = ProviderContext(transport: transport, timeSource: timeSource, observer: observer, logger: logger)
-        providers += configuration.providerModules.map { $0.makeProvider(context) }
+        // Apple's server-to-server notifications are signed with its sign-in keys, for its client ids.
+        let appleNotifications = providers.lazy.compactMap { $0 as? AppleIdentityProvider }.first.map {
+            AppleNotificationVerifier(keys: $0.keys, audiences: $0.client.configuration.clientIDs, timeSource: timeSource)
+        }
         let registry = ProviderRegistry(providers)
         var policy = configuration.session
         policy.requireInvite = configuration.signUp == .invite
@@ -99,14 +92,6 @@ public struct LatchkeyServer: Sendable {
     /// Where a provider answers a browser sign-in: `{issuer}/oauth2/callback/{provider}`.
     public static func callbackURL(issuer: String, provider: String) -> String {
         issuer + "/oauth2/callback/" + provider
-    }
-
-    static func signInPolicy(_ base: IdentityTokenPolicy, _ settings: ServerConfiguration.Apple) -> IdentityTokenPolicy {
-        var policy = base
-        policy.nonceMatching = settings.nonceMatching
-        policy.requireNonce = settings.requireNonce
-        policy.configurationKey = "apple"
-        return policy
     }
 
     /// The router with every route and middleware.

@@ -226,7 +226,7 @@ extension LatchkeyServer {
         guard credential.authorizationCode?.isEmpty == false || credential.idToken?.isEmpty == false else {
             return refuse("access_denied", "\(provider.displayName)'s answer has no code")
         }
-        let name = Self.appleUser(answer["user"])
+        let name = Self.browserName(provider.browserName(answer))
         do {
             let account = try await withVerifiedCredential(provider, credential, claimingInBody: true) { signIn, token in
                 try await sessions.signIns.resolveAccount(
@@ -249,20 +249,13 @@ extension LatchkeyServer {
         }
     }
 
-    /// The name in Apple's first-authorization `user` field: `{"name":{"firstName":…,"lastName":…},"email":…}`.
-    static func appleUser(_ json: String?) -> (givenName: String?, familyName: String?)? {
-        struct User: Decodable {
-            struct Name: Decodable {
-                let firstName: String?
-                let lastName: String?
-            }
-            let name: Name?
-        }
-        guard let json, json.utf8.count <= 4096, let user = try? JSONDecoder().decode(User.self, from: Data(json.utf8)), let name = user.name else {
-            return nil
-        }
-        // The user's browser posts this: a name it garbled is left out rather than failing the sign-in.
-        return ((try? profileName(name.firstName, "user.name.firstName")) ?? nil, (try? profileName(name.lastName, "user.name.lastName")) ?? nil)
+    /// The name a provider's answer at the callback carries (Apple's `user` field). The user's browser posts it: a name
+    /// it garbled is left out rather than failing the sign-in.
+    static func browserName(_ name: PersonName?) -> PersonName? {
+        guard let name else { return nil }
+        return PersonName(
+            givenName: (try? profileName(name.givenName, "user.name.firstName")) ?? nil,
+            familyName: (try? profileName(name.familyName, "user.name.lastName")) ?? nil)
     }
 
     /// Back to the app's redirect URI with the answer, its `state` and this server as `iss` (RFC 9207).

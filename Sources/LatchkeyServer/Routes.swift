@@ -19,6 +19,7 @@ extension LatchkeyServer {
         ] + passkeyRoutes + adminRoutes
 
     func addRoutes(to router: Router<LatchkeyRequestContext>) {
+        // Apple's own path predates the others: the same handler, named in logs and metrics as before.
         router.post("/v1/auth/apple") { request, _ in try await signIn(request, providerName: "apple") }
         router.post("/v1/auth/:provider") { request, context in try await signIn(request, providerName: try context.parameters.require("provider")) }
         router.post("/v1/token") { request, context in try await refresh(request, from: origin(request, context)) }
@@ -76,10 +77,11 @@ extension LatchkeyServer {
 
     func provider(_ name: String) throws -> any IdentityProvider {
         if let provider = providers[name] { return provider }
-        if name == "apple" {
+        if let module = ProviderModules.all.first(where: { $0.name == name }) {
+            let required = module.settings.filter { $0.defaultValue == "—" }.map { "\(name).\($0.key)" }
             throw APIError(
                 status: .serviceUnavailable, code: "temporarily_unavailable",
-                description: "Sign in with Apple is not configured on this server (set apple.teamId, apple.keyId, apple.privateKeyFile and apple.clientIds)")
+                description: "Sign in with \(module.displayName) is not configured on this server (set \(required.joined(separator: ", ")))")
         }
         let configured = providers.names
         throw APIError(
@@ -89,23 +91,13 @@ extension LatchkeyServer {
         )
     }
 
-    private func credentialBody(_ request: Request, providerName: String) async throws -> CredentialBody {
+    private func credentialBody(_ request: Request, provider: any IdentityProvider) async throws -> CredentialBody {
         let bytes = try await request.bytes(limit: configuration.maximumBodySize)
-        if providerName == "apple" {
-            let body = try decodeJSON(AppleSignInRequest.self, bytes)
-            guard !body.identityToken.isEmpty else { throw APIError.invalidRequest("identityToken is empty") }
-            return CredentialBody(
-                credential: ProviderCredential(
-                    idToken: body.identityToken, rawNonce: body.rawNonce, authorizationCode: body.authorizationCode, redirectURI: body.redirectUri),
-                givenName: try Self.profileName(body.fullName?.givenName, "fullName.givenName"),
-                familyName: try Self.profileName(body.fullName?.familyName, "fullName.familyName"), inviteCode: body.inviteCode)
-        }
-        let body = try decodeJSON(ProviderSignInRequest.self, bytes)
+        let body: any SignInBody
+        do { body = try provider.signInBody.decoded(from: bytes) } catch { throw Self.notTheJSONThisEndpointTakes }
         return CredentialBody(
-            credential: ProviderCredential(
-                idToken: body.idToken, rawNonce: body.rawNonce, authorizationCode: body.authorizationCode, codeVerifier: body.codeVerifier,
-                redirectURI: body.redirectUri, accessToken: body.accessToken, clientID: body.clientId),
-            inviteCode: body.inviteCode)
+            credential: try body.credential(), givenName: try Self.profileName(body.name?.givenName, "fullName.givenName"),
+            familyName: try Self.profileName(body.name?.familyName, "fullName.familyName"), inviteCode: body.inviteCode)
     }
 
     /// The longest name kept (longer ones are cut), as in the browser flow's answers from Apple.
@@ -152,7 +144,7 @@ extension LatchkeyServer {
     func signIn(_ request: Request, providerName: String) async throws -> Response {
         do {
             let provider = try provider(providerName)
-            let body = try await credentialBody(request, providerName: providerName)
+            let body = try await credentialBody(request, provider: provider)
             let outcome = try await withVerifiedCredential(provider, body.credential, claimingInBody: true) { signIn, token in
                 try await sessions.signIns.signIn(
                     identity: signIn.identity, provider: provider.name, givenName: body.givenName, familyName: body.familyName,
@@ -174,7 +166,7 @@ extension LatchkeyServer {
     func linkIdentity(_ request: Request, providerName: String) async throws -> Response {
         let (token, _) = try await authenticate(request)
         let provider = try provider(providerName)
-        let body = try await credentialBody(request, providerName: providerName)
+        let body = try await credentialBody(request, provider: provider)
         let identities = try await withVerifiedCredential(provider, body.credential) { signIn, _ in
             try await sessions.signIns.link(identity: signIn.identity, provider: provider.name, userID: token.userID, providerRefreshToken: signIn.grant)
         }
@@ -381,9 +373,15 @@ extension LatchkeyServer {
         do {
             return try LeanJSONDecoder().decode(T.self, from: bytes)
         } catch {
-            throw APIError.invalidRequest("the body is not the JSON this endpoint takes (see /openapi.json)")
+            throw Self.notTheJSONThisEndpointTakes
         }
     }
+
+    static let notTheJSONThisEndpointTakes = APIError.invalidRequest("the body is not the JSON this endpoint takes (see /openapi.json)")
+}
+
+extension SignInBody {
+    static func decoded(from bytes: [UInt8]) throws -> any SignInBody { try LeanJSONDecoder().decode(Self.self, from: bytes) }
 }
 
 extension LatchkeyServer {

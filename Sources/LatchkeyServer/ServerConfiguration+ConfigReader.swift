@@ -118,25 +118,6 @@ extension ServerConfiguration {
             logFormat = parsed
         }
 
-        let teamID = config.string(forKey: "apple.teamId")
-        let keyID = config.string(forKey: "apple.keyId")
-        let key = try Self.secret(config, "apple.privateKey", fileKey: "apple.privateKeyFile")
-        let clientIDs = Self.list(config, "apple.clientIds")
-        if teamID != nil || keyID != nil || key != nil || clientIDs != nil {
-            guard let teamID else { throw setting("apple.teamId", "is missing (the other apple.* settings are set)") }
-            guard let keyID else { throw setting("apple.keyId", "is missing (the other apple.* settings are set)") }
-            guard let key else { throw setting("apple.privateKeyFile", "is missing: point it at the .p8 file (or set apple.privateKey)") }
-            guard let clientIDs, !clientIDs.isEmpty else {
-                throw setting("apple.clientIds", "is missing: list your bundle id and Services ID, comma-separated")
-            }
-            let (nonceMatching, requireNonce) = try nonceSettings(config, "apple", requireByDefault: true)
-            apple = Apple(
-                teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs,
-                baseURL: config.string(forKey: "apple.baseUrl") ?? "https://appleid.apple.com",
-                redirectURIs: Self.list(config, "apple.redirectUris") ?? [], nonceMatching: nonceMatching, requireNonce: requireNonce
-            )
-            apple?.servicesID = config.string(forKey: "apple.servicesId")
-        }
         try readProviders(config)
         providerModules = try ProviderModules.configured(config)
         warnings += providerModules.flatMap(\.warnings)
@@ -228,7 +209,7 @@ extension ServerConfiguration {
 
     /// Providers Latchkey knows by name, in the order the documentation lists them; a generic OpenID Connect provider
     /// may not take one.
-    public static let builtInProviderNames = ["apple"] + ProviderModules.all.map { $0.name }
+    public static let builtInProviderNames = ProviderModules.all.map { $0.name }
 
     static let builtInProviders = Set(builtInProviderNames + ["passkey"])
 

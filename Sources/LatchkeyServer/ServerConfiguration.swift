@@ -26,10 +26,17 @@ public struct ServerConfiguration: Sendable {
     /// How long an instance holds the outbox items it took before another instance may retry them (seconds).
     public var outboxLease: TimeInterval = 300
     public var session = SessionPolicy()
-    public var apple: Apple?
+    /// Sign in with Apple, the first of ``providerModules`` when configured.
+    public var apple: AppleModule? {
+        get { module(AppleModule.self) }
+        set {
+            providerModules.removeAll { $0 is AppleModule }
+            if let newValue { providerModules.insert(newValue, at: 0) }
+        }
+    }
     /// Generic OpenID Connect providers (`oidc.providers`).
     public var openIDProviders: [OpenIDProviderConfiguration] = []
-    /// The providers configured through their modules (``ProviderModules/all``): Dropbox, GitHub, …
+    /// The providers configured through their modules (``ProviderModules/all``): Apple, Google, GitHub, …
     public var providerModules: [any ProviderModule] = []
 
     /// The configured module of type `module`, if any.
@@ -71,44 +78,15 @@ public struct ServerConfiguration: Sendable {
     /// Log lines for people (`text`) or one JSON object per line for log shippers (`json`).
     public enum LogFormat: String, Sendable, CaseIterable { case text, json }
 
-    public struct Apple: Sendable {
-        public var teamID: String
-        public var keyID: String
-        public var privateKeyPEM: Secret
-        /// Bundle ids and Services IDs.
-        public var clientIDs: [String]
-        public var baseURL = "https://appleid.apple.com"
-        /// Redirect URIs web sign-ins may send with their code; matched exactly.
-        public var redirectURIs: [String] = []
-        /// How a sent nonce must match the token: `.hashed` (native apps) unless web sign-ins need `.verbatim`.
-        public var nonceMatching: NonceMatching = .hashed
-        /// Refuse identity tokens without a `nonce` claim; web sign-ins that cannot carry one turn it off.
-        public var requireNonce = true
-        /// The Services ID the browser flow signs in with; nil uses the first of ``clientIDs``.
-        public var servicesID: String?
-
-        public init(
-            teamID: String, keyID: String, privateKeyPEM: String, clientIDs: [String], baseURL: String = "https://appleid.apple.com",
-            redirectURIs: [String] = [],
-            nonceMatching: NonceMatching = .hashed, requireNonce: Bool = true
-        ) {
-            self.teamID = teamID
-            self.keyID = keyID
-            self.privateKeyPEM = Secret(privateKeyPEM)
-            self.clientIDs = clientIDs
-            self.baseURL = baseURL
-            self.redirectURIs = redirectURIs
-            self.nonceMatching = nonceMatching
-            self.requireNonce = requireNonce
-        }
-    }
+    /// Sign in with Apple's settings (`apple.*`).
+    public typealias Apple = AppleModule
 
     /// `open`: anyone who signs in gets an account. `invite`: a new user needs a valid invite code.
     public enum SignUpMode: String, Sendable { case open, invite }
 
     /// The names of the configured providers, as they appear in `/v1/auth/{provider}`.
     public var providerNames: [String] {
-        (apple == nil ? [] : ["apple"]) + openIDProviders.map(\.name) + providerModules.map { type(of: $0).name }
+        providerModules.map { type(of: $0).name } + openIDProviders.map(\.name)
     }
 
     /// Requests per minute.
@@ -160,15 +138,7 @@ public struct ServerConfiguration: Sendable {
         if let publicURL, let problem = Self.publicURLProblem(publicURL) { throw setting("publicUrl", "is \(publicURL.prefix(200)): \(problem)") }
         if let encryptionKey { _ = try SecretBox(base64Key: encryptionKey.revealed) }
         try validateWebhooks()
-        if let apple {
-            guard !apple.clientIDs.isEmpty else { throw setting("apple.clientIds", "is empty; list your bundle id and, for web sign-ins, your Services ID") }
-            _ = try AppleSigningCredentialsCheck.check(apple)
-            guard URL(string: apple.baseURL)?.scheme != nil else { throw setting("apple.baseUrl", "is not a URL") }
-            // Apple puts the Services ID in the `aud` of a web sign-in's ID token, which must be one of ours.
-            if let servicesID = apple.servicesID, !apple.clientIDs.contains(servicesID) {
-                throw setting("apple.servicesId", "is \(servicesID.prefix(200)), which apple.clientIds does not list; add it there")
-            }
-        }
+        for module in providerModules { try module.validate() }
         let names = providerNames
         if let repeated = names.first(where: { name in names.filter { $0 == name }.count > 1 }) {
             throw setting("oidc.providers", "names \(repeated) twice or reuses a built-in provider's name")

@@ -121,7 +121,7 @@ enum Runtime {
         configuration.addTeam(teamID: team.teamID, keyID: team.keyID, publicKeyPEM: key.publicKey.pemRepresentation)
         let callbacks =
             serverIssuer.map { issuer in
-                (["apple", "google", "microsoft", "oidc"] + ProviderModules.all.map { $0.name }).map {
+                (ProviderModules.all.map { $0.name } + ["oidc"]).map {
                     LatchkeyServer.callbackURL(issuer: issuer, provider: $0)
                 }
             }

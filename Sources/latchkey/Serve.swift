@@ -137,8 +137,8 @@ struct Serve: AsyncParsableCommand {
             await store.close()
             throw error
         }
-        if configuration.apple == nil {
-            logger.warning("Sign in with Apple is not configured; POST /v1/auth/apple answers 503 (use --dev or set apple.* settings)")
+        if configuration.providerNames.isEmpty {
+            logger.warning("no sign-in provider is configured; POST /v1/auth/{provider} answers 503 (use --dev, or set apple.* or another provider's settings)")
         }
         let application = server.makeApplication { bound in
             print("Latchkey listening on http://\(configuration.host):\(bound) (\(configuration.mode.rawValue), database \(configuration.database))")

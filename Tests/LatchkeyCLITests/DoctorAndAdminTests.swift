@@ -137,7 +137,7 @@ struct DoctorAndAdminTests {
             let result = try await doctor(config, live: true)
             #expect(result.status == 0, "\(result.stdout)")
             let found = findings(result)
-            #expect(found.contains { $0["check"] == "apple" && $0["status"] == "ok" })
+            #expect(found.contains { $0["check"] == "providers" && $0["status"] == "ok" && $0["message"]?.contains("apple") == true })
             #expect(!found.contains { $0["check"]?.hasPrefix("apple.") == true && $0["status"] == "error" }, "\(found)")
             #expect(found.contains { $0["check"] == "live" && $0["status"] == "ok" && $0["message"]?.contains("signing key") == true }, "\(found)")
             #expect(found.contains { $0["check"] == "dropbox.acceptAccessTokens" && $0["status"] == "warning" })

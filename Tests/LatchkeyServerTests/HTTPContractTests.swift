@@ -171,7 +171,10 @@ struct HTTPContractTests {
     @Test("Apple's user JSON in the browser flow: a name with a control character is left out, a long one cut to 200")
     func browserFlowNames() throws {
         let long = String(repeating: "é", count: 300)
-        let names = try #require(LatchkeyServer.appleUser(#"{"name":{"firstName":"A\u0000","lastName":"\#(long)"}}"#))
+        let apple = try AppleModule(teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID])
+            .makeProvider(ProviderContext(transport: AsyncHTTPClientTransport(), timeSource: .system, observer: nil))
+        let answer = ["user": #"{"name":{"firstName":"A\u0000","lastName":"\#(long)"}}"#]
+        let names = try #require(LatchkeyServer.browserName(apple.browserName(answer)))
         #expect(names.givenName == nil)
         #expect(names.familyName == String(long.prefix(200)))
     }

@@ -17,7 +17,7 @@ struct ProviderConfigurationTests {
             "oidc.providers": "okta", "oidc.okta.issuer": "https://example.okta.com", "oidc.okta.clientIds": "0oa1",
             "facebook.appId": "1234", "facebook.appSecret": "s", "dropbox.appKey": "k", "signup.mode": "invite",
         ])
-        #expect(configuration.providerNames == ["okta", "google", "microsoft", "facebook", "dropbox"])
+        #expect(configuration.providerNames == ["google", "microsoft", "facebook", "dropbox", "okta"])
         let google = try #require(configuration.module(GoogleModule.self)?.configuration)
         #expect(google.policy.audiences == ["ios.apps.googleusercontent.com", "web.apps.googleusercontent.com"])
         #expect(google.policy.requireNonce)

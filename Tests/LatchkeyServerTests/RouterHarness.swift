@@ -24,7 +24,7 @@ struct RouterHarness: Sendable {
         configuration.apple = .init(
             teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID, Fixtures.servicesID],
             baseURL: nowhere)
-        configuration.providerModules = [
+        configuration.providerModules += [
             GoogleModule(.google(clientIDs: [EmulatorHarness.googleClientID], discoveryURL: nowhere + "/.well-known/openid-configuration"))
         ]
         configuration.passkeys = PasskeySettings(rpID: "example.com", origins: ["https://example.com"])

@@ -79,7 +79,7 @@ struct ServerHarness: Sendable {
         var dropbox = DropboxConfiguration(appKey: everywhere)
         dropbox.apiURL = base + "/dropbox"
         dropbox.authorizeURL = base + "/dropbox/oauth2/authorize"
-        configuration.providerModules = [
+        configuration.providerModules += [
             GoogleModule(.google(clientIDs: [EmulatorHarness.googleClientID, everywhere], discoveryURL: base + "/google/.well-known/openid-configuration")),
             MicrosoftModule(.microsoft(clientIDs: [everywhere], authority: base + "/microsoft")),
             facebook, dropbox,

@@ -1,4 +1,6 @@
+import Foundation
 public import LatchkeyCore
+import LatchkeyModels
 public import Logging
 
 /// Sign in with Apple as an ``IdentityProvider``: the identity token is verified locally; the authorization
@@ -49,6 +51,23 @@ public struct AppleIdentityProvider: IdentityProvider {
     public func browserCredential(_ answer: [String: String], _ request: BrowserSignInRequest) -> ProviderCredential {
         ProviderCredential(idToken: answer["id_token"], rawNonce: request.rawNonce, authorizationCode: answer["code"], redirectURI: request.callbackURL)
     }
+
+    /// The name in Apple's first-authorization `user` field: `{"name":{"firstName":…,"lastName":…},"email":…}`.
+    public func browserName(_ answer: [String: String]) -> PersonName? {
+        struct User: Decodable {
+            struct Name: Decodable {
+                let firstName: String?
+                let lastName: String?
+            }
+            let name: Name?
+        }
+        guard let json = answer["user"], json.utf8.count <= 4096, let user = try? JSONDecoder().decode(User.self, from: Data(json.utf8)),
+            let name = user.name
+        else { return nil }
+        return PersonName(givenName: name.firstName, familyName: name.lastName)
+    }
+
+    public var signInBody: any SignInBody.Type { AppleSignInRequest.self }
 
     public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
         guard let token = credential.idToken, !token.isEmpty else { throw LatchkeyError(.malformedRequest, "identityToken is empty") }

@@ -102,7 +102,7 @@ public protocol OpenIDProviderModule: ProviderModule {
 
 extension OpenIDProviderModule {
     public func liveFindings(_ context: ProviderContext) async -> [ProviderFinding] {
-        [await .openIDPreflight(makeProvider(context), Self.displayName, settings: "\(Self.name).*")]
+        [await .openIDPreflight(try? makeProvider(context), Self.displayName, settings: "\(Self.name).*")]
     }
 
     public func makeProvider(_ context: ProviderContext) -> any IdentityProvider {
