@@ -1,3 +1,5 @@
+import Foundation
+import LatchkeyCore
 import SQLKit
 
 /// Versioned schema changes, applied in order at start-up and by `latchkey migrate`. Never edit a shipped one.
@@ -158,7 +160,40 @@ enum Migrations {
                 "ALTER TABLE sessions ADD COLUMN idp TEXT",
             ]
         ),
+        (
+            11,
+            [
+                // Apple's facts (private relay, real-user status, transfer subject, e-mail forwarding) live in each
+                // identity's claims, as every other provider's do: `moveAppleFactsToClaims` moves them there first. The
+                // columns stay, emptied, while a release before this one may still write them beside it in a fleet.
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
+
+    /// Work a version does in Swift before its statements, in the same transaction.
+    static let rewrites: [Int: @Sendable (any SQLDatabase) async throws -> Void] = [11: moveAppleFactsToClaims]
+
+    /// Copies each identity's Apple columns into its claims document (a value already there wins) and empties them.
+    static func moveAppleFactsToClaims(_ db: any SQLDatabase) async throws {
+        let rows = try await db.raw(
+            """
+            SELECT id, claims, is_private_email, real_user_status, transfer_subject, email_forwarding_enabled FROM identities
+            WHERE is_private_email IS NOT NULL OR real_user_status IS NOT NULL OR transfer_subject IS NOT NULL OR email_forwarding_enabled IS NOT NULL
+            """
+        ).all()
+        for row in rows {
+            var identity = LinkedIdentity(
+                id: try row.decode(column: "id", as: String.self), userID: "", provider: "", subject: "", claims: try SQLAuthStore.identityClaims(row),
+                firstSeenAt: Date(), lastSignInAt: Date())
+            try SQLAuthStore.fillAppleFacts(&identity, from: row)
+            try await db.raw(
+                """
+                UPDATE identities SET claims = \(bind: SQLAuthStore.claimsDocument(identity.claims)), is_private_email = NULL, real_user_status = NULL,
+                  transfer_subject = NULL, email_forwarding_enabled = NULL WHERE id = \(bind: identity.id)
+                """
+            ).run()
+        }
+    }
 }

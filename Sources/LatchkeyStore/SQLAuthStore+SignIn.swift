@@ -232,13 +232,11 @@ extension SQLAuthStore {
 
     static func insertIdentities(_ identities: [LinkedIdentity]) -> BoundStatement {
         """
-        INSERT INTO identities (id, user_id, provider, subject, email, email_verified, is_private_email, real_user_status, transfer_subject,
-          given_name, family_name, email_forwarding_enabled, claims, first_seen_at, last_sign_in_at)
+        INSERT INTO identities (id, user_id, provider, subject, email, email_verified, given_name, family_name, claims, first_seen_at, last_sign_in_at)
         VALUES \(rows: identities.map { identity -> [any StatementValue] in
             [
-                identity.id, identity.userID, identity.provider, identity.subject, identity.email, identity.emailVerified.flag, identity.isPrivateEmail.flag,
-                identity.realUserStatus, identity.transferSubject, identity.givenName, identity.familyName, identity.emailForwardingEnabled.flag,
-                claimsDocument(identity.claims), identity.firstSeenAt.millis, identity.lastSignInAt.millis,
+                identity.id, identity.userID, identity.provider, identity.subject, identity.email, identity.emailVerified.flag, identity.givenName,
+                identity.familyName, claimsDocument(identity.claims), identity.firstSeenAt.millis, identity.lastSignInAt.millis,
             ]
         })
         """
@@ -256,13 +254,12 @@ extension SQLAuthStore {
     /// Updates identities (each at most once) with one statement; see ``updateUsers(_:)``.
     static func updateIdentities(_ identities: [LinkedIdentity]) -> BoundStatement {
         """
-        UPDATE identities SET email = v.column2, email_verified = CAST(v.column3 AS INTEGER), is_private_email = CAST(v.column4 AS INTEGER),
-          real_user_status = CAST(v.column5 AS INTEGER), transfer_subject = v.column6, given_name = v.column7, family_name = v.column8,
-          email_forwarding_enabled = CAST(v.column9 AS INTEGER), claims = v.column10, last_sign_in_at = CAST(v.column11 AS BIGINT)
+        UPDATE identities SET email = v.column2, email_verified = CAST(v.column3 AS INTEGER), given_name = v.column4, family_name = v.column5,
+          claims = v.column6, last_sign_in_at = CAST(v.column7 AS BIGINT)
         FROM (VALUES \(rows: identities.map { identity -> [any StatementValue] in
             [
-                identity.id, identity.email, identity.emailVerified.flag, identity.isPrivateEmail.flag, identity.realUserStatus, identity.transferSubject,
-                identity.givenName, identity.familyName, identity.emailForwardingEnabled.flag, claimsDocument(identity.claims), identity.lastSignInAt.millis,
+                identity.id, identity.email, identity.emailVerified.flag, identity.givenName, identity.familyName, claimsDocument(identity.claims),
+                identity.lastSignInAt.millis,
             ]
         })) AS v WHERE identities.id = v.column1
         """

@@ -158,15 +158,30 @@ extension SQLAuthStore {
     }
 
     static func identity(_ row: any SQLRow) throws -> LinkedIdentity {
-        LinkedIdentity(
+        var identity = LinkedIdentity(
             id: try row.decode(column: "id", as: String.self), userID: try row.decode(column: "user_id", as: String.self),
             provider: try row.decode(column: "provider", as: String.self), subject: try row.decode(column: "subject", as: String.self),
             email: try row.decode(column: "email", as: String?.self), emailVerified: try row.flag("email_verified"),
-            isPrivateEmail: try row.flag("is_private_email"), realUserStatus: try row.decode(column: "real_user_status", as: Int?.self),
-            transferSubject: try row.decode(column: "transfer_subject", as: String?.self), givenName: try row.decode(column: "given_name", as: String?.self),
-            familyName: try row.decode(column: "family_name", as: String?.self), emailForwardingEnabled: try row.flag("email_forwarding_enabled"),
-            claims: try row.decode(column: "claims", as: String?.self).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:],
-            firstSeenAt: try row.date("first_seen_at"), lastSignInAt: try row.date("last_sign_in_at")
+            givenName: try row.decode(column: "given_name", as: String?.self), familyName: try row.decode(column: "family_name", as: String?.self),
+            claims: try identityClaims(row), firstSeenAt: try row.date("first_seen_at"), lastSignInAt: try row.date("last_sign_in_at")
         )
+        // Schema 11 moved Apple's facts from these columns into the claims; a release before it, still running beside
+        // this one in a fleet, writes them there only, so the columns fill what the claims lack until they are dropped.
+        if row.contains(column: "is_private_email") { try fillAppleFacts(&identity, from: row) }
+        return identity
     }
+
+    /// An identity's claims document; empty when there is none or it cannot be read.
+    static func identityClaims(_ row: any SQLRow) throws -> [String: String] {
+        try row.decode(column: "claims", as: String?.self).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
+    }
+
+    /// Sets the Apple facts `identity`'s claims lack from the columns that held them before schema 11.
+    static func fillAppleFacts(_ identity: inout LinkedIdentity, from row: any SQLRow) throws {
+        if identity.isPrivateEmail == nil { identity.isPrivateEmail = try row.flag("is_private_email") }
+        if identity.realUserStatus == nil { identity.realUserStatus = try row.decode(column: "real_user_status", as: Int?.self) }
+        if identity.transferSubject == nil { identity.transferSubject = try row.decode(column: "transfer_subject", as: String?.self) }
+        if identity.emailForwardingEnabled == nil { identity.emailForwardingEnabled = try row.flag("email_forwarding_enabled") }
+    }
+
 }

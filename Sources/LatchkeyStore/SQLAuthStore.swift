@@ -154,6 +154,7 @@ public final class SQLAuthStore: AuthStore {
             try await db.raw("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)").run()
             let applied = Set(try await db.raw("SELECT version FROM schema_migrations").all().map { try $0.decode(column: "version", as: Int.self) })
             for migration in Migrations.all where !applied.contains(migration.version) {
+                try await Migrations.rewrites[migration.version]?(db)
                 for statement in migration.statements { try await db.raw("\(unsafeRaw: statement)").run() }
                 try await db.raw("INSERT INTO schema_migrations (version, applied_at) VALUES (\(bind: migration.version), \(bind: Date().millis))").run()
             }

@@ -92,12 +92,8 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         try enqueueWebhookDeliveries(notices)
         stored.email = identity.email
         stored.emailVerified = identity.emailVerified
-        stored.isPrivateEmail = identity.isPrivateEmail
-        stored.realUserStatus = identity.realUserStatus
-        stored.transferSubject = identity.transferSubject
         stored.givenName = identity.givenName
         stored.familyName = identity.familyName
-        stored.emailForwardingEnabled = identity.emailForwardingEnabled
         stored.claims = identity.claims
         stored.lastSignInAt = identity.lastSignInAt
         identitiesByID[identity.id] = stored

@@ -37,15 +37,12 @@ public struct LinkedIdentity: Sendable, Codable, Equatable {
     public var subject: String
     public var email: String?
     public var emailVerified: Bool?
-    public var isPrivateEmail: Bool?
-    public var realUserStatus: Int?
-    public var transferSubject: String?
     /// The name the provider shared on the first sign-in (Apple shares it only then).
     public var givenName: String?
     public var familyName: String?
-    public var emailForwardingEnabled: Bool?
-    /// What else the provider said about this account that is worth keeping (such as Microsoft's `tid`
-    /// or Google's `hd`), by claim name. Never used to find or link accounts.
+    /// What else the provider said about this account that is worth keeping (such as Microsoft's `tid`, Google's
+    /// `hd`, Apple's `is_private_email`), by claim name; typed accessors read the ones Latchkey uses. Never used to
+    /// find or link accounts.
     public var claims: [String: String]
     public var firstSeenAt: Date
     public var lastSignInAt: Date
@@ -62,14 +59,48 @@ public struct LinkedIdentity: Sendable, Codable, Equatable {
         self.subject = subject
         self.email = email
         self.emailVerified = emailVerified
-        self.isPrivateEmail = isPrivateEmail
-        self.realUserStatus = realUserStatus
-        self.transferSubject = transferSubject
         self.givenName = givenName
         self.familyName = familyName
-        self.emailForwardingEnabled = emailForwardingEnabled
         self.firstSeenAt = firstSeenAt
         self.lastSignInAt = lastSignInAt
+        self.isPrivateEmail = isPrivateEmail ?? self.isPrivateEmail
+        self.realUserStatus = realUserStatus ?? self.realUserStatus
+        self.transferSubject = transferSubject ?? self.transferSubject
+        self.emailForwardingEnabled = emailForwardingEnabled ?? self.emailForwardingEnabled
+    }
+}
+
+extension LinkedIdentity {
+    /// The names in ``claims`` of the facts only Apple tells.
+    public enum AppleClaim {
+        public static let isPrivateEmail = "is_private_email"
+        public static let realUserStatus = "real_user_status"
+        public static let transferSubject = "transfer_sub"
+        public static let emailForwardingEnabled = "email_forwarding_enabled"
+    }
+
+    /// Apple: the e-mail is a Hide My Email relay address.
+    public var isPrivateEmail: Bool? {
+        get { claims[AppleClaim.isPrivateEmail].flatMap(Bool.init) }
+        set { claims[AppleClaim.isPrivateEmail] = newValue.map(String.init) }
+    }
+
+    /// Apple's `real_user_status` (0 unsupported, 1 unknown, 2 likely real), when the sign-in carried one.
+    public var realUserStatus: Int? {
+        get { claims[AppleClaim.realUserStatus].flatMap { Int($0) } }
+        set { claims[AppleClaim.realUserStatus] = newValue.map(String.init) }
+    }
+
+    /// Apple: the subject under the previous team, for 60 days after an app transfer.
+    public var transferSubject: String? {
+        get { claims[AppleClaim.transferSubject] }
+        set { claims[AppleClaim.transferSubject] = newValue }
+    }
+
+    /// Apple: whether mail to the relay address is forwarded (its `email-enabled`/`email-disabled` notifications).
+    public var emailForwardingEnabled: Bool? {
+        get { claims[AppleClaim.emailForwardingEnabled].flatMap(Bool.init) }
+        set { claims[AppleClaim.emailForwardingEnabled] = newValue.map(String.init) }
     }
 }
 

@@ -91,7 +91,6 @@ public struct SignInPlan: Sendable {
             id: newUserID, createdAt: now, email: email, emailVerified: verified.emailVerified, givenName: givenName, familyName: familyName)
         let identity = LinkedIdentity(
             id: newIdentityID, userID: user.id, provider: provider, subject: subject, email: email, emailVerified: verified.emailVerified,
-            isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue, transferSubject: verified.transferSubject,
             givenName: givenName, familyName: familyName, claims: SignInService.claims(of: verified).merging(identityClaims) { $1 }, firstSeenAt: now,
             lastSignInAt: now
         )
@@ -118,9 +117,6 @@ public struct SignInPlan: Sendable {
         }
         identity.email = identity.email ?? email
         identity.emailVerified = verified.emailVerified ?? identity.emailVerified
-        identity.isPrivateEmail = verified.isPrivateEmail ?? identity.isPrivateEmail
-        identity.realUserStatus = verified.realUserStatus?.rawValue ?? identity.realUserStatus
-        identity.transferSubject = verified.transferSubject ?? identity.transferSubject
         identity.givenName = identity.givenName ?? givenName
         identity.familyName = identity.familyName ?? familyName
         identity.claims.merge(SignInService.claims(of: verified)) { $1 }

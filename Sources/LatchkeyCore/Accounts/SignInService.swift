@@ -135,11 +135,7 @@ public struct SignInService: Sendable {
 
     /// The claims worth keeping on an identity beyond the columns every provider fills.
     static func claims(of verified: VerifiedIdentity) -> [String: String] {
-        var claims = ["iss": verified.issuer]
-        claims["tid"] = verified.tenantID
-        claims["hd"] = verified.hostedDomain
-        claims["azp"] = verified.authorizedParty
-        return claims
+        verified.claims.merging(["iss": verified.issuer]) { $1 }
     }
 
     // MARK: - Invites
@@ -174,8 +170,7 @@ public struct SignInService: Sendable {
         } else {
             let identity = LinkedIdentity(
                 id: newIdentifier(), userID: userID, provider: provider, subject: verified.subject, email: verified.email.flatMap { $0.isEmpty ? nil : $0 },
-                emailVerified: verified.emailVerified, isPrivateEmail: verified.isPrivateEmail, realUserStatus: verified.realUserStatus?.rawValue,
-                transferSubject: verified.transferSubject, givenName: verified.givenName, familyName: verified.familyName,
+                emailVerified: verified.emailVerified, givenName: verified.givenName, familyName: verified.familyName,
                 claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
             )
             do {

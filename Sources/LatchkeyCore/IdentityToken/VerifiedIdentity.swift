@@ -12,24 +12,74 @@ public struct VerifiedIdentity: Sendable, Equatable, Codable {
     public var authTime: Date?
     public var email: String?
     public var emailVerified: Bool?
-    /// True for Apple's Hide My Email relay addresses (`@privaterelay.appleid.com`).
-    public var isPrivateEmail: Bool?
-    /// Apple's real-user indicator; present only for native sign-ins on recent OS versions.
-    public var realUserStatus: RealUserStatus?
-    /// The subject under the previous team, present for 60 days after an app transfer.
-    public var transferSubject: String?
-    /// Apple's `org_id` for Managed Apple Accounts.
-    public var organizationID: String?
+    /// Apple's `nonce_supported`: false when the device could not put a nonce in the token.
     public var nonceSupported: Bool?
-    /// Google's `azp`.
-    public var authorizedParty: String?
-    /// Google's `hd` (hosted Workspace domain).
-    public var hostedDomain: String?
-    /// Microsoft's `tid`.
-    public var tenantID: String?
     public var name: String?
     public var givenName: String?
     public var familyName: String?
+    /// What only some providers say about the account, by claim name (Apple's `is_private_email`, Google's `hd`,
+    /// Microsoft's `tid`, …), as the identity keeps it; the typed accessors below read it.
+    public var claims: [String: String] = [:]
+
+    public init(
+        issuer: String, subject: String, audience: String, issuedAt: Date, expiresAt: Date, authTime: Date? = nil, email: String? = nil,
+        emailVerified: Bool? = nil, isPrivateEmail: Bool? = nil, realUserStatus: RealUserStatus? = nil, transferSubject: String? = nil,
+        organizationID: String? = nil, nonceSupported: Bool? = nil, authorizedParty: String? = nil, hostedDomain: String? = nil, tenantID: String? = nil,
+        name: String? = nil, givenName: String? = nil, familyName: String? = nil
+    ) {
+        self.issuer = issuer
+        self.subject = subject
+        self.audience = audience
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.authTime = authTime
+        self.email = email
+        self.emailVerified = emailVerified
+        self.nonceSupported = nonceSupported
+        self.name = name
+        self.givenName = givenName
+        self.familyName = familyName
+        self.isPrivateEmail = isPrivateEmail
+        self.realUserStatus = realUserStatus
+        self.transferSubject = transferSubject
+        claims["org_id"] = organizationID
+        self.authorizedParty = authorizedParty
+        self.hostedDomain = hostedDomain
+        self.tenantID = tenantID
+    }
+
+    /// True for Apple's Hide My Email relay addresses (`@privaterelay.appleid.com`).
+    public var isPrivateEmail: Bool? {
+        get { claims[LinkedIdentity.AppleClaim.isPrivateEmail].flatMap(Bool.init) }
+        set { claims[LinkedIdentity.AppleClaim.isPrivateEmail] = newValue.map(String.init) }
+    }
+    /// Apple's real-user indicator; present only for native sign-ins on recent OS versions.
+    public var realUserStatus: RealUserStatus? {
+        get { claims[LinkedIdentity.AppleClaim.realUserStatus].flatMap { Int($0) }.flatMap(RealUserStatus.init) }
+        set { claims[LinkedIdentity.AppleClaim.realUserStatus] = newValue.map { String($0.rawValue) } }
+    }
+    /// Apple: the subject under the previous team, present for 60 days after an app transfer.
+    public var transferSubject: String? {
+        get { claims[LinkedIdentity.AppleClaim.transferSubject] }
+        set { claims[LinkedIdentity.AppleClaim.transferSubject] = newValue }
+    }
+    /// Apple's `org_id` for Managed Apple Accounts.
+    public var organizationID: String? { claims["org_id"] }
+    /// Google's `azp`.
+    public var authorizedParty: String? {
+        get { claims["azp"] }
+        set { claims["azp"] = newValue }
+    }
+    /// Google's `hd` (hosted Workspace domain).
+    public var hostedDomain: String? {
+        get { claims["hd"] }
+        set { claims["hd"] = newValue }
+    }
+    /// Microsoft's `tid`.
+    public var tenantID: String? {
+        get { claims["tid"] }
+        set { claims["tid"] = newValue }
+    }
 }
 
 /// Apple's `real_user_status`, the `ASUserDetectionStatus` of the device.
