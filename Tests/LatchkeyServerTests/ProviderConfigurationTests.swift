@@ -8,6 +8,26 @@ import Testing
 struct ProviderConfigurationTests {
     func reading(_ values: [String: String]) throws -> ServerConfiguration { try ConfigurationTests.read(values) }
 
+    @Test("a built-in provider that is not configured answers 503 naming its settings, whichever it is; an unknown one 404 listing those configured")
+    func notConfigured() async throws {
+        try await RouterHarness.with(configure: { $0.apple = nil }) { harness in
+            for (provider, settings) in [("apple", "apple.teamId, apple.keyId"), ("github", "github.clientId"), ("nonesuch", nil)] {
+                let body = provider == "apple" ? #"{"identityToken":"x"}"# : #"{"idToken":"x"}"#
+                let answer = try await harness.send("POST", "/v1/auth/\(provider)", body: body)
+                guard let settings else {
+                    #expect(answer.status == 404, "\(provider): \(answer.text)")
+                    #expect(answer.error == "not_found")
+                    #expect((answer.json["error_description"] as? String)?.contains("configured: google") == true, "\(answer.text)")
+                    continue
+                }
+                #expect(answer.status == 503, "\(provider): \(answer.text)")
+                #expect(answer.error == "temporarily_unavailable")
+                #expect((answer.json["error_description"] as? String)?.contains(settings) == true, "\(answer.text)")
+            }
+            #expect(harness.providerCalls == 0)
+        }
+    }
+
     @Test("each provider is configured by its settings, with nonces optional by default outside Apple")
     func providers() throws {
         let configuration = try reading([
