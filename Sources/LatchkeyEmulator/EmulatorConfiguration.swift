@@ -109,6 +109,8 @@ public struct EmulatorConfiguration: Sendable {
     public var gitlabClients: [OAuthClient] = []
     /// Slack apps (Sign in with Slack, at `/slack`).
     public var slackClients: [OAuthClient] = []
+    /// LINE Login channels (at `/line`); the channel secret signs the web login's ID tokens.
+    public var lineChannels: [OAuthClient] = []
     public var oidcClients: [OIDCClient] = []
 
     /// `iss` of Apple identity tokens.
@@ -193,6 +195,9 @@ public struct EmulatorConfiguration: Sendable {
         gitlabClients.append(client)
         slackClients.removeAll { $0.clientID == clientID }
         slackClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
+        lineChannels.removeAll { $0.clientID == clientID }
+        // LINE's channel secrets are 32 characters, and sign HS256 tokens, for which shorter keys are refused.
+        lineChannels.append(OAuthClient(clientID: clientID, clientSecret: clientID + "-channel-secret-0123456789abcdef", redirectURIs: redirectURIs))
     }
 
     func app(_ clientID: String) -> App? { apps.first { $0.clientID == clientID } }
@@ -215,6 +220,7 @@ public struct EmulatorConfiguration: Sendable {
         case .x: xClients.first { $0.clientID == clientID }
         case .gitlab: gitlabClients.first { $0.clientID == clientID }
         case .slack: slackClients.first { $0.clientID == clientID }
+        case .line: lineChannels.first { $0.clientID == clientID }
         }
     }
 }

@@ -48,7 +48,7 @@ extension EmulatorState {
                 TokenStyle(
                     accessPrefix: "EAA", refreshPrefix: "", codePrefix: "", accessLifetime: 5_184_000, tokenType: "bearer",
                     badCode: "Invalid verification code format.", badRefresh: "Invalid token.", codeLifetime: nil)
-            case .apple, .oidc, .gitlab, .slack:
+            case .apple, .oidc, .gitlab, .slack, .line:
                 TokenStyle(
                     accessPrefix: "at.", refreshPrefix: "rt.", codePrefix: "ac.", accessLifetime: Int(accessTokenLifetime), tokenType: "Bearer",
                     badCode: "the authorization code is unknown, expired or already used", badRefresh: "the refresh token is unknown or revoked",
@@ -114,7 +114,7 @@ extension EmulatorState {
         switch request.provider {
         case .apple:
             throw ProviderOAuthError(status: 400, code: "invalid_request", description: "Apple sign-ins are minted by signIn")
-        case .google, .microsoft, .oidc, .gitlab, .slack:
+        case .google, .microsoft, .oidc, .gitlab, .slack, .line:
             signIn.authorizationCode = try issueCode(request)
             signIn.idToken = try await idToken(
                 request.provider, user: user, clientID: request.clientID, nonce: request.nonce, accessToken: nil, issuer: request.oidcIssuer)
@@ -144,6 +144,7 @@ extension EmulatorState {
         case .x: subjects.x
         case .gitlab: subjects.gitlab
         case .slack: subjects.slack
+        case .line: subjects.line
         case .oidc: subjects.oidc
         }
     }
@@ -161,9 +162,9 @@ extension EmulatorState {
     // MARK: - ID tokens
 
     /// An RS256 ID token of `provider`. `issuer` is the generic OpenID Connect issuer as addressed.
-    func idToken(_ provider: CodeRecord.Provider, user: UserRecord, clientID: String, nonce: String?, accessToken: String?, issuer: String)
-        async throws(ProviderOAuthError) -> String
-    {
+    func idToken(
+        _ provider: CodeRecord.Provider, user: UserRecord, clientID: String, nonce: String?, accessToken: String?, issuer: String, webLogin: Bool = false
+    ) async throws(ProviderOAuthError) -> String {
         let issuedAt = Int(now.timeIntervalSince1970)
         let subjects = Identifiers.ProviderSubjects(userID: user.id)
         let iss =
@@ -203,6 +204,7 @@ extension EmulatorState {
             claims["picture"] = .string("https://platform-lookaside.fbsbx.com/platform/profilepic/?asid=\(subjects.facebook)")
         default: break
         }
+        if provider == .line { return try await lineIDToken(claims, clientID: clientID, webLogin: webLogin) }
         do { return try await keys(provider).sign(claims) } catch {
             throw ProviderOAuthError(status: 500, code: "server_error", description: "signing failed")
         }
@@ -324,7 +326,7 @@ extension EmulatorState {
         } else if provider != .discord && provider != .x {
             // Plain OAuth 2.0 providers (Discord, X) issue no ID token.
             answer["id_token"] = .string(
-                try await idToken(provider, user: user, clientID: clientID, nonce: nonce, accessToken: accessToken, issuer: issuer))
+                try await idToken(provider, user: user, clientID: clientID, nonce: nonce, accessToken: accessToken, issuer: issuer, webLogin: true))
         }
         if provider == .microsoft { answer["ext_expires_in"] = .int(style.accessLifetime) }
         return answer

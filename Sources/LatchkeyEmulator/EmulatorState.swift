@@ -150,7 +150,7 @@ actor EmulatorState {
         return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) } + [
             (Identifiers.googleSubject(userID: userID), "google"), (other.microsoft, "microsoft"), (other.microsoftObjectID, "microsoft"),
             (other.facebook, "facebook"), (other.dropbox, "dropbox"), (other.oidc, "oidc"), (other.github, "github"), (other.discord, "discord"),
-            (other.x, "x"), (other.gitlab, "gitlab"), (other.slack, "slack"),
+            (other.x, "x"), (other.gitlab, "gitlab"), (other.slack, "slack"), (other.line, "line"),
         ]
     }
 

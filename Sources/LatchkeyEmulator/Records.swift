@@ -21,7 +21,7 @@ struct ConsentRecord: Sendable {
 
 struct CodeRecord: Sendable {
     enum Provider: String, Sendable, CaseIterable {
-        case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x, gitlab, slack
+        case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x, gitlab, slack, line
 
         /// The name the sign-in pages show.
         var displayName: String {
@@ -36,6 +36,7 @@ struct CodeRecord: Sendable {
             case .x: "X"
             case .gitlab: "GitLab"
             case .slack: "Slack"
+            case .line: "LINE"
             case .oidc: "OpenID Connect"
             }
         }

@@ -172,12 +172,12 @@ extension Emulator {
             .google: ["openid", "email", "profile"], .microsoft: ["openid", "profile", "email", "offline_access"], .oidc: ["openid", "email", "profile"],
             .facebook: ["public_profile", "email"], .dropbox: ["account_info.read"], .github: ["read:user", "user:email"], .discord: ["identify", "email"],
             .x: ["users.read", "tweet.read", "offline.access"], .gitlab: ["openid", "profile", "email"],
-            .slack: ["openid", "profile", "email"],
+            .slack: ["openid", "profile", "email"], .line: ["openid", "profile", "email"],
         ]
         let authorization = EmulatorState.ProviderAuthorization(
             provider: provider, userID: user.id, clientID: body.clientId, redirectURI: body.redirectUri, nonce: body.nonce,
             scopes: body.scopes ?? defaultScopes[provider] ?? [], codeChallenge: body.codeChallenge, codeChallengeMethod: method,
-            oidcIssuer: request.baseURL + (provider == .gitlab || provider == .slack ? "/" + provider.rawValue : "/oidc"))
+            oidcIssuer: request.baseURL + ([.gitlab, .slack, .line].contains(provider) ? "/" + provider.rawValue : "/oidc"))
         do throws(ProviderOAuthError) {
             let signIn = try await state.providerSignIn(authorization)
             var answer: [String: Claim] = ["sub": .string(signIn.subject)]

@@ -16,6 +16,7 @@ extension Emulator {
         addXRoutes(to: router)
         addGitLabRoutes(to: router)
         addSlackRoutes(to: router)
+        addLINERoutes(to: router)
         addOIDCRoutes(to: router)
         addControlRoutes(to: router)
         return router

@@ -59,6 +59,7 @@ public enum ProviderModules {
         SlackModule.self,
         DiscordModule.self,
         XModule.self,
+        LINEModule.self,
     ]
 
     /// The modules whose settings `config` holds.

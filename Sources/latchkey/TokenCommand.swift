@@ -134,7 +134,10 @@ struct TokenCommand: AsyncParsableCommand {
         )
 
         @Argument(help: "The JWT, or - to read it from standard input.") var token: String
-        @Option(help: "apple, google, microsoft, facebook (Limited Login), or an issuer URL (its discovery document gives the keys).")
+        @Option(
+            help:
+                "apple, google, microsoft, facebook (Limited Login), line (the app SDK's ES256 tokens), or an issuer URL (its discovery document gives the keys)."
+        )
         var provider: String
         @Option(help: "A client id the token may be issued to; repeatable.") var audience: [String] = []
         @Option(help: "The provider's key set: a file or a URL.") var jwks: String?
@@ -208,6 +211,11 @@ struct TokenCommand: AsyncParsableCommand {
                     providerName: "Facebook", issuers: facebook.limitedLoginIssuers, audiences: audiences, leeway: leeway,
                     nonceMatching: facebook.nonceMatching, requireNonce: false)
                 return (policy, facebook.jwksURL)
+            case "line":
+                // The app SDK's ES256 tokens; the web login's HS256 ones need the channel secret, which this command never takes.
+                let policy = IdentityTokenPolicy(
+                    providerName: "LINE", issuers: ["https://access.line.me"], audiences: audiences, allowedAlgorithms: ["ES256"], leeway: leeway)
+                return (policy, "https://api.line.me/oauth2/v2.1/certs")
             case let name where ProviderModules.all.contains { $0.name == name && !$0.issuesIDTokens }:
                 throw LatchkeyError(
                     .invalidConfiguration,
@@ -215,7 +223,7 @@ struct TokenCommand: AsyncParsableCommand {
             default:
                 guard let url = URL(string: provider), url.scheme == "https" || url.scheme == "http" else {
                     throw LatchkeyError(
-                        .invalidConfiguration, "--provider is apple, google, microsoft, facebook or an issuer URL; \"\(provider)\" is none of these")
+                        .invalidConfiguration, "--provider is apple, google, microsoft, facebook, line or an issuer URL; \"\(provider)\" is none of these")
                 }
                 let issuer = provider.hasSuffix("/") ? String(provider.dropLast()) : provider
                 if offline { return (IdentityTokenPolicy(providerName: issuer, issuers: [issuer], audiences: audiences, leeway: leeway), "") }

@@ -157,6 +157,13 @@ struct ToolTests {
 
             let github = try await CLI.run(["token", "verify", token, "--provider", "github", "--audience", "a", "--jwks", keys])
             #expect(github.status == 1 && github.stdout.contains("no ID tokens"), "\(github.stdout)")
+
+            // LINE's app SDK signs with ES256 only: an RS256 token for LINE's issuer is refused by its algorithm.
+            let lineToken = Fixtures.appleKey.sign(claims: [
+                "iss": "https://access.line.me", "aud": "1657000000", "sub": "U" + String(repeating: "a", count: 32), "iat": now, "exp": now + 600,
+            ])
+            let line = try await CLI.run(["token", "verify", lineToken, "--provider", "line", "--audience", "1657000000", "--jwks", keys])
+            #expect(line.status == 1 && line.stdout.contains("unsupported_algorithm"), "\(line.stdout)")
         }
     }
 

@@ -167,6 +167,42 @@ struct IdentityTokenVerifierTests {
         await expectError(.unsupportedAlgorithm, "\(header).\(payload).\(base64URL(Array(mac)))")
     }
 
+    @Test("HS256 only with a resolver that holds the shared secret (LINE's web login): no kid, the right secret; never with a public key")
+    func sharedSecret() async throws {
+        struct KeysAndSecret: VerificationKeyResolver {
+            let keys: StaticKeyResolver
+            let secret: VerificationKey
+            var sharedSecretAlgorithms: Set<String> { ["HS256"] }
+            func key(forKeyID keyID: String) async throws(LatchkeyError) -> VerificationKey { try await keys.key(forKeyID: keyID) }
+            func sharedSecretKey(algorithm: String) async throws(LatchkeyError) -> VerificationKey {
+                guard algorithm == "HS256" else { throw LatchkeyError(.malformedToken, "no kid") }
+                return secret
+            }
+        }
+        func hs256(_ header: String, secret: [UInt8]) -> String {
+            let signingInput = base64URL(Array(header.utf8)) + "." + base64URL(Array(json(appleClaims()).utf8))
+            let mac = HMAC<SHA256>.authenticationCode(for: Array(signingInput.utf8), using: SymmetricKey(data: secret))
+            return signingInput + "." + base64URL(Array(mac))
+        }
+        let published = StaticKeyResolver(try await VerificationKeySet(jwksJSON: Array(jwks(Fixtures.appleKey).utf8)))
+        var policy = IdentityTokenPolicy.apple(clientIDs: [Fixtures.bundleID])
+        policy.allowedAlgorithms = ["RS256", "HS256"]
+        let line = IdentityTokenVerifier(
+            policy: policy, keys: KeysAndSecret(keys: published, secret: try await .hs256(keyID: "", secret: "channel-secret-0123456789abcdef0")),
+            timeSource: .fixed(Fixtures.now))
+        let signed = hs256(#"{"alg":"HS256","typ":"JWT"}"#, secret: Array("channel-secret-0123456789abcdef0".utf8))
+        #expect(try await line.verify(signed).subject == "000123.0123456789abcdef0123456789abcdef.0456")
+        await expectError(.invalidSignature, hs256(#"{"alg":"HS256","typ":"JWT"}"#, secret: Array("another-secret-0123456789abcdef0".utf8)), verifier: line)
+        await #expect(throws: LatchkeyError.self) { try await VerificationKey.hs256(keyID: "", secret: "short") }
+        // Naming a public key: that key verifies RS256 only, whatever the token says.
+        await expectError(.unsupportedAlgorithm, hs256(#"{"alg":"HS256","kid":"W6WcOKB"}"#, secret: Array(Fixtures.appleKey.jwk.utf8)), verifier: line)
+        await expectError(.malformedToken, key.sign(claims: appleClaims(), header: ["alg": "RS256"]), verifier: line)
+        #expect(try await line.verify(key.sign(claims: appleClaims())).subject == "000123.0123456789abcdef0123456789abcdef.0456")
+        // A resolver of public keys only: HS256 is refused although the policy names it.
+        let publicOnly = IdentityTokenVerifier(policy: policy, keys: published, timeSource: .fixed(Fixtures.now))
+        await expectError(.unsupportedAlgorithm, signed, verifier: publicOnly)
+    }
+
     @Test("an allowed algorithm that is not the key's algorithm is refused")
     func keyAlgorithmMismatch() async throws {
         let keys = try await VerificationKeySet(jwksJSON: Array(jwks(Fixtures.appleKey).utf8))

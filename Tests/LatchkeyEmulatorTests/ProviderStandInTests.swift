@@ -33,7 +33,8 @@ struct ProviderStandInTests {
         try await EmulatorHarness.with { harness in
             let user = try await harness.createUserAnswer(["microsoftTenant": Self.tenant])
             let subjects = try subjects(user)
-            #expect(Set(subjects.keys) == ["apple", "google", "microsoft", "facebook", "dropbox", "oidc", "github", "discord", "x", "gitlab", "slack"])
+            #expect(Set(subjects.keys) == ["apple", "google", "microsoft", "facebook", "dropbox", "oidc", "github", "discord", "x", "gitlab", "slack", "line"])
+            #expect(subjects["line"]?.wholeMatch(of: /U[0-9a-f]{32}/) != nil)
             #expect(subjects["github"]?.wholeMatch(of: /[1-9][0-9]{7,8}/) != nil)
             #expect(subjects["apple"] == user["sub"] as? String)
             #expect(subjects["facebook"]?.allSatisfy(\.isNumber) == true)

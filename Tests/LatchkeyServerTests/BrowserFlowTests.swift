@@ -21,7 +21,7 @@ struct BrowserFlowTests {
     /// port), with a public and a confidential client.
     static func with(configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: (ServerHarness) async throws -> Void) async throws {
         var emulator = EmulatorHarness.configuration()
-        let callbacks = ["apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x"].map {
+        let callbacks = ["apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x", "line"].map {
             issuer + "/oauth2/callback/" + $0
         }
         emulator.addApp(clientID: Fixtures.servicesID, teamID: Fixtures.teamID, redirectURIs: [EmulatorHarness.redirectURI] + callbacks)
@@ -138,7 +138,7 @@ struct BrowserFlowTests {
 
     @Test(
         "each provider signs in through the browser; the code redeems once for RFC 6749 tokens that work",
-        arguments: ["apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x"])
+        arguments: ["apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x", "line"])
     func everyProvider(provider: String) async throws {
         try await Self.with { harness in
             let request = AppRequest(provider: provider)
@@ -285,7 +285,7 @@ struct BrowserFlowTests {
             let page = try await harness.send("GET", "/oauth2/authorize?" + formURLEncoded(AppRequest(provider: nil).query))
             #expect(page.status == 200)
             #expect(page.headers["x-frame-options"] == "DENY")
-            for name in ["apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x"] {
+            for name in ["apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x", "line"] {
                 #expect(page.text.contains("provider=\(name)\""), "\(name)")
             }
             #expect(!page.text.contains("provider=facebook"), "Facebook has no browser sign-in here")

@@ -14,7 +14,7 @@ struct ProviderEndToEndTests {
     /// How an app signs in with each provider, and with which of the user's subjects.
     enum Credential: String, CaseIterable, CustomTestStringConvertible {
         case googleIDToken, googleCode, microsoftIDToken, microsoftCode, oidcIDToken, oidcCode, facebookLimitedLogin, facebookClassic, dropboxCode,
-            githubCode, discordCode, xCode, gitlabIDToken, gitlabCode, slackIDToken, slackCode
+            githubCode, discordCode, xCode, gitlabIDToken, gitlabCode, slackIDToken, slackCode, lineIDToken, lineCode
         var testDescription: String { rawValue }
 
         var provider: String {
@@ -29,11 +29,12 @@ struct ProviderEndToEndTests {
             case .xCode: "x"
             case .gitlabIDToken, .gitlabCode: "gitlab"
             case .slackIDToken, .slackCode: "slack"
+            case .lineIDToken, .lineCode: "line"
             }
         }
 
         var usesCode: Bool {
-            [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode, .discordCode, .xCode, .gitlabCode, .slackCode].contains(self)
+            [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode, .discordCode, .xCode, .gitlabCode, .slackCode, .lineCode].contains(self)
         }
     }
 
@@ -238,7 +239,7 @@ struct ProviderEndToEndTests {
             let subjects = try await Self.newUser(harness)
             let first = try await harness.post("/v1/auth/google", json: try await Self.body(.googleCode, harness, subjects: subjects))
             let tokens = try first.decode(SignInResponse.self)
-            for credential in [Credential.microsoftCode, .oidcCode, .facebookClassic, .dropboxCode] {
+            for credential in [Credential.microsoftCode, .oidcCode, .facebookClassic, .dropboxCode, .lineCode] {
                 let linked = try await harness.post(
                     "/v1/me/identities/\(credential.provider)", json: try await Self.body(credential, harness, subjects: subjects), bearer: tokens.accessToken)
                 #expect(linked.status == 200, "\(credential): \(linked.text)")
@@ -246,13 +247,16 @@ struct ProviderEndToEndTests {
             _ = try await harness.emulator.send("DELETE", "/emulator/requests")
             let deletion = try await harness.send("DELETE", "/v1/me", bearer: tokens.accessToken)
             #expect(deletion.status == 200, "\(deletion.text)")
-            #expect(deletion.json["tokensRevoked"] as? Int == 5)  // Microsoft has no revocation endpoint: its grant is forgotten
+            #expect(deletion.json["tokensRevoked"] as? Int == 6)  // Microsoft has no revocation endpoint: its grant is forgotten
             #expect(deletion.json["revocationsPending"] as? Int == 0)
             let calls = try await harness.emulator.requestLog().compactMap { entry -> String? in
                 guard let endpoint = entry["endpoint"] as? String, entry["status"] as? Int == 200 else { return nil }
                 return "\(entry["method"] ?? "") \(endpoint)"
             }
-            for expected in ["POST /google/revoke", "POST /oidc/revoke", "DELETE /facebook/me/permissions", "POST /dropbox/2/auth/token/revoke"] {
+            for expected in [
+                "POST /google/revoke", "POST /oidc/revoke", "DELETE /facebook/me/permissions", "POST /dropbox/2/auth/token/revoke",
+                "POST /line/oauth2/v2.1/revoke",
+            ] {
                 #expect(calls.contains(expected), "\(expected) missing from \(calls)")
             }
         }

@@ -61,7 +61,7 @@ struct ProviderSignInTests {
             #expect(answer.error == "not_found")
             #expect(
                 (answer.json["error_description"] as? String)?.contains(
-                    "configured: apple, discord, dropbox, facebook, github, gitlab, google, microsoft, oidc, slack, x")
+                    "configured: apple, discord, dropbox, facebook, github, gitlab, google, line, microsoft, oidc, slack, x")
                     == true,
                 "\(answer.text)")
         }

@@ -88,6 +88,7 @@ struct ServerHarness: Sendable {
             SlackModule(clientIDs: [everywhere], clientSecret: everywhere + "-secret", issuer: base + "/slack"),
             DiscordModule(clientID: everywhere, baseURL: base + "/discord"),
             XModule(clientID: everywhere, clientSecret: everywhere + "-secret", authorizeURL: base + "/x/i/oauth2/authorize", apiURL: base + "/x"),
+            LINEModule(channelIDs: [everywhere], channelSecret: everywhere + LINEModule.emulatedSecretSuffix, issuer: base + "/line"),
         ]
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000

@@ -140,7 +140,7 @@ def test_demo_page_lists_every_provider(browser, server):
         b.get_attribute("data-provider"): b.text.strip()
         for b in browser.find_elements(By.CSS_SELECTOR, "button[data-provider]")
     }
-    assert set(providers) >= {"apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x"}, providers
+    assert set(providers) >= {"apple", "google", "microsoft", "oidc", "dropbox", "github", "gitlab", "slack", "discord", "x", "line"}, providers
     assert providers["apple"] == "Sign in with Apple"
     assert providers["google"] == "Sign in with Google"
     assert browser.find_element(By.ID, "status").text == ""
@@ -177,6 +177,7 @@ def test_sign_in_with_google(browser, server):
     ("dropbox", "Sign in with Dropbox"),
     ("gitlab", "Sign in with GitLab"),
     ("slack", "Sign in with Slack"),
+    ("line", "Sign in with LINE"),
 ])
 def test_sign_in_with_other_providers(browser, server, provider, label):
     email = unique_email(provider)

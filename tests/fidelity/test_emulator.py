@@ -1227,3 +1227,42 @@ def test_slack_token_method_answers_ok_false_and_no_revocation_endpoint(emulator
     assert claims["sub"] == sub and claims["nonce"] == "s-n"
     replay = emulator.post(token_path, data={**form, "code_verifier": verifier})
     assert replay.status_code == 200 and replay.json() == {"ok": False, "error": "invalid_code"}
+
+
+def test_line_sdk_tokens_are_es256_and_web_login_tokens_hs256_with_the_channel_secret(emulator):
+    issuer = emulator.base_url + "/line"
+    discovery = emulator.get("/line/.well-known/openid-configuration").json()
+    assert discovery["issuer"] == issuer and discovery["id_token_signing_alg_values_supported"] == ["ES256"]
+    assert discovery["token_endpoint"] == issuer + "/oauth2/v2.1/token" and discovery["revocation_endpoint"] == issuer + "/oauth2/v2.1/revoke"
+    user = create_user(emulator, email=f"ln-{uuid.uuid4().hex[:8]}@example.com")
+    sub = user["subjects"]["line"]
+    assert re.fullmatch(r"U[0-9a-f]{32}", sub), sub
+    verifier, challenge = pkce_pair()
+    signed = provider_sign_in(emulator, "line", sub, nonce="l-n", codeChallenge=challenge)
+    # The app SDK's ID token: ES256, with a kid among the published keys.
+    header = jwt.get_unverified_header(signed["idToken"])
+    assert header["alg"] == "ES256" and header.get("kid"), header
+    keys = jwt.PyJWKSet.from_dict(fetch_jwks(emulator, "/line/oauth2/v2.1/certs"))
+    claims = jwt.decode(signed["idToken"], keys[header["kid"]].key, algorithms=["ES256"], audience=GOOGLE_CLIENT, issuer=issuer)
+    assert claims["sub"] == sub and claims["nonce"] == "l-n"
+    # The web login's: HS256 with the channel secret, and no kid.
+    secret = GOOGLE_CLIENT + "-channel-secret-0123456789abcdef"
+    form = {"grant_type": "authorization_code", "code": signed["authorizationCode"], "code_verifier": verifier, "client_id": GOOGLE_CLIENT,
+            "client_secret": secret}
+    tokens = emulator.post("/line/oauth2/v2.1/token", data=form)
+    assert tokens.status_code == 200, tokens.text
+    body = tokens.json()
+    web_header = jwt.get_unverified_header(body["id_token"])
+    assert web_header["alg"] == "HS256" and "kid" not in web_header, web_header
+    web = jwt.decode(body["id_token"], secret, algorithms=["HS256"], audience=GOOGLE_CLIENT, issuer=issuer)
+    assert web["sub"] == sub and web["nonce"] == "l-n"
+    with pytest.raises(jwt.InvalidSignatureError):
+        jwt.decode(body["id_token"], "another-secret-0123456789abcdef01", algorithms=["HS256"], audience=GOOGLE_CLIENT, issuer=issuer)
+    # Revocation takes an access token and ends the grant behind it.
+    refused = emulator.post("/line/oauth2/v2.1/revoke", data={"access_token": body["access_token"], "client_id": GOOGLE_CLIENT})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_client", refused.text
+    revoked = emulator.post("/line/oauth2/v2.1/revoke", data={"access_token": body["access_token"], "client_id": GOOGLE_CLIENT,
+                                                               "client_secret": secret})
+    assert revoked.status_code == 200, revoked.text
+    refresh = {"grant_type": "refresh_token", "refresh_token": body["refresh_token"], "client_id": GOOGLE_CLIENT, "client_secret": secret}
+    assert emulator.post("/line/oauth2/v2.1/token", data=refresh).json()["error"] == "invalid_grant"

@@ -1,7 +1,8 @@
 /// Checks the envelope of a compact JWS: size, shape, header, algorithm allow-list, key and signature.
 /// Claims are the caller's business; this returns the verified payload bytes.
 public struct SignedTokenVerifier: Sendable {
-    /// Algorithms accepted, such as `["RS256"]` for Apple. Never `none`, never an HMAC algorithm with public keys.
+    /// Algorithms accepted, such as `["RS256"]` for Apple. Never `none`; an HMAC algorithm only when the resolver holds
+    /// the shared secret for it (``VerificationKeyResolver/sharedSecretAlgorithms``), never with public keys.
     public let allowedAlgorithms: Set<String>
     public let keys: any VerificationKeyResolver
     public let maximumTokenSize: Int
@@ -11,7 +12,7 @@ public struct SignedTokenVerifier: Sendable {
         keys: any VerificationKeyResolver,
         maximumTokenSize: Int = CompactJWS.defaultMaximumSize
     ) {
-        self.allowedAlgorithms = allowedAlgorithms.subtracting(["none", "HS256", "HS384", "HS512"])
+        self.allowedAlgorithms = allowedAlgorithms.subtracting(Set(["none", "HS256", "HS384", "HS512"]).subtracting(keys.sharedSecretAlgorithms))
         self.keys = keys
         self.maximumTokenSize = maximumTokenSize
     }
@@ -32,10 +33,10 @@ public struct SignedTokenVerifier: Sendable {
                 "the header marks \(crit.map { "\"\($0.prefix(32))\"" }.joined(separator: ", ")) as critical; Latchkey understands no JWS extensions"
             )
         }
-        guard let kid = jws.header.kid, !kid.isEmpty else {
-            throw LatchkeyError(.malformedToken, "the header has no \"kid\", so no key can be chosen")
-        }
-        let key = try await keys.key(forKeyID: kid)
+        let kid = jws.header.kid ?? ""
+        // A shared-secret token names no key; a token that names one is checked against that public key, and its
+        // algorithm must be the key's.
+        let key = kid.isEmpty ? try await keys.sharedSecretKey(algorithm: alg) : try await keys.key(forKeyID: kid)
         guard key.algorithm == alg else {
             throw LatchkeyError(
                 .unsupportedAlgorithm,
@@ -43,7 +44,8 @@ public struct SignedTokenVerifier: Sendable {
             )
         }
         guard key.isValidSignature(jws.signature, for: jws.signingInput) else {
-            throw LatchkeyError(.invalidSignature, "the signature does not match key \"\(kid)\"; the token was altered or signed by someone else")
+            let keyName = kid.isEmpty ? "the shared secret" : "key \"\(kid)\""
+            throw LatchkeyError(.invalidSignature, "the signature does not match \(keyName); the token was altered or signed by someone else")
         }
         return jws
     }

@@ -21,6 +21,18 @@ public struct VerificationKey: Sendable {
         }
     }
 
+    /// An HS256 key: a secret the provider and this server share (LINE's channel secret signs its web logins' ID
+    /// tokens). Only a resolver that offers ``VerificationKeyResolver/sharedSecretAlgorithms`` hands one out. A secret
+    /// shorter than the hash (32 bytes) is refused (RFC 7518 §3.2).
+    public static func hs256(keyID: String, secret: String) async throws(LatchkeyError) -> VerificationKey {
+        guard secret.utf8.count >= 32 else { throw LatchkeyError(.invalidKey, "an HS256 secret must be at least 32 bytes (RFC 7518 §3.2)") }
+        let collection = JWTKeyCollection()
+        let kid = JWKIdentifier(string: keyID)
+        await collection.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256, kid: kid)
+        // An HMAC key was just added under this id, so it is there.
+        return VerificationKey(keyID: keyID, algorithm: "HS256", verifier: try! await collection.getKey(for: kid, alg: "HS256"))
+    }
+
     /// Whether `signature` is this key's signature of `input`.
     public func isValidSignature(_ signature: [UInt8], for input: ArraySlice<UInt8>) -> Bool {
         (try? verifier.verify(signature, signs: input)) ?? false
@@ -98,6 +110,19 @@ public protocol VerificationKeyResolver: Sendable {
     /// The key with id `keyID`, fetching fresh keys if the resolver supports it.
     /// Throws `unknown_key_id` when no such key exists and `keys_unavailable` when none can be had.
     func key(forKeyID keyID: String) async throws(LatchkeyError) -> VerificationKey
+    /// HMAC algorithms whose key is a secret this resolver holds, for tokens without a `kid` (LINE's web logins are
+    /// HS256 with the channel secret). Empty for every public-key resolver: HMAC is then refused whatever a policy allows.
+    var sharedSecretAlgorithms: Set<String> { get }
+    /// The shared-secret key for a token of `algorithm` that names no key.
+    func sharedSecretKey(algorithm: String) async throws(LatchkeyError) -> VerificationKey
+}
+
+extension VerificationKeyResolver {
+    public var sharedSecretAlgorithms: Set<String> { [] }
+
+    public func sharedSecretKey(algorithm: String) async throws(LatchkeyError) -> VerificationKey {
+        throw LatchkeyError(.malformedToken, "the header has no \"kid\", so no key can be chosen")
+    }
 }
 
 /// A fixed set of keys; useful offline and in tests.

@@ -23,6 +23,18 @@ public struct OpenIDProviderConfiguration: Sendable {
     /// Provider-specific checks after the token verified (Google's `azp` and `hd`, Microsoft's tenants).
     public var checks: @Sendable (VerifiedIdentity) throws(LatchkeyError) -> Void
     public var requestTimeout: Duration = .seconds(10)
+    /// The client secret also signs HS256 ID tokens that name no key (LINE's web login); only LINE's module sets it.
+    public var clientSecretSignsIDTokens = false
+    /// How a grant is revoked at the revocation endpoint.
+    public var revocation = Revocation.refreshToken
+
+    /// What the revocation endpoint takes.
+    public enum Revocation: Sendable {
+        /// RFC 7009: the refresh token itself (`token`, `token_type_hint=refresh_token`).
+        case refreshToken
+        /// An access token (`access_token`), got by refreshing the grant; the provider ends the grant with it (LINE).
+        case accessTokenOfGrant
+    }
 
     public init(
         name: String, displayName: String, discoveryURL: String, expectedIssuer: String? = nil, policy: IdentityTokenPolicy, clientSecret: String? = nil,
@@ -224,6 +236,17 @@ public final class OpenIDProvider: IdentityProvider {
         // Without a revocation endpoint (Microsoft) there is nothing to call; the grant is forgotten.
         guard let revocationEndpoint = endpoints.revocationEndpoint else { return }
         var fields = [("token", refreshToken), ("token_type_hint", "refresh_token"), ("client_id", clientID)]
+        if configuration.revocation == .accessTokenOfGrant, let tokenEndpoint = endpoints.tokenEndpoint {
+            var refresh = [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)]
+            if let secret = configuration.clientSecret { refresh.append(("client_secret", secret.revealed)) }
+            struct Refreshed: Decodable { let access_token: String }
+            do {
+                let answer = try await calls.postForm(tokenEndpoint, refresh, operation: "revocation")
+                fields = [("access_token", try calls.decode(Refreshed.self, answer, what: "token answer").access_token), ("client_id", clientID)]
+            } catch  where error.code == .invalidGrant {
+                return  // The provider ended the grant already.
+            }
+        }
         if let secret = configuration.clientSecret { fields.append(("client_secret", secret.revealed)) }
         _ = try await calls.postForm(revocationEndpoint, fields, operation: "revocation")
     }
@@ -294,9 +317,31 @@ public final class OpenIDProvider: IdentityProvider {
             policy.allowedAlgorithms = algorithms
         }
         let keys = JWKSCache(url: document.jwks_uri, transport: transport, timeSource: timeSource, logger: logger)
+        var resolver: any VerificationKeyResolver = keys
+        if configuration.clientSecretSignsIDTokens, let secret = configuration.clientSecret {
+            policy.allowedAlgorithms.insert("HS256")
+            resolver = KeysAndClientSecret(published: keys, secret: try await .hs256(keyID: "", secret: secret.revealed))
+        }
         return Endpoints(
-            verifier: IdentityTokenVerifier(policy: policy, keys: keys, timeSource: timeSource), keys: keys,
+            verifier: IdentityTokenVerifier(policy: policy, keys: resolver, timeSource: timeSource), keys: keys,
             authorizationEndpoint: document.authorization_endpoint, tokenEndpoint: document.token_endpoint,
             revocationEndpoint: document.revocation_endpoint)
+    }
+}
+
+/// A provider's published keys, and its client secret for the HS256 ID tokens that name no key.
+struct KeysAndClientSecret: VerificationKeyResolver {
+    let published: JWKSCache
+    let secret: VerificationKey
+
+    var sharedSecretAlgorithms: Set<String> { ["HS256"] }
+
+    func key(forKeyID keyID: String) async throws(LatchkeyError) -> VerificationKey { try await published.key(forKeyID: keyID) }
+
+    func sharedSecretKey(algorithm: String) async throws(LatchkeyError) -> VerificationKey {
+        guard algorithm == secret.algorithm else {
+            throw LatchkeyError(.malformedToken, "the header has no \"kid\", so no key can be chosen (only HS256 tokens are signed with the client secret)")
+        }
+        return secret
     }
 }
