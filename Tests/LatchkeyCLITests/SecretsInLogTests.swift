@@ -18,6 +18,7 @@ struct SecretsInLogTests {
         "slack": "slack-secret-c40f92e7a1",
         "discord": "discord-secret-5a2d7e8c03",
         "x": "x-secret-9b61c3f4d8",
+        "line": "line-channel-secret-0d4e8a2f6b1c9e73",
         "client": "confidential-client-secret-5c9a",
         // A webhook endpoint's secret, and (checked below) its key without the prefix.
         "webhook": "whsec_d2ViaG9vay1zaWduaW5nLWtleS0zMi1ieXRlcy1sb25nISE=",
@@ -52,6 +53,7 @@ struct SecretsInLogTests {
             "slack": ["clientIds": "sl-app", "clientSecret": Self.secrets["slack"]!, "issuer": nowhere + "/slack"],
             "discord": ["clientId": "dc-app", "clientSecret": Self.secrets["discord"]!, "baseUrl": nowhere],
             "x": ["clientId": "x-app", "clientSecret": Self.secrets["x"]!, "authorizeUrl": nowhere, "apiUrl": nowhere],
+            "line": ["channelIds": "1657000000", "channelSecret": Self.secrets["line"]!, "issuer": nowhere + "/line"],
             "clients": [
                 ["clientId": "web", "redirectUris": "https://app.example.com/cb", "type": "confidential", "clientSecret": Self.secrets["client"]!]
             ],
