@@ -100,17 +100,9 @@ public struct EmulatorConfiguration: Sendable {
     public var microsoftClients: [MicrosoftClient] = []
     public var facebookApps: [FacebookApp] = []
     public var dropboxApps: [DropboxApp] = []
-    /// GitHub OAuth apps: the token endpoint wants the client secret, PKCE or not.
-    public var githubApps: [OAuthClient] = []
-    /// Discord applications and X apps: a code with PKCE needs no secret (public clients); one sent must match.
-    public var discordClients: [OAuthClient] = []
-    public var xClients: [OAuthClient] = []
-    /// GitLab applications (the OpenID Connect stand-in's rules, at `/gitlab`).
-    public var gitlabClients: [OAuthClient] = []
-    /// Slack apps (Sign in with Slack, at `/slack`).
-    public var slackClients: [OAuthClient] = []
-    /// LINE Login channels (at `/line`); the channel secret signs the web login's ID tokens.
-    public var lineChannels: [OAuthClient] = []
+    /// The other stand-ins' clients (GitHub, Discord, X, GitLab, Slack, LINE, …), by provider; each profile says how it
+    /// registers them.
+    var providerClients: [CodeRecord.Provider: [OAuthClient]] = [:]
     public var oidcClients: [OIDCClient] = []
 
     /// `iss` of Apple identity tokens.
@@ -168,36 +160,19 @@ public struct EmulatorConfiguration: Sendable {
         apps.append(App(clientID: clientID, teamID: teamID, redirectURIs: redirectURIs, notificationURL: notificationURL))
     }
 
-    /// Registers `clientID` at every provider but Apple: a public Google, Microsoft and OpenID Connect client,
-    /// a Facebook app (id `clientID`, secret `"\(clientID)-secret"`), a Dropbox app (key `clientID`) and a GitHub OAuth
-    /// app (id `clientID`, secret `"\(clientID)-secret"`), each
-    /// with `redirectURIs`. A registration with the same id is replaced. Test and development set-ups use it so one
-    /// id, such as `com.example.app`, signs in at any stand-in.
+    /// Registers `clientID` at every provider but Apple, each with `redirectURIs`, as its profile says: a public Google,
+    /// Microsoft, GitLab and OpenID Connect client, a Facebook app (secret `"\(clientID)-secret"`), a Dropbox app (key
+    /// `clientID`), confidential clients with the secret `"\(clientID)-secret"` at the others, and a LINE channel whose
+    /// secret is longer. A registration with the same id is replaced. Test and development set-ups use it so one id, such
+    /// as `com.example.app`, signs in at any stand-in.
     public mutating func addClientEverywhere(_ clientID: String, redirectURIs: [String] = []) {
-        let client = OAuthClient(clientID: clientID, redirectURIs: redirectURIs)
-        googleClients.removeAll { $0.clientID == clientID }
-        googleClients.append(client)
-        microsoftClients.removeAll { $0.clientID == clientID }
-        microsoftClients.append(client)
-        oidcClients.removeAll { $0.clientID == clientID }
-        oidcClients.append(client)
-        facebookApps.removeAll { $0.appID == clientID }
-        facebookApps.append(FacebookApp(appID: clientID, appSecret: "\(clientID)-secret"))
-        dropboxApps.removeAll { $0.appKey == clientID }
-        dropboxApps.append(DropboxApp(appKey: clientID, redirectURIs: redirectURIs))
-        githubApps.removeAll { $0.clientID == clientID }
-        githubApps.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
-        discordClients.removeAll { $0.clientID == clientID }
-        discordClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
-        xClients.removeAll { $0.clientID == clientID }
-        xClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
-        gitlabClients.removeAll { $0.clientID == clientID }
-        gitlabClients.append(client)
-        slackClients.removeAll { $0.clientID == clientID }
-        slackClients.append(OAuthClient(clientID: clientID, clientSecret: "\(clientID)-secret", redirectURIs: redirectURIs))
-        lineChannels.removeAll { $0.clientID == clientID }
-        // LINE's channel secrets are 32 characters, and sign HS256 tokens, for which shorter keys are refused.
-        lineChannels.append(OAuthClient(clientID: clientID, clientSecret: clientID + "-channel-secret-0123456789abcdef", redirectURIs: redirectURIs))
+        for profile in ProviderProfiles.all { profile.register(&self, profile.provider, clientID, redirectURIs) }
+    }
+
+    /// Registers `client` at `provider`, replacing a registration with the same id.
+    mutating func setClient(_ client: OAuthClient, for provider: CodeRecord.Provider) {
+        providerClients[provider, default: []].removeAll { $0.clientID == client.clientID }
+        providerClients[provider, default: []].append(client)
     }
 
     func app(_ clientID: String) -> App? { apps.first { $0.clientID == clientID } }
@@ -207,20 +182,6 @@ public struct EmulatorConfiguration: Sendable {
 
     /// The OAuth client `clientID` of `provider` (a Dropbox app key, a Facebook app id); nil when unregistered or Apple.
     func oauthClient(_ provider: CodeRecord.Provider, _ clientID: String) -> OAuthClient? {
-        switch provider {
-        case .apple: nil
-        case .google: googleClient(clientID)
-        case .microsoft: microsoftClients.first { $0.clientID == clientID }
-        case .oidc: oidcClients.first { $0.clientID == clientID }
-        case .facebook: facebookApp(clientID).map { OAuthClient(clientID: $0.appID, clientSecret: $0.appSecret) }
-        case .dropbox:
-            dropboxApps.first { $0.appKey == clientID }.map { OAuthClient(clientID: $0.appKey, clientSecret: $0.appSecret, redirectURIs: $0.redirectURIs) }
-        case .github: githubApps.first { $0.clientID == clientID }
-        case .discord: discordClients.first { $0.clientID == clientID }
-        case .x: xClients.first { $0.clientID == clientID }
-        case .gitlab: gitlabClients.first { $0.clientID == clientID }
-        case .slack: slackClients.first { $0.clientID == clientID }
-        case .line: lineChannels.first { $0.clientID == clientID }
-        }
+        provider.profile.client(self, provider, clientID)
     }
 }

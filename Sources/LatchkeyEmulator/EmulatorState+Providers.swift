@@ -16,48 +16,16 @@ extension EmulatorState {
         /// Codes of Google live ten minutes; everyone else's `authorizationCodeLifetime`.
         let codeLifetime: TimeInterval?
 
-        static func of(_ provider: CodeRecord.Provider, accessTokenLifetime: TimeInterval) -> TokenStyle {
-            switch provider {
-            case .google:
-                TokenStyle(
-                    accessPrefix: "ya29.", refreshPrefix: "1//0", codePrefix: "4/0", accessLifetime: 3599, tokenType: "Bearer",
-                    badCode: "Malformed auth code.", badRefresh: "Token has been expired or revoked.", codeLifetime: 600)
-            case .microsoft:
-                TokenStyle(
-                    accessPrefix: "EwB", refreshPrefix: "M.C5", codePrefix: "0.A", accessLifetime: 3599, tokenType: "Bearer",
-                    badCode: "AADSTS70008: The provided authorization code or refresh token has expired due to inactivity or was already redeemed.",
-                    badRefresh: "AADSTS70000: The provided refresh token is invalid or was revoked.", codeLifetime: nil)
-            case .dropbox:
-                TokenStyle(
-                    accessPrefix: "sl.", refreshPrefix: "", codePrefix: "", accessLifetime: 14_400, tokenType: "bearer",
-                    badCode: "code doesn't exist or has expired", badRefresh: "refresh token is invalid or revoked", codeLifetime: nil)
-            case .github:
-                // OAuth app tokens do not expire; codes live ten minutes.
-                TokenStyle(
-                    accessPrefix: "gho_", refreshPrefix: "", codePrefix: "", accessLifetime: 10 * 365 * 86_400, tokenType: "bearer",
-                    badCode: "The code passed is incorrect or expired.", badRefresh: "", codeLifetime: 600)
-            case .discord:
-                TokenStyle(
-                    accessPrefix: "", refreshPrefix: "", codePrefix: "", accessLifetime: 604_800, tokenType: "Bearer", badCode: "Invalid \"code\" in request.",
-                    badRefresh: "Invalid \"refresh_token\" in request.", codeLifetime: nil)
-            case .x:
-                TokenStyle(
-                    accessPrefix: "", refreshPrefix: "", codePrefix: "", accessLifetime: 7200, tokenType: "bearer",
-                    badCode: "Value passed for the authorization code was invalid.", badRefresh: "Value passed for the token was invalid.", codeLifetime: 30)
-            case .facebook:
-                TokenStyle(
-                    accessPrefix: "EAA", refreshPrefix: "", codePrefix: "", accessLifetime: 5_184_000, tokenType: "bearer",
-                    badCode: "Invalid verification code format.", badRefresh: "Invalid token.", codeLifetime: nil)
-            case .apple, .oidc, .gitlab, .slack, .line:
-                TokenStyle(
-                    accessPrefix: "at.", refreshPrefix: "rt.", codePrefix: "ac.", accessLifetime: Int(accessTokenLifetime), tokenType: "Bearer",
-                    badCode: "the authorization code is unknown, expired or already used", badRefresh: "the refresh token is unknown or revoked",
-                    codeLifetime: nil)
-            }
+        /// The OpenID Connect stand-ins' (and Apple's) shapes and wording.
+        static func openID(accessTokenLifetime: TimeInterval) -> TokenStyle {
+            TokenStyle(
+                accessPrefix: "at.", refreshPrefix: "rt.", codePrefix: "ac.", accessLifetime: Int(accessTokenLifetime), tokenType: "Bearer",
+                badCode: "the authorization code is unknown, expired or already used", badRefresh: "the refresh token is unknown or revoked",
+                codeLifetime: nil)
         }
     }
 
-    func style(_ provider: CodeRecord.Provider) -> TokenStyle { .of(provider, accessTokenLifetime: configuration.accessTokenLifetime) }
+    func style(_ provider: CodeRecord.Provider) -> TokenStyle { provider.profile.tokenStyle(configuration.accessTokenLifetime) }
 
     /// An authorization request: from a consent page or minted by the control API.
     struct ProviderAuthorization: Sendable {
@@ -83,19 +51,14 @@ extension EmulatorState {
 
     private static func invalidClient(_ provider: CodeRecord.Provider, _ clientID: String?) -> ProviderOAuthError {
         ProviderOAuthError(
-            status: provider == .dropbox ? 400 : 401, code: "invalid_client", description: "The OAuth client \(clientID ?? "(none)") was not found.")
+            status: provider.profile.invalidClientStatus, code: "invalid_client", description: "The OAuth client \(clientID ?? "(none)") was not found.")
     }
 
     /// Issues an authorization code bound to the client, redirect URI, nonce and PKCE challenge.
     func issueCode(_ request: ProviderAuthorization) throws(ProviderOAuthError) -> String {
         guard configuration.oauthClient(request.provider, request.clientID) != nil else { throw Self.invalidClient(request.provider, request.clientID) }
         guard users[request.userID] != nil else { throw ProviderOAuthError(status: 400, code: "invalid_request", description: "no such user") }
-        // GitHub's codes are 20 hex digits.
-        let code =
-            request.provider == .github
-            ? Identifiers.randomAlphanumeric(20, alphabet: "0123456789abcdef")
-            : style(request.provider).codePrefix
-                + Identifiers.randomAlphanumeric(request.provider == .google ? 70 : 64, alphabet: Identifiers.base64URLAlphabet)
+        let code = request.provider.profile.makeCode(style(request.provider))
         addCode(
             CodeRecord(
                 code: code, provider: request.provider, userID: request.userID, clientID: request.clientID, redirectURI: request.redirectURI,
@@ -111,42 +74,29 @@ extension EmulatorState {
         guard configuration.oauthClient(request.provider, request.clientID) != nil else { throw Self.invalidClient(request.provider, request.clientID) }
         guard let user = users[request.userID] else { throw ProviderOAuthError(status: 400, code: "invalid_request", description: "no such user") }
         var signIn = ProviderSignIn(subject: subject(of: user, provider: request.provider))
-        switch request.provider {
+        switch request.provider.profile.appSignIn {
         case .apple:
             throw ProviderOAuthError(status: 400, code: "invalid_request", description: "Apple sign-ins are minted by signIn")
-        case .google, .microsoft, .oidc, .gitlab, .slack, .line:
+        case .idTokenAndCode:
             signIn.authorizationCode = try issueCode(request)
             signIn.idToken = try await idToken(
                 request.provider, user: user, clientID: request.clientID, nonce: request.nonce, accessToken: nil, issuer: request.oidcIssuer)
-        case .facebook:
-            signIn.accessToken = issueProviderAccessToken(.facebook, user: user, clientID: request.clientID, refreshToken: nil, scopes: request.scopes)
-            signIn.idToken = try await idToken(.facebook, user: user, clientID: request.clientID, nonce: request.nonce, accessToken: nil, issuer: "")
-        case .github, .discord, .x:
+        case .accessTokenAndIDToken:
+            signIn.accessToken = issueProviderAccessToken(request.provider, user: user, clientID: request.clientID, refreshToken: nil, scopes: request.scopes)
+            signIn.idToken = try await idToken(request.provider, user: user, clientID: request.clientID, nonce: request.nonce, accessToken: nil, issuer: "")
+        case .code:
             signIn.authorizationCode = try issueCode(request)
-        case .dropbox:
+        case .codeAndAccessToken:
             signIn.authorizationCode = try issueCode(request)
-            signIn.accessToken = issueProviderAccessToken(.dropbox, user: user, clientID: request.clientID, refreshToken: nil, scopes: request.scopes)
+            signIn.accessToken = issueProviderAccessToken(request.provider, user: user, clientID: request.clientID, refreshToken: nil, scopes: request.scopes)
         }
         return signIn
     }
 
     /// The user's subject at `provider` (for Apple, under the default team).
     func subject(of user: UserRecord, provider: CodeRecord.Provider) -> String {
-        let subjects = Identifiers.ProviderSubjects(userID: user.id)
-        return switch provider {
-        case .apple: defaultTeamID.map { subject(of: user, teamID: $0) } ?? ""
-        case .google: Identifiers.googleSubject(userID: user.id)
-        case .microsoft: subjects.microsoft
-        case .facebook: subjects.facebook
-        case .dropbox: subjects.dropbox
-        case .github: subjects.github
-        case .discord: subjects.discord
-        case .x: subjects.x
-        case .gitlab: subjects.gitlab
-        case .slack: subjects.slack
-        case .line: subjects.line
-        case .oidc: subjects.oidc
-        }
+        guard provider != .apple else { return defaultTeamID.map { subject(of: user, teamID: $0) } ?? "" }
+        return provider.profile.subject(Identifiers.ProviderSubjects(userID: user.id))
     }
 
     func issueProviderAccessToken(_ provider: CodeRecord.Provider, user: UserRecord, clientID: String, refreshToken: String?, scopes: [String])
@@ -155,7 +105,7 @@ extension EmulatorState {
         let style = style(provider)
         return issueAccessToken(
             clientID: clientID, teamID: provider.rawValue, userID: user.id, refreshToken: refreshToken,
-            token: Identifiers.providerToken(style.accessPrefix, provider == .facebook ? 150 : 100), lifetime: TimeInterval(style.accessLifetime),
+            token: Identifiers.providerToken(style.accessPrefix, provider.profile.accessTokenLength), lifetime: TimeInterval(style.accessLifetime),
             scopes: scopes)
     }
 
@@ -166,45 +116,22 @@ extension EmulatorState {
         _ provider: CodeRecord.Provider, user: UserRecord, clientID: String, nonce: String?, accessToken: String?, issuer: String, webLogin: Bool = false
     ) async throws(ProviderOAuthError) -> String {
         let issuedAt = Int(now.timeIntervalSince1970)
-        let subjects = Identifiers.ProviderSubjects(userID: user.id)
-        let iss =
-            switch provider {
-            case .google: configuration.googleIssuer
-            case .microsoft: "https://login.microsoftonline.com/\(user.microsoftTenant)/v2.0"
-            case .facebook: configuration.facebookIssuer
-            default: issuer
-            }
-        let lifetime = provider == .google ? 3600 : Int(configuration.identityTokenLifetime)
+        let profile = provider.profile
+        let lifetime = profile.idTokenLifetime ?? Int(configuration.identityTokenLifetime)
         var claims = ClaimSet([
-            ("iss", .string(iss)), ("aud", .string(clientID)), ("sub", .string(subject(of: user, provider: provider))), ("iat", .int(issuedAt)),
-            ("exp", .int(issuedAt + lifetime)),
+            ("iss", .string(profile.idTokenIssuer(configuration, user, issuer))), ("aud", .string(clientID)),
+            ("sub", .string(subject(of: user, provider: provider))), ("iat", .int(issuedAt)), ("exp", .int(issuedAt + lifetime)),
         ])
         if let nonce { claims["nonce"] = .string(nonce) }
         claims["email"] = .string(user.email)
-        if provider != .facebook { claims["email_verified"] = .bool(true) }
+        if profile.idTokenHasEmailVerified { claims["email_verified"] = .bool(true) }
         let name = [user.givenName, user.familyName].compactMap { $0 }.joined(separator: " ")
         if !name.isEmpty { claims["name"] = .string(name) }
         if let given = user.givenName { claims["given_name"] = .string(given) }
         if let family = user.familyName { claims["family_name"] = .string(family) }
         if let accessToken { claims["at_hash"] = .string(Self.halfHash(accessToken)) }
-        switch provider {
-        case .google:
-            claims["azp"] = .string(clientID)
-            if let domain = user.email.split(separator: "@").last, !["gmail.com", "googlemail.com"].contains(String(domain)) {
-                claims["hd"] = .string(String(domain))
-            }
-        case .microsoft:
-            claims["tid"] = .string(user.microsoftTenant)
-            claims["oid"] = .string(subjects.microsoftObjectID)
-            claims["ver"] = .string("2.0")
-            claims["preferred_username"] = .string(user.email)
-            claims["nbf"] = .int(issuedAt)
-        case .facebook:
-            claims["jti"] = .string(UUID().uuidString.lowercased())
-            claims["picture"] = .string("https://platform-lookaside.fbsbx.com/platform/profilepic/?asid=\(subjects.facebook)")
-        default: break
-        }
-        if provider == .line { return try await lineIDToken(claims, clientID: clientID, webLogin: webLogin) }
+        profile.idTokenExtras(&claims, user, clientID, issuedAt)
+        if let sign = profile.signIDToken { return try await sign(self, claims, clientID, webLogin) }
         do { return try await keys(provider).sign(claims) } catch {
             throw ProviderOAuthError(status: 500, code: "server_error", description: "signing failed")
         }
@@ -242,17 +169,17 @@ extension EmulatorState {
                 let user = users[grant.userID]
             else { throw ProviderOAuthError(status: 400, code: "invalid_grant", description: style.badRefresh) }
             try checkTenant(tenant, user)
-            // Microsoft hands out a new refresh token on every refresh (the old one stays usable); a rotating OpenID
-            // Connect provider too, and the old one stops working; the others keep theirs.
-            let rotates = (provider == .oidc && configuration.oidcRotatesRefreshTokens) || provider == .discord || provider == .x
+            // Microsoft hands out a new refresh token on every refresh (the old one stays usable); a rotating provider
+            // too, and the old one stops working; the others keep theirs.
+            let refresh = provider.profile.refresh(configuration)
             var grantToken = token
-            if provider == .microsoft || rotates {
+            if refresh != .keeps {
                 grantToken = Identifiers.providerToken(style.refreshPrefix, 64)
                 addGrant(
                     GrantRecord(
                         refreshToken: grantToken, provider: provider, userID: user.id, clientID: clientID, teamID: provider.rawValue, createdAt: now,
                         scopes: grant.scopes))
-                if rotates { grants[token]?.revoked = true }
+                if refresh == .rotates { grants[token]?.revoked = true }
             }
             return try await tokenAnswer(
                 provider, user: user, clientID: clientID, scopes: grant.scopes, nonce: nil, grant: grantToken, newRefreshToken: grantToken != token,
@@ -274,7 +201,7 @@ extension EmulatorState {
         else { throw ProviderOAuthError(status: 400, code: "invalid_grant", description: style.badCode) }
         guard record.redirectURI == form["redirect_uri"] else {
             throw ProviderOAuthError(
-                status: 400, code: provider == .google ? "redirect_uri_mismatch" : "invalid_grant",
+                status: 400, code: provider.profile.redirectMismatchError,
                 description: "redirect_uri does not match the authorization request")
         }
         if let challenge = record.codeChallenge {
@@ -319,16 +246,11 @@ extension EmulatorState {
             "scope": .string(scopes.joined(separator: " ")),
         ]
         if newRefreshToken { answer["refresh_token"] = .string(grant) }
-        if provider == .dropbox {
-            let subjects = Identifiers.ProviderSubjects(userID: user.id)
-            answer["account_id"] = .string(subjects.dropbox)
-            answer["uid"] = .string(subjects.dropboxUID)
-        } else if provider != .discord && provider != .x {
-            // Plain OAuth 2.0 providers (Discord, X) issue no ID token.
+        provider.profile.tokenAnswerExtras(&answer, user, style)
+        if provider.profile.tokenAnswerHasIDToken {
             answer["id_token"] = .string(
                 try await idToken(provider, user: user, clientID: clientID, nonce: nonce, accessToken: accessToken, issuer: issuer, webLogin: true))
         }
-        if provider == .microsoft { answer["ext_expires_in"] = .int(style.accessLifetime) }
         return answer
     }
 

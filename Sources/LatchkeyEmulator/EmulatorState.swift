@@ -55,17 +55,10 @@ actor EmulatorState {
         return true
     }
 
-    /// How each provider that signs ID tokens names its keys (Dropbox issues none, so it has no keys).
-    private static let keyIDs: [CodeRecord.Provider: @Sendable () -> String] = [
-        .apple: Identifiers.appleKeyID, .google: Identifiers.googleKeyID, .microsoft: Identifiers.microsoftKeyID,
-        .facebook: Identifiers.googleKeyID, .oidc: Identifiers.googleKeyID, .gitlab: Identifiers.googleKeyID,
-        .slack: Identifiers.googleKeyID,
-    ]
-
     /// `provider`'s signing keys, made on first use.
     func keys(_ provider: CodeRecord.Provider) throws(ProviderOAuthError) -> SigningKeyRing {
         if let ring = keyRings[provider] { return ring }
-        guard let makeKeyID = Self.keyIDs[provider] else {
+        guard let makeKeyID = provider.profile.keyID else {
             throw ProviderOAuthError(status: 500, code: "server_error", description: "\(provider.rawValue) has no signing keys")
         }
         do {
@@ -77,17 +70,15 @@ actor EmulatorState {
         }
     }
 
-    /// `provider`'s JWKS document as its key route publishes it: `alg` RS256 on each key, except Microsoft's, which
-    /// carry no `alg` and a per-key `issuer` (its template) instead.
+    /// `provider`'s JWKS document as its key route publishes it: `alg` RS256 on each key unless its profile says
+    /// otherwise (Microsoft's carry no `alg` and a per-key `issuer`, its template).
     func jwks(_ provider: CodeRecord.Provider) throws(ProviderOAuthError) -> [String: [[String: String]]] {
-        provider == .microsoft
-            ? try keys(provider).jwks(algorithm: nil, extra: ["issuer": microsoftIssuerTemplate])
-            : try keys(provider).jwks(algorithm: "RS256")
+        try keys(provider).jwks(algorithm: provider.profile.jwksAlgorithm, extra: provider.profile.jwksExtras)
     }
 
     /// Rotates `providers`' keys; false when one of them has no keys (Dropbox).
     func rotateKeys(_ providers: [CodeRecord.Provider] = [.apple, .google]) throws -> Bool {
-        guard providers.allSatisfy({ Self.keyIDs[$0] != nil }) else { return false }
+        guard providers.allSatisfy({ $0.profile.keyID != nil }) else { return false }
         for provider in providers {
             var ring = try keys(provider)
             try ring.rotate()
@@ -144,14 +135,13 @@ actor EmulatorState {
     }
 
     /// Every subject of a user: one per team, then the other providers' under pseudo-teams named after the
-    /// provider (`google`, `microsoft` for both `sub` and `oid`, `facebook`, `dropbox`, `oidc`).
+    /// provider (`google`, `microsoft` for both `sub` and `oid`, …), as their profiles say.
     static func subjects(userID: UUID, teamIDs: [String]) -> [(sub: String, teamID: String)] {
         let other = Identifiers.ProviderSubjects(userID: userID)
-        return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) } + [
-            (Identifiers.googleSubject(userID: userID), "google"), (other.microsoft, "microsoft"), (other.microsoftObjectID, "microsoft"),
-            (other.facebook, "facebook"), (other.dropbox, "dropbox"), (other.oidc, "oidc"), (other.github, "github"), (other.discord, "discord"),
-            (other.x, "x"), (other.gitlab, "gitlab"), (other.slack, "slack"), (other.line, "line"),
-        ]
+        return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) }
+            + ProviderProfiles.all.filter { $0.provider != .apple }.flatMap { profile in
+                (profile.lookupSubjects?(other) ?? [profile.subject(other)]).map { ($0, profile.provider.rawValue) }
+            }
     }
 
     private func removeUser(_ id: UUID) {

@@ -82,10 +82,12 @@ enum Identifiers {
         let gitlab: String
         /// A Slack user id: `U` and 10 upper-case letters and digits.
         let slack: String
-        /// A LINE user id: `U` and 32 lower-case hex digits.
-        let line: String
+
+        /// The emulator's user these are the subjects of.
+        let userID: UUID
 
         init(userID: UUID) {
+            self.userID = userID
             let bytes = Array(SHA512.hash(data: Array("providers|\(userID.uuidString)".utf8)))
             microsoft = base64URL(bytes[0..<32])
             let oid = hex(bytes[32..<48])
@@ -102,7 +104,6 @@ enum Identifiers {
             x = "17" + digits.suffix(17)
             gitlab = String(1_000_000 + (Int(digits.dropFirst(9).prefix(8)) ?? 0) % 30_000_000)
             slack = "U" + hex(bytes[20..<25]).uppercased()
-            line = "U" + hex(bytes[32..<48])
         }
     }
 

@@ -24,22 +24,7 @@ struct CodeRecord: Sendable {
         case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x, gitlab, slack, line
 
         /// The name the sign-in pages show.
-        var displayName: String {
-            switch self {
-            case .apple: "Apple"
-            case .google: "Google"
-            case .microsoft: "Microsoft"
-            case .facebook: "Facebook"
-            case .dropbox: "Dropbox"
-            case .github: "GitHub"
-            case .discord: "Discord"
-            case .x: "X"
-            case .gitlab: "GitLab"
-            case .slack: "Slack"
-            case .line: "LINE"
-            case .oidc: "OpenID Connect"
-            }
-        }
+        var displayName: String { profile.displayName }
     }
     let code: String
     let provider: Provider

@@ -1,6 +1,18 @@
 import Foundation
 import Hummingbird
 
+extension ProviderProfile {
+    /// Sign in with Apple at the emulator's root: its teams, apps, client secrets and notifications are the emulator's
+    /// own (``EmulatorState``); the profile names it and adds its routes.
+    static let apple: ProviderProfile = {
+        var profile = ProviderProfile(provider: .apple, displayName: "Apple") { $0.addAppleRoutes(to: $1) }
+        profile.register = { _, _, _, _ in }
+        profile.appSignIn = .apple
+        profile.keyID = Identifiers.appleKeyID
+        return profile
+    }()
+}
+
 extension Emulator {
     func addAppleRoutes(to router: Router<BasicRequestContext>) {
         router.get("/.well-known/openid-configuration") { request, _ in
@@ -125,7 +137,7 @@ extension Emulator {
             if !scopes.isEmpty, mode != "form_post" { return ("invalid_request", "response_mode must be form_post when scopes are requested") }
         default:
             // GitHub's authorization endpoint has no response_type parameter.
-            guard responseTypes == ["code"] || (provider == .github && responseTypes.isEmpty) else {
+            guard responseTypes == ["code"] || (provider.profile.responseTypeOptional && responseTypes.isEmpty) else {
                 return ("unsupported_response_type", "response_type must be code")
             }
             if let method = parameters["code_challenge_method"], !["S256", "plain"].contains(method) {

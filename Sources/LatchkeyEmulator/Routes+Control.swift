@@ -165,19 +165,13 @@ extension Emulator {
             return controlError("client id \(body.clientId) is not registered for \(provider.rawValue)")
         }
         let method = body.codeChallenge == nil ? nil : (body.codeChallengeMethod ?? "S256")
-        if let method, !(["google", "microsoft"].contains(provider.rawValue) ? ["S256", "plain"] : ["S256"]).contains(method) {
+        if let method, !(provider.profile.allowsPlainChallenge ? ["S256", "plain"] : ["S256"]).contains(method) {
             return controlError("codeChallengeMethod \(method) is not supported by \(provider.rawValue)")
         }
-        let defaultScopes: [CodeRecord.Provider: [String]] = [
-            .google: ["openid", "email", "profile"], .microsoft: ["openid", "profile", "email", "offline_access"], .oidc: ["openid", "email", "profile"],
-            .facebook: ["public_profile", "email"], .dropbox: ["account_info.read"], .github: ["read:user", "user:email"], .discord: ["identify", "email"],
-            .x: ["users.read", "tweet.read", "offline.access"], .gitlab: ["openid", "profile", "email"],
-            .slack: ["openid", "profile", "email"], .line: ["openid", "profile", "email"],
-        ]
         let authorization = EmulatorState.ProviderAuthorization(
             provider: provider, userID: user.id, clientID: body.clientId, redirectURI: body.redirectUri, nonce: body.nonce,
-            scopes: body.scopes ?? defaultScopes[provider] ?? [], codeChallenge: body.codeChallenge, codeChallengeMethod: method,
-            oidcIssuer: request.baseURL + ([.gitlab, .slack, .line].contains(provider) ? "/" + provider.rawValue : "/oidc"))
+            scopes: body.scopes ?? provider.profile.defaultScopes, codeChallenge: body.codeChallenge, codeChallengeMethod: method,
+            oidcIssuer: request.baseURL + (provider.profile.ownIssuerPath ? "/" + provider.rawValue : "/oidc"))
         do throws(ProviderOAuthError) {
             let signIn = try await state.providerSignIn(authorization)
             var answer: [String: Claim] = ["sub": .string(signIn.subject)]

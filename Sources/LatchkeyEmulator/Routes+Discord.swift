@@ -1,6 +1,25 @@
 import Foundation
 import Hummingbird
 
+extension ProviderProfile {
+    /// Discord at `/discord`: plain OAuth 2.0 with rotating refresh tokens, no ID tokens.
+    static let discord: ProviderProfile = {
+        var profile = ProviderProfile(provider: .discord, displayName: "Discord") { $0.addDiscordRoutes(to: $1) }
+        profile.subject = { $0.discord }
+        profile.tokenStyle = { _ in
+            TokenStyle(
+                accessPrefix: "", refreshPrefix: "", codePrefix: "", accessLifetime: 604_800, tokenType: "Bearer", badCode: "Invalid \"code\" in request.",
+                badRefresh: "Invalid \"refresh_token\" in request.", codeLifetime: nil)
+        }
+        profile.refresh = { _ in .rotates }
+        profile.appSignIn = .code
+        profile.defaultScopes = ["identify", "email"]
+        profile.authorizationAnswerHasScope = false
+        profile.tokenAnswerHasIDToken = false
+        return profile
+    }()
+}
+
 /// Discord's stand-in at `/discord`: `/oauth2/authorize`, `/api/oauth2/token` (codes with PKCE, rotating refresh
 /// tokens), `/api/oauth2/token/revoke` and `/api/users/@me`.
 extension Emulator {

@@ -2,6 +2,27 @@ import Foundation
 import Hummingbird
 import NIOCore
 
+extension ProviderProfile {
+    /// GitHub at `/github`: OAuth apps, codes of 20 hex digits, tokens that do not expire, no ID tokens.
+    static let github: ProviderProfile = {
+        var profile = ProviderProfile(provider: .github, displayName: "GitHub") { $0.addGitHubRoutes(to: $1) }
+        profile.subject = { $0.github }
+        // OAuth app tokens do not expire; codes live ten minutes.
+        profile.tokenStyle = { _ in
+            TokenStyle(
+                accessPrefix: "gho_", refreshPrefix: "", codePrefix: "", accessLifetime: 10 * 365 * 86_400, tokenType: "bearer",
+                badCode: "The code passed is incorrect or expired.", badRefresh: "", codeLifetime: 600)
+        }
+        profile.makeCode = { _ in Identifiers.randomAlphanumeric(20, alphabet: "0123456789abcdef") }
+        profile.appSignIn = .code
+        profile.defaultScopes = ["read:user", "user:email"]
+        profile.authorizationAnswerHasScope = false
+        profile.responseTypeOptional = true
+        profile.tokenAnswerHasIDToken = false
+        return profile
+    }()
+}
+
 /// GitHub's stand-in at `/github`: the sign-in page and token endpoint of `github.com` under `/github/login/oauth`,
 /// and the REST API of `api.github.com` under `/github/api`.
 extension Emulator {

@@ -1,6 +1,18 @@
 import Foundation
 import Hummingbird
 
+extension ProviderProfile {
+    /// GitLab at `/gitlab`, its own issuer: public applications, the OpenID Connect stand-in's rules.
+    static let gitlab: ProviderProfile = {
+        var profile = ProviderProfile(provider: .gitlab, displayName: "GitLab") { $0.addGitLabRoutes(to: $1) }
+        profile.subject = { $0.gitlab }
+        profile.register = { configuration, provider, clientID, uris in configuration.setClient(.init(clientID: clientID, redirectURIs: uris), for: provider) }
+        profile.ownIssuerPath = true
+        profile.keyID = Identifiers.googleKeyID
+        return profile
+    }()
+}
+
 /// GitLab's stand-in at `/gitlab` (its issuer, as a self-managed instance's base URL is): OpenID Connect discovery,
 /// keys at `/oauth/discovery/keys`, `/oauth/authorize`, `/oauth/token` (codes with PKCE, ID tokens) and RFC 7009's
 /// `/oauth/revoke`, on the OpenID Connect stand-in's rules.

@@ -2,6 +2,37 @@ import Crypto
 import Foundation
 import Hummingbird
 
+extension ProviderProfile {
+    /// Google at `/google`: its issuer, codes that live ten minutes, `plain` PKCE allowed, `azp` and `hd` in its ID tokens.
+    static let google: ProviderProfile = {
+        var profile = ProviderProfile(provider: .google, displayName: "Google") { $0.addGoogleRoutes(to: $1) }
+        profile.subject = { Identifiers.googleSubject(userID: $0.userID) }
+        profile.register = { configuration, _, clientID, uris in
+            configuration.googleClients.removeAll { $0.clientID == clientID }
+            configuration.googleClients.append(.init(clientID: clientID, redirectURIs: uris))
+        }
+        profile.client = { configuration, _, clientID in configuration.googleClient(clientID) }
+        profile.tokenStyle = { _ in
+            TokenStyle(
+                accessPrefix: "ya29.", refreshPrefix: "1//0", codePrefix: "4/0", accessLifetime: 3599, tokenType: "Bearer",
+                badCode: "Malformed auth code.", badRefresh: "Token has been expired or revoked.", codeLifetime: 600)
+        }
+        profile.makeCode = { $0.codePrefix + Identifiers.randomAlphanumeric(70, alphabet: Identifiers.base64URLAlphabet) }
+        profile.redirectMismatchError = "redirect_uri_mismatch"
+        profile.allowsPlainChallenge = true
+        profile.idTokenIssuer = { configuration, _, _ in configuration.googleIssuer }
+        profile.idTokenLifetime = 3600
+        profile.idTokenExtras = { claims, user, clientID, _ in
+            claims["azp"] = .string(clientID)
+            if let domain = user.email.split(separator: "@").last, !["gmail.com", "googlemail.com"].contains(String(domain)) {
+                claims["hd"] = .string(String(domain))
+            }
+        }
+        profile.keyID = Identifiers.googleKeyID
+        return profile
+    }()
+}
+
 extension Emulator {
     func addGoogleRoutes(to router: Router<BasicRequestContext>) {
         router.get("/google/.well-known/openid-configuration") { request, _ in
@@ -77,7 +108,7 @@ extension Emulator {
                         scopes: (form["scope"] ?? "").split(separator: " ").map(String.init), codeChallenge: form["code_challenge"],
                         codeChallengeMethod: form["code_challenge_method"]))
                 answer.append(("code", code))
-                if ![.dropbox, .github, .discord, .x].contains(provider) { answer.append(("scope", form["scope"] ?? "")) }
+                if provider.profile.authorizationAnswerHasScope { answer.append(("scope", form["scope"] ?? "")) }
             } catch {
                 return HTTPAnswer.json(["error": error.code], status: .init(code: error.status))
             }

@@ -1,6 +1,17 @@
 import Foundation
 import Hummingbird
 
+extension ProviderProfile {
+    /// Sign in with Slack at `/slack`, its own issuer.
+    static let slack: ProviderProfile = {
+        var profile = ProviderProfile(provider: .slack, displayName: "Slack") { $0.addSlackRoutes(to: $1) }
+        profile.subject = { $0.slack }
+        profile.ownIssuerPath = true
+        profile.keyID = Identifiers.googleKeyID
+        return profile
+    }()
+}
+
 /// Sign in with Slack's stand-in at `/slack` (its issuer here): OpenID Connect discovery without a revocation endpoint,
 /// keys at `/openid/connect/keys`, `/openid/connect/authorize`, and `/api/openid.connect.token`, a Slack Web API method:
 /// every answer is HTTP 200 with `ok`, and a refusal is `{"ok": false, "error": …}` in Slack's words. No refresh token

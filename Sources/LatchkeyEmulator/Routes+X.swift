@@ -1,6 +1,25 @@
 import Foundation
 import Hummingbird
 
+extension ProviderProfile {
+    /// X at `/x`: OAuth 2.0 with PKCE, codes that live 30 seconds, rotating refresh tokens, no ID tokens.
+    static let x: ProviderProfile = {
+        var profile = ProviderProfile(provider: .x, displayName: "X") { $0.addXRoutes(to: $1) }
+        profile.subject = { $0.x }
+        profile.tokenStyle = { _ in
+            TokenStyle(
+                accessPrefix: "", refreshPrefix: "", codePrefix: "", accessLifetime: 7200, tokenType: "bearer",
+                badCode: "Value passed for the authorization code was invalid.", badRefresh: "Value passed for the token was invalid.", codeLifetime: 30)
+        }
+        profile.refresh = { _ in .rotates }
+        profile.appSignIn = .code
+        profile.defaultScopes = ["users.read", "tweet.read", "offline.access"]
+        profile.authorizationAnswerHasScope = false
+        profile.tokenAnswerHasIDToken = false
+        return profile
+    }()
+}
+
 /// X's stand-in at `/x`: `/i/oauth2/authorize`, `/2/oauth2/token` (codes with PKCE; confidential clients in a Basic
 /// header; rotating refresh tokens with `offline.access`), `/2/oauth2/revoke` and `/2/users/me`. X shares no e-mail.
 extension Emulator {

@@ -6,18 +6,7 @@ extension Emulator {
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: FaultMiddleware(state: state))
-        addAppleRoutes(to: router)
-        addGoogleRoutes(to: router)
-        addMicrosoftRoutes(to: router)
-        addFacebookRoutes(to: router)
-        addDropboxRoutes(to: router)
-        addGitHubRoutes(to: router)
-        addDiscordRoutes(to: router)
-        addXRoutes(to: router)
-        addGitLabRoutes(to: router)
-        addSlackRoutes(to: router)
-        addLINERoutes(to: router)
-        addOIDCRoutes(to: router)
+        for profile in ProviderProfiles.all { profile.addRoutes(self, router) }
         addControlRoutes(to: router)
         return router
     }

@@ -3,6 +3,7 @@ import CMallocTuning
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyStore
 import Logging
@@ -121,7 +122,7 @@ struct Serve: AsyncParsableCommand {
         emulatorLogger.logLevel = .warning
         let emulator = try Emulator(configuration: emulatorConfiguration, logger: emulatorLogger)
         print(
-            "emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/): Apple (team \(team.teamID)), Google, Microsoft, Facebook, Dropbox and OIDC, client ids \(devClientIDs.joined(separator: ", "))"
+            "emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/): Apple (team \(team.teamID)), \(ProviderModules.all.filter { $0.name != AppleModule.name }.map { $0.displayName }.joined(separator: ", ")) and OIDC, client ids \(devClientIDs.joined(separator: ", "))"
         )
         return [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
     }
