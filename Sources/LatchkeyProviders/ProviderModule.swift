@@ -193,6 +193,21 @@ extension ConfigReader {
         return string(forKey: key).map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
     }
 
+    /// The list that turns a module on: nil when it and every other setting of the module is unset (`othersSet`
+    /// says whether one is); refused when missing beside other settings or empty. `fullKey` names it, `what` says
+    /// what to list.
+    package func settingRequiredList(_ key: ConfigKey, fullKey: String, othersSet: Bool, what: String) throws(LatchkeyError) -> [String]? {
+        guard let list = settingList(key) else {
+            guard !othersSet else {
+                let module = fullKey.split(separator: ".").first.map(String.init) ?? fullKey
+                throw LatchkeyError(.invalidConfiguration, "setting \(fullKey) is missing (other \(module).* settings are set)")
+            }
+            return nil
+        }
+        guard !list.isEmpty else { throw LatchkeyError(.invalidConfiguration, "setting \(fullKey) is empty; list \(what)") }
+        return list
+    }
+
     /// A secret given inline (`key`) or as a file path (`fileKey`, which wins); `fullFileKey` names the latter in errors.
     package func settingSecret(_ key: ConfigKey, fileKey: ConfigKey, fullFileKey: String) throws(LatchkeyError) -> String? {
         if let path = string(forKey: fileKey) {

@@ -78,7 +78,9 @@ extension LatchkeyServer {
     func provider(_ name: String) throws -> any IdentityProvider {
         if let provider = providers[name] { return provider }
         if let module = ProviderModules.all.first(where: { $0.name == name }) {
-            let required = module.settings.filter { $0.defaultValue == "—" }.map { "\(name).\($0.key)" }
+            let required = module.settings.filter { $0.defaultValue == "—" }.map {
+                $0.key.components(separatedBy: " / ").map { "\(name).\($0)" }.joined(separator: " or ")
+            }
             throw APIError(
                 status: .serviceUnavailable, code: "temporarily_unavailable",
                 description: "Sign in with \(module.displayName) is not configured on this server (set \(required.joined(separator: ", ")))")

@@ -12,13 +12,19 @@ struct StoreMigrationTests {
     /// with a grant sealed under `key`, a session, an owed revocation and a used sign-in token.
     static let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
-    @Test("a version 2 file migrates in place: grants and owed calls become Apple's, nothing is lost, new features work on it")
-    func fromVersion2() async throws {
+    /// A new directory holding a copy of `store-v2.sqlite` as `latchkey.sqlite`.
+    static func copyOfVersion2() throws -> String {
         let directory = NSTemporaryDirectory() + "latchkey-migration-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Fixtures.path("store-v2.sqlite"), toPath: directory + "/latchkey.sqlite")
+        return directory
+    }
+
+    @Test("a version 2 file migrates in place: grants and owed calls become Apple's, nothing is lost, new features work on it")
+    func fromVersion2() async throws {
+        let directory = try Self.copyOfVersion2()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/latchkey.sqlite"
-        try FileManager.default.copyItem(atPath: Fixtures.path("store-v2.sqlite"), toPath: path)
 
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         #expect(try await store.appliedMigrations() == [1, 2])
@@ -54,11 +60,9 @@ struct StoreMigrationTests {
 
     @Test("version 11 moves every Apple fact into the identity's claims and empties the columns; a row an earlier release writes still reads whole")
     func appleFactsIntoClaims() async throws {
-        let directory = NSTemporaryDirectory() + "latchkey-migration-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try Self.copyOfVersion2()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/latchkey.sqlite"
-        try FileManager.default.copyItem(atPath: Fixtures.path("store-v2.sqlite"), toPath: path)
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         // Every Apple column set, as a release before version 11 left them.
         try await store.longWrite { db in

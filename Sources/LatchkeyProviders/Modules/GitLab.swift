@@ -29,15 +29,10 @@ public struct GitLabModule: ProviderModule {
     public init?(reading config: ConfigReader) throws(LatchkeyError) {
         let secret = try config.settingSecret("clientSecret", fileKey: "clientSecretFile", fullFileKey: "gitlab.clientSecretFile")
         let baseURL = try config.settingURL("baseUrl", fullKey: "gitlab.baseUrl")
-        guard let clientIDs = config.settingList("clientIds") else {
-            guard secret == nil, baseURL == nil else {
-                throw LatchkeyError(.invalidConfiguration, "setting gitlab.clientIds is missing (other gitlab.* settings are set)")
-            }
-            return nil
-        }
-        guard !clientIDs.isEmpty else {
-            throw LatchkeyError(.invalidConfiguration, "setting gitlab.clientIds is empty; list the application ids your apps use")
-        }
+        guard
+            let clientIDs = try config.settingRequiredList(
+                "clientIds", fullKey: "gitlab.clientIds", othersSet: secret != nil || baseURL != nil, what: "the application ids your apps use")
+        else { return nil }
         self.init(clientIDs: clientIDs, clientSecret: secret, baseURL: baseURL ?? "https://gitlab.com")
     }
 

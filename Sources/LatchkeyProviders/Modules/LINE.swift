@@ -35,13 +35,10 @@ public struct LINEModule: ProviderModule {
     public init?(reading config: ConfigReader) throws(LatchkeyError) {
         let secret = try config.settingSecret("channelSecret", fileKey: "channelSecretFile", fullFileKey: "line.channelSecretFile")
         let issuer = try config.settingURL("issuer", fullKey: "line.issuer")
-        guard let channelIDs = config.settingList("channelIds") else {
-            guard secret == nil, issuer == nil else {
-                throw LatchkeyError(.invalidConfiguration, "setting line.channelIds is missing (other line.* settings are set)")
-            }
-            return nil
-        }
-        guard !channelIDs.isEmpty else { throw LatchkeyError(.invalidConfiguration, "setting line.channelIds is empty; list the LINE Login channel id") }
+        guard
+            let channelIDs = try config.settingRequiredList(
+                "channelIds", fullKey: "line.channelIds", othersSet: secret != nil || issuer != nil, what: "the LINE Login channel id")
+        else { return nil }
         if let secret, secret.utf8.count < 32 {
             throw LatchkeyError(
                 .invalidConfiguration, "setting line.channelSecret is \(secret.utf8.count) characters; a LINE channel secret is 32 (Basic settings tab)")

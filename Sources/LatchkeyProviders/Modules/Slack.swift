@@ -30,13 +30,10 @@ public struct SlackModule: ProviderModule {
     public init?(reading config: ConfigReader) throws(LatchkeyError) {
         let secret = try config.settingSecret("clientSecret", fileKey: "clientSecretFile", fullFileKey: "slack.clientSecretFile")
         let issuer = try config.settingURL("issuer", fullKey: "slack.issuer")
-        guard let clientIDs = config.settingList("clientIds") else {
-            guard secret == nil, issuer == nil else {
-                throw LatchkeyError(.invalidConfiguration, "setting slack.clientIds is missing (other slack.* settings are set)")
-            }
-            return nil
-        }
-        guard !clientIDs.isEmpty else { throw LatchkeyError(.invalidConfiguration, "setting slack.clientIds is empty; list the Slack app's client id") }
+        guard
+            let clientIDs = try config.settingRequiredList(
+                "clientIds", fullKey: "slack.clientIds", othersSet: secret != nil || issuer != nil, what: "the Slack app's client id")
+        else { return nil }
         self.init(clientIDs: clientIDs, clientSecret: secret, issuer: issuer ?? "https://slack.com")
     }
 
