@@ -1,5 +1,5 @@
 public import Configuration
-import Foundation
+public import Foundation
 public import LatchkeyCore
 public import Logging
 
@@ -38,8 +38,9 @@ public protocol ProviderModule: Sendable {
     func callbackFindings(_ callbackURL: String) -> [ProviderFinding]
     /// The provider these settings make.
     func makeProvider(_ context: ProviderContext) throws(LatchkeyError) -> any IdentityProvider
-    /// Whether the provider's sign-ins can be ID tokens (`latchkey token verify` refuses to verify one otherwise).
-    static var issuesIDTokens: Bool { get }
+    /// How `latchkey token verify --provider {name}` checks one of the provider's ID tokens: the policy for
+    /// `audiences` and where the provider publishes its keys; nil for a provider that issues no ID tokens.
+    static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification?
     /// Settings (keys under ``name``) that point the provider at the emulator's stand-in at `baseURL` (its own path,
     /// such as `{emulator}/github`) with the apps registered there as `clientIDs` (a provider with one client id takes
     /// the first): for `serve --dev` and `demo`.
@@ -139,8 +140,21 @@ public struct ProviderFinding: Sendable, Equatable {
     }
 }
 
+/// What an ID token of a provider is checked against, offline but for its keys.
+public struct TokenVerification: Sendable {
+    public var policy: IdentityTokenPolicy
+    /// Where the provider publishes its signing keys (JWKS).
+    public var keysURL: String
+
+    public init(policy: IdentityTokenPolicy, keysURL: String) {
+        self.policy = policy
+        self.keysURL = keysURL
+    }
+}
+
 extension ProviderModule {
     public var warnings: [String] { [] }
+    public static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification? { nil }
     public func validate() throws(LatchkeyError) {}
     public func callbackFindings(_ callbackURL: String) -> [ProviderFinding] { [] }
 

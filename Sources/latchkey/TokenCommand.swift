@@ -195,49 +195,42 @@ struct TokenCommand: AsyncParsableCommand {
             }
         }
 
+        /// The providers whose ID tokens `--provider` takes by name.
+        static var namedProviders: String {
+            var names: [String] = []
+            for module in ProviderModules.all where module.tokenVerification(audiences: [], leeway: 0) != nil { names.append(module.name) }
+            return names.joined(separator: ", ")
+        }
+
         /// The policy for `provider` and where its keys are published. With `offline` (a `--jwks` file or URL given), an
         /// issuer URL is taken as the issuer itself: no discovery document is fetched.
         static func policy(_ provider: String, audiences: [String], leeway: TimeInterval, offline: Bool = false) async throws(LatchkeyError) -> (
             IdentityTokenPolicy, String
         ) {
-            switch provider.lowercased() {
-            case "apple": return (.apple(clientIDs: audiences, leeway: leeway), "https://appleid.apple.com/auth/keys")
-            case "google": return (.google(clientIDs: audiences, leeway: leeway), "https://www.googleapis.com/oauth2/v3/certs")
-            case "microsoft": return (.microsoft(clientIDs: audiences, leeway: leeway), "https://login.microsoftonline.com/common/discovery/v2.0/keys")
-            case "facebook":
-                // Limited Login's ID tokens, as the server checks them (its default issuers and nonce matching).
-                let facebook = FacebookConfiguration(appID: audiences.first ?? "")
-                let policy = IdentityTokenPolicy(
-                    providerName: "Facebook", issuers: facebook.limitedLoginIssuers, audiences: audiences, leeway: leeway,
-                    nonceMatching: facebook.nonceMatching, requireNonce: false)
-                return (policy, facebook.jwksURL)
-            case "line":
-                // The app SDK's ES256 tokens; the web login's HS256 ones need the channel secret, which this command never takes.
-                let policy = IdentityTokenPolicy(
-                    providerName: "LINE", issuers: ["https://access.line.me"], audiences: audiences, allowedAlgorithms: ["ES256"], leeway: leeway)
-                return (policy, "https://api.line.me/oauth2/v2.1/certs")
-            case let name where ProviderModules.all.contains { $0.name == name && !$0.issuesIDTokens }:
-                throw LatchkeyError(
-                    .invalidConfiguration,
-                    "\(name) issues no ID tokens: its sign-ins are authorization codes the server redeems, so there is no token to verify")
-            default:
-                guard let url = URL(string: provider), url.scheme == "https" || url.scheme == "http" else {
+            if let module = ProviderModules.all.first(where: { $0.name == provider.lowercased() }) {
+                guard let verification = module.tokenVerification(audiences: audiences, leeway: leeway) else {
                     throw LatchkeyError(
-                        .invalidConfiguration, "--provider is apple, google, microsoft, facebook, line or an issuer URL; \"\(provider)\" is none of these")
+                        .invalidConfiguration,
+                        "\(module.name) issues no ID tokens: its sign-ins are authorization codes the server redeems, so there is no token to verify")
                 }
-                let issuer = provider.hasSuffix("/") ? String(provider.dropLast()) : provider
-                if offline { return (IdentityTokenPolicy(providerName: issuer, issuers: [issuer], audiences: audiences, leeway: leeway), "") }
-                let response = try await AsyncHTTPClientTransport().send(OutboundRequest(url: issuer + "/.well-known/openid-configuration"))
-                struct Discovery: Decodable { let issuer: String; let jwks_uri: String }
-                guard response.status == 200, let discovery = try? JSONDecoder().decode(Discovery.self, from: Data(response.body)) else {
-                    throw LatchkeyError(.keysUnavailable, "\(issuer)/.well-known/openid-configuration did not answer with a discovery document")
-                }
-                guard discovery.issuer == issuer else {
-                    throw LatchkeyError(
-                        .unexpectedIssuer, "the discovery document names issuer \(discovery.issuer), not \(issuer) (RFC 8414 §3.3: they must be identical)")
-                }
-                return (IdentityTokenPolicy(providerName: issuer, issuers: [issuer], audiences: audiences, leeway: leeway), discovery.jwks_uri)
+                return (verification.policy, verification.keysURL)
             }
+            guard let url = URL(string: provider), url.scheme == "https" || url.scheme == "http" else {
+                throw LatchkeyError(
+                    .invalidConfiguration, "--provider is \(Self.namedProviders) or an issuer URL; \"\(provider)\" is none of these")
+            }
+            let issuer = provider.hasSuffix("/") ? String(provider.dropLast()) : provider
+            if offline { return (IdentityTokenPolicy(providerName: issuer, issuers: [issuer], audiences: audiences, leeway: leeway), "") }
+            let response = try await AsyncHTTPClientTransport().send(OutboundRequest(url: issuer + "/.well-known/openid-configuration"))
+            struct Discovery: Decodable { let issuer: String; let jwks_uri: String }
+            guard response.status == 200, let discovery = try? JSONDecoder().decode(Discovery.self, from: Data(response.body)) else {
+                throw LatchkeyError(.keysUnavailable, "\(issuer)/.well-known/openid-configuration did not answer with a discovery document")
+            }
+            guard discovery.issuer == issuer else {
+                throw LatchkeyError(
+                    .unexpectedIssuer, "the discovery document names issuer \(discovery.issuer), not \(issuer) (RFC 8414 §3.3: they must be identical)")
+            }
+            return (IdentityTokenPolicy(providerName: issuer, issuers: [issuer], audiences: audiences, leeway: leeway), discovery.jwks_uri)
         }
 
         static func keys(_ source: String) async throws(LatchkeyError) -> any VerificationKeyResolver {

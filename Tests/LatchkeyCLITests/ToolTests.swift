@@ -158,6 +158,11 @@ struct ToolTests {
             let github = try await CLI.run(["token", "verify", token, "--provider", "github", "--audience", "a", "--jwks", keys])
             #expect(github.status == 1 && github.stdout.contains("no ID tokens"), "\(github.stdout)")
 
+            // Every module that issues ID tokens is named by its module: Slack's are RS256 from https://slack.com.
+            let slackToken = Fixtures.appleKey.sign(claims: ["iss": "https://slack.com", "aud": "123.456", "sub": "U0123456789", "iat": now, "exp": now + 600])
+            let slack = try await CLI.run(["token", "verify", slackToken, "--provider", "slack", "--audience", "123.456", "--jwks", keys, "--json"])
+            #expect(slack.status == 0 && slack.json["subject"] as? String == "U0123456789", "\(slack.stdout)\(slack.stderr)")
+
             // LINE's app SDK signs with ES256 only: an RS256 token for LINE's issuer is refused by its algorithm.
             let lineToken = Fixtures.appleKey.sign(claims: [
                 "iss": "https://access.line.me", "aud": "1657000000", "sub": "U" + String(repeating: "a", count: 32), "iat": now, "exp": now + 600,

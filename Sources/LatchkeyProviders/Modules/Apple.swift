@@ -1,5 +1,5 @@
 public import Configuration
-import Foundation
+public import Foundation
 public import LatchkeyCore
 
 /// Sign in with Apple: identity tokens verified against Apple's keys; the authorization code redeemed with a client
@@ -8,7 +8,6 @@ public import LatchkeyCore
 public struct AppleModule: ProviderModule {
     public static let name = "apple"
     public static let displayName = "Apple"
-    public static let issuesIDTokens = true
     public static let settings = [
         ProviderSettingDescription("teamId", "the 10-character Team ID"),
         ProviderSettingDescription("keyId", "the 10-character Key ID of the Sign in with Apple key"),
@@ -19,6 +18,10 @@ public struct AppleModule: ProviderModule {
         ProviderSettingDescription("servicesId", "the Services ID the browser flow signs in with", default: "the first client id"),
         ProviderSettingDescription("notificationUrl", "only read by `latchkey doctor`: the URL registered with Apple", default: "none"),
     ]
+
+    public static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification? {
+        TokenVerification(policy: .apple(clientIDs: audiences, leeway: leeway), keysURL: "https://appleid.apple.com/auth/keys")
+    }
 
     public var teamID: String
     public var keyID: String

@@ -8,7 +8,6 @@ public import LatchkeyCore
 public struct DiscordModule: ProviderModule {
     public static let name = "discord"
     public static let displayName = "Discord"
-    public static let issuesIDTokens = false
     public static let settings = [
         ProviderSettingDescription("clientId", "the application's client id"),
         ProviderSettingDescription("clientSecret / clientSecretFile", "its client secret (secret); leave it out for a public client", default: "none"),

@@ -10,7 +10,6 @@ import LatchkeyModels
 public struct GitHubModule: ProviderModule {
     public static let name = "github"
     public static let displayName = "GitHub"
-    public static let issuesIDTokens = false
     public static let settings = [
         ProviderSettingDescription("clientId", "the OAuth app's client id"),
         ProviderSettingDescription("clientSecret / clientSecretFile", "its client secret (secret): GitHub's token endpoint needs it, PKCE or not"),

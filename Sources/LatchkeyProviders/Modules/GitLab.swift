@@ -1,5 +1,5 @@
 public import Configuration
-import Foundation
+public import Foundation
 public import LatchkeyCore
 
 /// GitLab (gitlab.com, or a self-managed instance by its base URL): OpenID Connect with PKCE. The issuer is the base
@@ -8,7 +8,12 @@ public import LatchkeyCore
 public struct GitLabModule: ProviderModule {
     public static let name = "gitlab"
     public static let displayName = "GitLab"
-    public static let issuesIDTokens = true
+    /// gitlab.com's tokens; a self-managed instance's are checked with `--provider` its base URL.
+    public static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification? {
+        TokenVerification(
+            policy: IdentityTokenPolicy(providerName: displayName, issuers: ["https://gitlab.com"], audiences: audiences, leeway: leeway),
+            keysURL: "https://gitlab.com/oauth/discovery/keys")
+    }
     public static let settings = [
         ProviderSettingDescription("clientIds", "comma-separated application ids (the ID tokens' aud)"),
         ProviderSettingDescription("clientSecret / clientSecretFile", "the application's secret (secret), for a confidential application", default: "none"),

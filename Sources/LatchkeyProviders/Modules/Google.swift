@@ -1,5 +1,5 @@
 public import Configuration
-import Foundation
+public import Foundation
 public import LatchkeyCore
 
 /// Google: OpenID Connect (ID tokens from Google Sign-In, or codes with PKCE), with `azp` held to the client ids and,
@@ -7,7 +7,9 @@ public import LatchkeyCore
 public struct GoogleModule: OpenIDProviderModule {
     public static let name = "google"
     public static let displayName = "Google"
-    public static let issuesIDTokens = true
+    public static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification? {
+        TokenVerification(policy: .google(clientIDs: audiences, leeway: leeway), keysURL: "https://www.googleapis.com/oauth2/v3/certs")
+    }
     public static let settings = [
         ProviderSettingDescription("clientIds", "comma-separated OAuth client ids (iOS, web)"),
         ProviderSettingDescription("clientSecret / clientSecretFile", "the web client's secret, to redeem its codes", default: "none"),
@@ -55,7 +57,10 @@ public struct GoogleModule: OpenIDProviderModule {
 public struct MicrosoftModule: OpenIDProviderModule {
     public static let name = "microsoft"
     public static let displayName = "Microsoft"
-    public static let issuesIDTokens = true
+    public static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification? {
+        TokenVerification(
+            policy: .microsoft(clientIDs: audiences, leeway: leeway), keysURL: "https://login.microsoftonline.com/common/discovery/v2.0/keys")
+    }
     public static let settings = [
         ProviderSettingDescription("clientIds", "comma-separated application (client) ids"),
         ProviderSettingDescription("tenants", "common, organizations, consumers or tenant GUIDs", default: "common"),

@@ -1,5 +1,5 @@
 public import Configuration
-import Foundation
+public import Foundation
 public import LatchkeyCore
 
 /// LINE Login v2.1: OpenID Connect (issuer `https://access.line.me`, discovery, PKCE). The app SDKs' ID tokens are
@@ -13,7 +13,13 @@ public struct LINEModule: ProviderModule {
 
     public static let name = "line"
     public static let displayName = "LINE"
-    public static let issuesIDTokens = true
+    /// The app SDK's ES256 tokens; the web login's HS256 ones need the channel secret, which `token verify` never takes.
+    public static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification? {
+        TokenVerification(
+            policy: IdentityTokenPolicy(
+                providerName: displayName, issuers: ["https://access.line.me"], audiences: audiences, allowedAlgorithms: ["ES256"], leeway: leeway),
+            keysURL: "https://api.line.me/oauth2/v2.1/certs")
+    }
     public static let settings = [
         ProviderSettingDescription("channelIds", "comma-separated LINE Login channel ids (the ID tokens' aud)"),
         ProviderSettingDescription(

@@ -1,5 +1,5 @@
 public import Configuration
-import Foundation
+public import Foundation
 public import LatchkeyCore
 
 /// Sign in with Slack: OpenID Connect (issuer `https://slack.com`, discovery, RS256 keys) with PKCE, whose token
@@ -10,7 +10,11 @@ public import LatchkeyCore
 public struct SlackModule: ProviderModule {
     public static let name = "slack"
     public static let displayName = "Slack"
-    public static let issuesIDTokens = true
+    public static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification? {
+        TokenVerification(
+            policy: IdentityTokenPolicy(providerName: displayName, issuers: ["https://slack.com"], audiences: audiences, leeway: leeway),
+            keysURL: "https://slack.com/openid/connect/keys")
+    }
     public static let settings = [
         ProviderSettingDescription("clientIds", "the Slack app's client id (the ID tokens' aud)"),
         ProviderSettingDescription("clientSecret / clientSecretFile", "its client secret (secret): openid.connect.token needs it", default: "none"),

@@ -8,7 +8,6 @@ public import LatchkeyCore
 public struct XModule: ProviderModule {
     public static let name = "x"
     public static let displayName = "X"
-    public static let issuesIDTokens = false
     public static let settings = [
         ProviderSettingDescription("clientId", "the app's OAuth 2.0 client id"),
         ProviderSettingDescription("clientSecret / clientSecretFile", "its client secret (secret), for a confidential client", default: "none"),

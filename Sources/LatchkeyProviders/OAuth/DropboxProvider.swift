@@ -133,7 +133,6 @@ public struct DropboxProvider: IdentityProvider {
 extension DropboxConfiguration: ProviderModule {
     public static let name = "dropbox"
     public static let displayName = "Dropbox"
-    public static let issuesIDTokens = false
     public static let settings = [
         ProviderSettingDescription("appKey", "the app key (Dropbox's client id); codes with PKCE need nothing else"),
         ProviderSettingDescription("appSecret / appSecretFile", "the app secret (secret)", default: "none"),

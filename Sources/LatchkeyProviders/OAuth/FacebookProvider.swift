@@ -1,5 +1,5 @@
 public import Configuration
-import Foundation
+public import Foundation
 public import LatchkeyCore
 public import Logging
 
@@ -142,7 +142,14 @@ public struct FacebookProvider: IdentityProvider {
 extension FacebookConfiguration: ProviderModule {
     public static let name = "facebook"
     public static let displayName = "Facebook"
-    public static let issuesIDTokens = true
+    /// Limited Login's ID tokens, as the server checks them (its default issuers and nonce matching).
+    public static func tokenVerification(audiences: [String], leeway: TimeInterval) -> TokenVerification? {
+        let facebook = FacebookConfiguration(appID: audiences.first ?? "")
+        let policy = IdentityTokenPolicy(
+            providerName: "Facebook", issuers: facebook.limitedLoginIssuers, audiences: audiences, leeway: leeway, nonceMatching: facebook.nonceMatching,
+            requireNonce: false)
+        return TokenVerification(policy: policy, keysURL: facebook.jwksURL)
+    }
     public static let settings = [
         ProviderSettingDescription("appId", "the Facebook app id (Limited Login tokens' aud)"),
         ProviderSettingDescription("appSecret / appSecretFile", "the app secret (secret): debug_token needs it for classic access tokens", default: "none"),
