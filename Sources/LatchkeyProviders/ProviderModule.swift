@@ -102,9 +102,14 @@ public struct ProviderContext: Sendable {
         self.issuer = issuer
     }
 
-    /// Where `provider` answers a browser sign-in: `{issuer}/oauth2/callback/{provider}`.
+    /// Where `provider` answers a browser sign-in at this server: `{issuer}/oauth2/callback/{provider}`.
     public func callbackURL(_ provider: String) -> String? {
-        issuer.map { $0 + "/oauth2/callback/" + provider }
+        issuer.map { Self.callbackURL(issuer: $0, provider: provider) }
+    }
+
+    /// Where `provider` answers a browser sign-in at the server `issuer`.
+    public static func callbackURL(issuer: String, provider: String) -> String {
+        issuer + "/oauth2/callback/" + provider
     }
 }
 

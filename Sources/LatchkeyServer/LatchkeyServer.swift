@@ -91,7 +91,7 @@ public struct LatchkeyServer: Sendable {
 
     /// Where a provider answers a browser sign-in: `{issuer}/oauth2/callback/{provider}`.
     public static func callbackURL(issuer: String, provider: String) -> String {
-        issuer + "/oauth2/callback/" + provider
+        ProviderContext.callbackURL(issuer: issuer, provider: provider)
     }
 
     /// The router with every route and middleware.
