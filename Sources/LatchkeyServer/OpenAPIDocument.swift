@@ -1,4 +1,5 @@
 import Foundation
+import LatchkeyProviders
 import Yams
 
 /// The OpenAPI 3.1 description of ``LatchkeyServer/routes``, served at `GET /openapi.json`.
@@ -28,7 +29,7 @@ enum OpenAPIDocument {
     /// The provider lists in the descriptions: `{providers}` every built-in provider (and each ``ProviderModule``),
     /// `{browserProviders}` those the browser flow signs in with (Facebook's logins come from its SDKs).
     static func withProviderNames(_ yaml: String) -> String {
-        let names = ServerConfiguration.builtInProviderNames
+        let names = ProviderModules.all.map { $0.name }
         return
             yaml
             .replacingOccurrences(of: "{providers}", with: names.joined(separator: ", "))

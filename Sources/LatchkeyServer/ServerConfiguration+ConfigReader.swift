@@ -179,11 +179,6 @@ extension ServerConfiguration {
     }
 
     private mutating func readProviders(_ config: ConfigReader) throws(LatchkeyError) {
-        func withNonces(_ provider: OpenIDProviderConfiguration, _ key: String) throws(LatchkeyError) -> OpenIDProviderConfiguration {
-            var provider = provider
-            (provider.policy.nonceMatching, provider.policy.requireNonce) = try nonceSettings(config, key, requireByDefault: false)
-            return provider
-        }
         for name in Self.list(config, "oidc.providers") ?? [] {
             guard name.count <= 32, name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-") }), name.first?.isLetter == true else {
                 throw setting(
@@ -203,15 +198,13 @@ extension ServerConfiguration {
                 clientIDs: Self.list(config, ConfigKey(key + ".clientIds")) ?? [],
                 clientSecret: try Self.secret(config, ConfigKey(key + ".clientSecret"), fileKey: ConfigKey(key + ".clientSecretFile")))
             generic.webClientID = config.string(forKey: ConfigKey(key + ".webClientId"))
-            openIDProviders.append(try withNonces(generic, key))
+            (generic.policy.nonceMatching, generic.policy.requireNonce) = try nonceSettings(config, key, requireByDefault: false)
+            openIDProviders.append(generic)
         }
     }
 
-    /// Providers Latchkey knows by name, in the order the documentation lists them; a generic OpenID Connect provider
-    /// may not take one.
-    public static let builtInProviderNames = ProviderModules.all.map { $0.name }
-
-    static let builtInProviders = Set(builtInProviderNames + ["passkey"])
+    /// The names a generic OpenID Connect provider may not take: each module's, and passkeys'.
+    static let builtInProviders = Set(ProviderModules.all.map { $0.name } + ["passkey"])
 
     /// `clients`: in a JSON file an array of objects; in the environment `LATCHKEY_CLIENTS_0_CLIENT_ID` and so on.
     private mutating func readClients(_ config: ConfigReader) throws(LatchkeyError) {
@@ -275,7 +268,7 @@ extension ServerConfiguration {
     }
 
     /// A list setting as `serve` reads it: a JSON array of strings, or one comma-separated string.
-    public static func list(_ config: ConfigReader, _ key: ConfigKey) -> [String]? {
+    private static func list(_ config: ConfigReader, _ key: ConfigKey) -> [String]? {
         config.settingList(key)
     }
 
