@@ -33,9 +33,13 @@ public struct AppleSigningCredentials: Sendable {
         try checkIdentifier(keyID, field: "key id", example: "the Key ID shown next to the Sign in with Apple key, e.g. ABC123DEFG")
     }
 
+    /// Whether `value` has the shape of a Team ID or Key ID: 10 upper-case ASCII letters and digits.
+    static func isIdentifier(_ value: String) -> Bool {
+        value.utf8.count == 10 && value.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }
+    }
+
     static func checkIdentifier(_ value: String, field: String, example: String) throws(LatchkeyError) {
-        let valid = value.utf8.count == 10 && value.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }
-        guard valid else {
+        guard isIdentifier(value) else {
             throw LatchkeyError(
                 .invalidConfiguration,
                 "\(field) \"\(value.prefix(40))\" is not 10 upper-case letters and digits; use \(example)"

@@ -189,7 +189,7 @@ extension AppleModule {
         }
         func checkIdentifier(_ value: String?, _ key: String, _ source: String, notSet fix: String) {
             guard let value else { return add(.error, key, "not set", fix: fix) }
-            if value.count == 10, value.allSatisfy({ $0.isASCII && ($0.isUppercase || $0.isNumber) }) {
+            if AppleSigningCredentials.isIdentifier(value) {
                 add(.ok, key, "\(value) has the right shape")
             } else {
                 add(.error, key, "\"\(value)\" is not 10 upper-case letters and digits", fix: "use \(source)")
