@@ -29,7 +29,7 @@ public struct UserAccount: Sendable, Codable, Equatable {
 }
 
 /// A provider account linked to a user, keyed by provider and subject (never by e-mail).
-public struct LinkedIdentity: Sendable, Codable, Equatable {
+public struct LinkedIdentity: Sendable, Codable, Equatable, AppleIdentityFacts {
     public var id: String
     public var userID: String
     /// `apple`, `google`, …
@@ -70,6 +70,26 @@ public struct LinkedIdentity: Sendable, Codable, Equatable {
     }
 }
 
+/// What only Apple tells about an account, kept in ``claims`` by claim name: a verified sign-in and the identity it
+/// is kept as read it alike.
+public protocol AppleIdentityFacts {
+    var claims: [String: String] { get set }
+}
+
+extension AppleIdentityFacts {
+    /// Apple: the e-mail is a Hide My Email relay address (`@privaterelay.appleid.com`).
+    public var isPrivateEmail: Bool? {
+        get { claims[LinkedIdentity.AppleClaim.isPrivateEmail].flatMap(Bool.init) }
+        set { claims[LinkedIdentity.AppleClaim.isPrivateEmail] = newValue.map(String.init) }
+    }
+
+    /// Apple: the subject under the previous team, for 60 days after an app transfer.
+    public var transferSubject: String? {
+        get { claims[LinkedIdentity.AppleClaim.transferSubject] }
+        set { claims[LinkedIdentity.AppleClaim.transferSubject] = newValue }
+    }
+}
+
 extension LinkedIdentity {
     /// The names in ``claims`` of the facts only Apple tells.
     public enum AppleClaim {
@@ -79,22 +99,10 @@ extension LinkedIdentity {
         public static let emailForwardingEnabled = "email_forwarding_enabled"
     }
 
-    /// Apple: the e-mail is a Hide My Email relay address.
-    public var isPrivateEmail: Bool? {
-        get { claims[AppleClaim.isPrivateEmail].flatMap(Bool.init) }
-        set { claims[AppleClaim.isPrivateEmail] = newValue.map(String.init) }
-    }
-
     /// Apple's `real_user_status` (0 unsupported, 1 unknown, 2 likely real), when the sign-in carried one.
     public var realUserStatus: Int? {
         get { claims[AppleClaim.realUserStatus].flatMap { Int($0) } }
         set { claims[AppleClaim.realUserStatus] = newValue.map(String.init) }
-    }
-
-    /// Apple: the subject under the previous team, for 60 days after an app transfer.
-    public var transferSubject: String? {
-        get { claims[AppleClaim.transferSubject] }
-        set { claims[AppleClaim.transferSubject] = newValue }
     }
 
     /// Apple: whether mail to the relay address is forwarded (its `email-enabled`/`email-disabled` notifications).

@@ -1,7 +1,7 @@
 public import Foundation
 
 /// Who a verified identity token says the user is.
-public struct VerifiedIdentity: Sendable, Equatable, Codable {
+public struct VerifiedIdentity: Sendable, Equatable, Codable, AppleIdentityFacts {
     public var issuer: String
     /// The provider's stable user id. Identify users by issuer and subject, never by e-mail.
     public var subject: String
@@ -48,20 +48,10 @@ public struct VerifiedIdentity: Sendable, Equatable, Codable {
         self.tenantID = tenantID
     }
 
-    /// True for Apple's Hide My Email relay addresses (`@privaterelay.appleid.com`).
-    public var isPrivateEmail: Bool? {
-        get { claims[LinkedIdentity.AppleClaim.isPrivateEmail].flatMap(Bool.init) }
-        set { claims[LinkedIdentity.AppleClaim.isPrivateEmail] = newValue.map(String.init) }
-    }
     /// Apple's real-user indicator; present only for native sign-ins on recent OS versions.
     public var realUserStatus: RealUserStatus? {
         get { claims[LinkedIdentity.AppleClaim.realUserStatus].flatMap { Int($0) }.flatMap(RealUserStatus.init) }
         set { claims[LinkedIdentity.AppleClaim.realUserStatus] = newValue.map { String($0.rawValue) } }
-    }
-    /// Apple: the subject under the previous team, present for 60 days after an app transfer.
-    public var transferSubject: String? {
-        get { claims[LinkedIdentity.AppleClaim.transferSubject] }
-        set { claims[LinkedIdentity.AppleClaim.transferSubject] = newValue }
     }
     /// Apple's `org_id` for Managed Apple Accounts.
     public var organizationID: String? { claims["org_id"] }
