@@ -22,8 +22,11 @@
 #   included, is then false, as on an Apple platform. Only `#if` lines change, so line numbers and every
 #   declaration stay as written; diagnostics are reported against Sources/LatchkeyClient.
 # - For ios-app-extension, what the sources mark `@available(iOSApplicationExtension, unavailable)` (or the
-#   visionOS and Mac Catalyst twins) becomes `@available(*, unavailable)`, and so does UIApplication.shared in the
-#   UIKit stand-in: any extension-unsafe call outside such a declaration fails, as it does in Xcode.
+#   visionOS and Mac Catalyst twins) becomes `@available(*, deprecated, message: "unavailable in app extensions")`, and
+#   so does UIApplication.shared in the UIKit stand-in: an extension-unsafe call outside such a declaration warns, and
+#   fails the check, as it fails an extension's build in Xcode. (Deprecated rather than unavailable: Swift lets one
+#   deprecated declaration use another silently, as Xcode lets one extension-unavailable declaration use another;
+#   `@available(*, unavailable)` code may not use `@available(*, unavailable)` code.)
 # - Availability itself (`@available(iOS 17.4, *)` against a deployment target) is checked by the compiler only when
 #   it targets an Apple platform; here it documents. What a platform lacks altogether is left out of its stand-in
 #   build instead (excludedCredentials on visionOS), so using it unguarded fails.
@@ -82,7 +85,7 @@ for platform in "${platforms[@]}"; do
             -e '/^[[:space:]]*#(if|elseif)[[:space:]]/{s/\bos\(([A-Za-z]+)\)/LATCHKEY_STANDIN_OS_\1/g;s/\btargetEnvironment\(([A-Za-z]+)\)/LATCHKEY_STANDIN_TARGET_\1/g;s/\bcanImport\(Darwin\)/LATCHKEY_STANDIN_DARWIN/g}' \
             "$source" >"$dir/sources/$(basename "$source")"
         if [ "$platform" = ios-app-extension ]; then
-            sed -i -E 's/@available\((iOS|visionOS|macCatalyst)ApplicationExtension, unavailable\)/@available(*, unavailable)/g' \
+            sed -i -E 's/@available\((iOS|visionOS|macCatalyst)ApplicationExtension, unavailable\)/@available(*, deprecated, message: "unavailable in app extensions")/g' \
                 "$dir/sources/$(basename "$source")"
         fi
     done

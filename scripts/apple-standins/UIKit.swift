@@ -4,7 +4,10 @@
 //
 // Built with -D LATCHKEY_STANDIN_APP_EXTENSION it models a target built with APPLICATION_EXTENSION_API_ONLY (an app
 // extension or widget linking the package): what Apple marks `NS_EXTENSION_UNAVAILABLE_IOS`, Swift's
-// `@available(iOSApplicationExtension, unavailable)`, is then unavailable everywhere.
+// `@available(iOSApplicationExtension, unavailable)`, is then deprecated with the message "unavailable in app
+// extensions". Deprecation, not unavailability, because Swift lets a declaration that is deprecated the same way use
+// it without a word (as Xcode lets an extension-unavailable declaration use another), which `@available(*,
+// unavailable)` does not; the check fails on the warning.
 public import Foundation
 
 // https://developer.apple.com/documentation/uikit/uiresponder: `@MainActor class UIResponder : NSObject`.
@@ -42,7 +45,7 @@ open class UIApplication: UIResponder {
     #if LATCHKEY_STANDIN_APP_EXTENSION
         // UIApplication.h: `@property(class, nonatomic, readonly) UIApplication *sharedApplication
         // NS_EXTENSION_UNAVAILABLE_IOS("Use view controller based solutions where appropriate instead.")`.
-        @available(*, unavailable, message: "Use view controller based solutions where appropriate instead.")
+        @available(*, deprecated, message: "unavailable in app extensions")
         open class var shared: UIApplication { standIn() }
     #else
         // https://developer.apple.com/documentation/uikit/uiapplication/shared: `class var shared: UIApplication { get }`,
