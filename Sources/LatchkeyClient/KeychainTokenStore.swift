@@ -1,7 +1,7 @@
 #if canImport(Security)
     // Apple-only: a translation of KeychainDecisions into Security calls. Every decision is in KeychainDecisions.swift,
     // tested on Linux; AppleShellBudgetTests keeps this file free of its own.
-    public import Foundation
+    import Foundation
     import Security
 
     /// A ``TokenStore`` in the Keychain, readable after the first unlock so background refreshes work

@@ -1,28 +1,39 @@
 #if canImport(AuthenticationServices) && (os(iOS) || os(macOS) || os(visionOS))
-    // Apple-only: a translation of PasskeyWire into AuthenticationServices calls. Every decision is in Passkeys.swift,
-    // tested on Linux; AppleShellBudgetTests keeps this file free of its own.
+    // Apple-only: a translation of PasskeyWire and SystemSheet into AuthenticationServices calls. Every decision is in
+    // Passkeys.swift and SystemSheet.swift, tested on Linux; AppleShellBudgetTests keeps this file free of its own, and
+    // scripts/check-apple-shells.sh compiles it against stand-ins of the frameworks.
     public import AuthenticationServices
     public import Foundation
     public import LatchkeyModels
 
     /// Passkeys through `ASAuthorizationPlatformPublicKeyCredentialProvider`: iCloud Keychain and the user's passkey
-    /// providers. The app needs the associated domain `webcredentials:<passkeys.rpId>`.
+    /// providers. The app needs the associated domain `webcredentials:<passkeys.rpId>`. Cancelling the task that waits
+    /// for a passkey closes the sheet and throws `CancellationError`.
     @MainActor
     public final class PlatformPasskeyAuthenticator: NSObject, PasskeyAuthenticator {
-        private let anchor: ASPresentationAnchor?
+        private let anchor: @MainActor () -> ASPresentationAnchor
 
-        /// `anchor`: the window to present from; the key window when nil.
-        public init(anchor: ASPresentationAnchor? = nil) { self.anchor = anchor }
+        /// Presents from `anchor`; in an app extension, the extension's window.
+        public init(anchor: ASPresentationAnchor) { self.anchor = { anchor } }
+
+        /// Presents from `anchor`, or, when nil, the app's key window when asked. Not in app extensions (no
+        /// `UIApplication.shared`): pass the extension's window there.
+        @available(iOSApplicationExtension, unavailable)
+        @available(visionOSApplicationExtension, unavailable)
+        @available(macCatalystApplicationExtension, unavailable)
+        public init(anchor: ASPresentationAnchor? = nil) { self.anchor = { anchor ?? WebSheetPresenter.keyWindow() } }
 
         public func createPasskey(_ options: PublicKeyCredentialCreationOptionsJSON) async throws -> RegistrationResponseJSON {
             let wanted = try PasskeyWire.registration(options)
             let provider = ASAuthorizationPlatformPublicKeyCredentialProvider(relyingPartyIdentifier: wanted.rpID)
             let request = provider.createCredentialRegistrationRequest(challenge: wanted.challenge, name: wanted.userName, userID: wanted.userID)
             request.userVerificationPreference = .init(rawValue: wanted.userVerification)
-            if #available(iOS 17.4, macOS 14.4, visionOS 1.1, *) {
-                request.excludedCredentials = wanted.excludedCredentials.map { ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0) }
-            }
-            let made = try await perform(request) as? ASAuthorizationPlatformPublicKeyCredentialRegistration
+            #if !os(visionOS)  // excludedCredentials: iOS 17.4, macOS 13.5, never visionOS
+                if #available(iOS 17.4, macOS 13.5, *) {
+                    request.excludedCredentials = wanted.excludedCredentials.map { ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0) }
+                }
+            #endif
+            let made = try await perform(request).credential as? ASAuthorizationPlatformPublicKeyCredentialRegistration
             guard let made else { throw LatchkeyClientError.passkeyUnavailable("the platform gave no new passkey") }
             return try PasskeyWire.registrationResponse(
                 credentialID: made.credentialID, clientDataJSON: made.rawClientDataJSON, attestationObject: made.rawAttestationObject)
@@ -34,49 +45,45 @@
             let request = provider.createCredentialAssertionRequest(challenge: wanted.challenge)
             request.userVerificationPreference = .init(rawValue: wanted.userVerification)
             request.allowedCredentials = wanted.allowedCredentials.map { ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0) }
-            let used = try await perform(request) as? ASAuthorizationPlatformPublicKeyCredentialAssertion
+            let used = try await perform(request).credential as? ASAuthorizationPlatformPublicKeyCredentialAssertion
             guard let used else { throw LatchkeyClientError.passkeyUnavailable("the platform gave no assertion") }
             return PasskeyWire.assertionResponse(
                 credentialID: used.credentialID, clientDataJSON: used.rawClientDataJSON, authenticatorData: used.rawAuthenticatorData,
                 signature: used.signature, userHandle: used.userID)
         }
 
-        /// Runs one request in an `ASAuthorizationController`; its delegate resumes the wait once.
-        private func perform(_ request: ASAuthorizationRequest) async throws -> any ASAuthorizationCredential {
+        /// Runs one request in an `ASAuthorizationController`; its delegate's answers go to SystemSheet's box.
+        private func perform(_ request: ASAuthorizationRequest) async throws -> ASAuthorization {
             let controller = ASAuthorizationController(authorizationRequests: [request])
             let delegate = PasskeyControllerDelegate(anchor: anchor)
-            controller.delegate = delegate
-            controller.presentationContextProvider = delegate
-            let credential = try await withCheckedThrowingContinuation { continuation in
-                delegate.continuation = continuation
+            controller.delegate = delegate  // weak var delegate
+            controller.presentationContextProvider = delegate  // weak var presentationContextProvider
+            let authorization = try await SystemSheet.run { once in
+                delegate.once = once
                 controller.performRequests()
+            } close: { @MainActor in
+                controller.cancel()  // `cancel()` (iOS 16, macOS 13): the delegate then gets an error, which is ignored
             }
             withExtendedLifetime((controller, delegate)) {}
-            return credential
+            return authorization
         }
     }
 
-    /// The controller's delegate and presentation context: AuthenticationServices calls both on the main thread.
+    /// The controller's delegate and presentation context: Apple declares both protocols `@MainActor`.
     @MainActor
-    private final class PasskeyControllerDelegate: NSObject, @preconcurrency ASAuthorizationControllerDelegate,
-        @preconcurrency ASAuthorizationControllerPresentationContextProviding
-    {
-        let anchor: ASPresentationAnchor?
-        var continuation: CheckedContinuation<any ASAuthorizationCredential, any Error>?
-        init(anchor: ASPresentationAnchor?) { self.anchor = anchor }
+    private final class PasskeyControllerDelegate: NSObject, ASAuthorizationControllerDelegate, ASAuthorizationControllerPresentationContextProviding {
+        let anchor: @MainActor () -> ASPresentationAnchor
+        var once: SystemSheet.ResumeOnce<ASAuthorization>?
+        init(anchor: @escaping @MainActor () -> ASPresentationAnchor) { self.anchor = anchor }
 
         func authorizationController(controller: ASAuthorizationController, didCompleteWithAuthorization authorization: ASAuthorization) {
-            continuation?.resume(returning: authorization.credential)
-            continuation = nil
+            once?.resume(.success(authorization))
         }
 
         func authorizationController(controller: ASAuthorizationController, didCompleteWithError error: any Error) {
-            continuation?.resume(throwing: PasskeyWire.failure(error))
-            continuation = nil
+            once?.resume(.failure(PasskeyWire.failure(error)))
         }
 
-        func presentationAnchor(for controller: ASAuthorizationController) -> ASPresentationAnchor {
-            anchor ?? WebSheetPresenter.keyWindow()
-        }
+        func presentationAnchor(for controller: ASAuthorizationController) -> ASPresentationAnchor { anchor() }
     }
 #endif

@@ -1,8 +1,8 @@
 import Foundation
 
 /// The decisions around the web sheet (`ASWebAuthenticationSession`), kept out of the Apple-only shell so they are
-/// tested everywhere: which callback to wait for, one sheet at a time, its result delivered once, and what its
-/// errors mean.
+/// tested everywhere: which callback to wait for, one sheet at a time, and what its errors mean. Its result is
+/// delivered once, and its task's cancellation closes it, through `SystemSheet`.
 enum WebSheetFlow {
     /// What the sheet waits for: a redirect to a custom scheme, or (iOS 17.4, macOS 14.4) to an https universal link.
     enum Callback: Equatable {
@@ -41,29 +41,6 @@ enum WebSheetFlow {
         case 1: return .failure(.cancelled)
         case 2, 3: return .failure(.webSheetUnavailable("the web sheet has no window to present from (error \(error.code))"))
         default: return .failure(.webSheetUnavailable("the web sheet failed (error \(error.code))"))
-        }
-    }
-
-    /// Delivers the sheet's result once, however often (and on whatever thread) AuthenticationServices reports: the
-    /// completion handler can run again on dismissal, and `start()` returning false must end the wait too.
-    final class ResumeOnce<Value: Sendable>: @unchecked Sendable {
-        // @unchecked: `continuation` is only taken while holding `lock`.
-        private let lock = NSLock()
-        private var continuation: CheckedContinuation<Value, any Error>?
-
-        init(_ continuation: CheckedContinuation<Value, any Error>) { self.continuation = continuation }
-
-        /// Resumes with `result` if nothing did before; returns whether this call did.
-        @discardableResult
-        func resume(_ result: Result<Value, LatchkeyClientError>) -> Bool {
-            guard
-                let continuation = lock.withLock({ () -> CheckedContinuation<Value, any Error>? in
-                    defer { self.continuation = nil }
-                    return self.continuation
-                })
-            else { return false }
-            continuation.resume(with: result.mapError { $0 as any Error })
-            return true
         }
     }
 

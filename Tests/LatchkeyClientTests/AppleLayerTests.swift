@@ -39,25 +39,6 @@ struct AppleLayerTests {
         #expect(LatchkeyClientError.cancelled.errorCode == "cancelled")
     }
 
-    @Test("the completion handler called twice, from two threads, and start() refused after it: one resume, the first")
-    func resumesOnce() async throws {
-        let url = URL(string: "com.example.app:/cb")!
-        let counted = Counter()
-        do {
-            let result: URL = try await withCheckedThrowingContinuation { continuation in
-                let once = WebSheetFlow.ResumeOnce(continuation)
-                DispatchQueue.concurrentPerform(iterations: 8) { index in
-                    if once.resume(index == 0 ? .success(url) : .failure(.cancelled)) { counted.add() }
-                }
-                if once.resume(.failure(.webSheetUnavailable("start() refused"))) { counted.add() }
-            }
-            #expect(result == url)
-        } catch let error as LatchkeyClientError {
-            #expect(error == .cancelled, "one of the concurrent calls won; start()'s refusal came after them all")
-        }
-        #expect(counted.value == 1)
-    }
-
     @Test("a second sheet is refused while one is up, and allowed once it is gone")
     func oneSheetAtATime() throws {
         let gate = WebSheetFlow.Gate()
