@@ -25,42 +25,44 @@
 
         public func createPasskey(_ options: PublicKeyCredentialCreationOptionsJSON) async throws -> RegistrationResponseJSON {
             let wanted = try PasskeyWire.registration(options)
-            let provider = ASAuthorizationPlatformPublicKeyCredentialProvider(relyingPartyIdentifier: wanted.rpID)
+            let provider = ASAuthorizationPlatformPublicKeyCredentialProvider(relyingPartyIdentifier: wanted.rpID)  // init(relyingPartyIdentifier:)
+            // createCredentialRegistrationRequest(challenge:name:userID:) -> ASAuthorizationPlatformPublicKeyCredentialRegistrationRequest
             let request = provider.createCredentialRegistrationRequest(challenge: wanted.challenge, name: wanted.userName, userID: wanted.userID)
-            request.userVerificationPreference = .init(rawValue: wanted.userVerification)
+            request.userVerificationPreference = .init(rawValue: wanted.userVerification)  // var userVerificationPreference { get set }
             #if !os(visionOS)  // excludedCredentials: iOS 17.4, macOS 13.5, never visionOS
-                if #available(iOS 17.4, macOS 13.5, *) {
+                if #available(iOS 17.4, macOS 13.5, *) {  // var excludedCredentials: [ASAuthorizationPlatformPublicKeyCredentialDescriptor]?
                     request.excludedCredentials = wanted.excludedCredentials.map { ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0) }
                 }
             #endif
-            let made = try await perform(request).credential as? ASAuthorizationPlatformPublicKeyCredentialRegistration
+            let made = try await perform(request).credential as? ASAuthorizationPlatformPublicKeyCredentialRegistration  // ASAuthorization.credential
             guard let made else { throw LatchkeyClientError.passkeyUnavailable("the platform gave no new passkey") }
-            return try PasskeyWire.registrationResponse(
+            return try PasskeyWire.registrationResponse(  // ASPublicKeyCredential's credentialID, rawClientDataJSON; rawAttestationObject: Data?
                 credentialID: made.credentialID, clientDataJSON: made.rawClientDataJSON, attestationObject: made.rawAttestationObject)
         }
 
         public func assertPasskey(_ options: PublicKeyCredentialRequestOptionsJSON) async throws -> AuthenticationResponseJSON {
             let wanted = try PasskeyWire.assertion(options)
-            let provider = ASAuthorizationPlatformPublicKeyCredentialProvider(relyingPartyIdentifier: wanted.rpID)
-            let request = provider.createCredentialAssertionRequest(challenge: wanted.challenge)
-            request.userVerificationPreference = .init(rawValue: wanted.userVerification)
+            let provider = ASAuthorizationPlatformPublicKeyCredentialProvider(relyingPartyIdentifier: wanted.rpID)  // init(relyingPartyIdentifier:)
+            let request = provider.createCredentialAssertionRequest(challenge: wanted.challenge)  // createCredentialAssertionRequest(challenge:)
+            request.userVerificationPreference = .init(rawValue: wanted.userVerification)  // var userVerificationPreference { get set }
+            // var allowedCredentials: [ASAuthorizationPlatformPublicKeyCredentialDescriptor], each init(credentialID:)
             request.allowedCredentials = wanted.allowedCredentials.map { ASAuthorizationPlatformPublicKeyCredentialDescriptor(credentialID: $0) }
-            let used = try await perform(request).credential as? ASAuthorizationPlatformPublicKeyCredentialAssertion
+            let used = try await perform(request).credential as? ASAuthorizationPlatformPublicKeyCredentialAssertion  // ASAuthorization.credential
             guard let used else { throw LatchkeyClientError.passkeyUnavailable("the platform gave no assertion") }
-            return PasskeyWire.assertionResponse(
+            return PasskeyWire.assertionResponse(  // ASPublicKeyCredential's; rawAuthenticatorData, signature, userID: Data!
                 credentialID: used.credentialID, clientDataJSON: used.rawClientDataJSON, authenticatorData: used.rawAuthenticatorData,
                 signature: used.signature, userHandle: used.userID)
         }
 
         /// Runs one request in an `ASAuthorizationController`; its delegate's answers go to SystemSheet's box.
         private func perform(_ request: ASAuthorizationRequest) async throws -> ASAuthorization {
-            let controller = ASAuthorizationController(authorizationRequests: [request])
+            let controller = ASAuthorizationController(authorizationRequests: [request])  // init(authorizationRequests:)
             let delegate = PasskeyControllerDelegate(anchor: anchor)
             controller.delegate = delegate  // weak var delegate
             controller.presentationContextProvider = delegate  // weak var presentationContextProvider
             let authorization = try await SystemSheet.run { once in
                 delegate.once = once
-                controller.performRequests()
+                controller.performRequests()  // performRequests(): the delegate answers
             } close: { @MainActor in
                 controller.cancel()  // `cancel()` (iOS 16, macOS 13): the delegate then gets an error, which is ignored
             }

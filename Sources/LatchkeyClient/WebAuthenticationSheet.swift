@@ -36,7 +36,7 @@
                 let session = Self.webSession(url: url, callback: callback) { url, error in once.resume(WebSheetFlow.outcome(callbackURL: url, error: error)) }
                 presenter.session = session
                 session.presentationContextProvider = presenter  // weak var presentationContextProvider
-                session.prefersEphemeralWebBrowserSession = prefersEphemeralWebBrowserSession
+                session.prefersEphemeralWebBrowserSession = prefersEphemeralWebBrowserSession  // var prefersEphemeralWebBrowserSession: Bool
                 // `start() -> Bool`: false means the sheet will never call back.
                 if !session.start() { once.resume(.failure(.webSheetUnavailable("ASWebAuthenticationSession.start() refused"))) }
             } close: { @MainActor in
@@ -68,8 +68,8 @@
             }
             let translated: ASWebAuthenticationSession.Callback =
                 switch callback {
-                case .customScheme(let scheme): .customScheme(scheme)
-                case .https(let host, let path): .https(host: host, path: path)
+                case .customScheme(let scheme): .customScheme(scheme)  // class func customScheme(_:) -> Self
+                case .https(let host, let path): .https(host: host, path: path)  // class func https(host:path:) -> Self
                 }
             return ASWebAuthenticationSession(url: url, callback: translated, completionHandler: completion)
         }
@@ -90,7 +90,7 @@
         @available(macCatalystApplicationExtension, unavailable)
         static func keyWindow() -> ASPresentationAnchor {
             #if os(macOS)
-                NSApplication.shared.keyWindow ?? ASPresentationAnchor()
+                NSApplication.shared.keyWindow ?? ASPresentationAnchor()  // class var shared; var keyWindow: NSWindow?
             #else
                 UIApplication.shared.connectedScenes.compactMap { ($0 as? UIWindowScene)?.keyWindow }.first ?? ASPresentationAnchor()
             #endif
