@@ -27,7 +27,9 @@ public struct FileTokenStore: TokenStore {
         self.url = url
     }
 
-    /// A file that cannot be read or decoded throws: a damaged file is reported, never taken as "signed out".
+    /// A file that cannot be read throws: it is reported, never taken as "signed out". A file that is read but does not
+    /// decode (damaged, or written by a later version) can never become a session: like a damaged Keychain item, it reads
+    /// as none, the next sign-in replaces it and the next sign-out deletes it.
     public func load() throws -> StoredSession? {
         let data: Data
         do {
@@ -37,7 +39,7 @@ public struct FileTokenStore: TokenStore {
         } catch  where (error as NSError).domain == NSPOSIXErrorDomain && (error as NSError).code == Int(ENOENT) {
             return nil
         }
-        return try StoredSession.decoded(from: data)
+        return try? StoredSession.decoded(from: data)
     }
 
     public func compareAndSwap(expected: StoredSession?, new: StoredSession?) throws -> Bool {

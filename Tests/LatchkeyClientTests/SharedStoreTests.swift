@@ -146,11 +146,36 @@ struct SharedStoreTests {
         #expect(try store.load() == nil)
     }
 
-    @Test func damagedFileIsAnErrorNotASignOut() throws {
+    @Test("a file that does not decode reads as no session, as a damaged Keychain item does: the next sign-in overwrites it")
+    func damagedFileIsReplacedBySignIn() async throws {
+        let fixture = Fixture()
         let url = temporaryDirectory().appendingPathComponent("session.json")
         try Data("{not json".utf8).write(to: url)
-        #expect(throws: (any Error).self) { try FileTokenStore(url: url).load() }
-        #expect(FileManager.default.fileExists(atPath: url.path))
+        let store = FileTokenStore(url: url)
+        #expect(try store.load() == nil)
+        let client = fixture.client(store: store)
+        #expect(await client.state == .signedOut)
+        try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        #expect(try store.load()?.accessToken == client.currentAccessToken)
+        // The next launch reads the session.
+        #expect(await fixture.client(store: FileTokenStore(url: url)).state.user?.id == "user-1")
+    }
+
+    @Test("sign-out deletes a file that does not decode")
+    func damagedFileIsDeletedBySignOut() async throws {
+        let url = temporaryDirectory().appendingPathComponent("session.json")
+        try Data([0xFF, 0x00, 0x7B]).write(to: url)
+        let client = Fixture().client(store: FileTokenStore(url: url))
+        await client.signOut()
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+        #expect(await client.state == .signedOut)
+    }
+
+    @Test("a file that cannot be read (not a decoding failure) still throws: that is never a sign-out")
+    func unreadableFileIsAnError() throws {
+        let directory = temporaryDirectory().appendingPathComponent("session.json")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        #expect(throws: (any Error).self) { try FileTokenStore(url: directory).load() }
     }
 
     /// Two clients, each with its own `FileTokenStore` on one file (two processes' worth), signed in and expired.
