@@ -55,6 +55,8 @@ public struct LatchkeyClientError: Error, Sendable, Equatable, CustomStringConve
 
     static func unavailable(_ reason: String) -> Self { Self(.temporarilyUnavailable, reason) }
 
+    static func storageUnavailable(_ reason: String) -> Self { Self(.storageUnavailable, reason) }
+
     static func rejected(status: Int, _ body: OAuthErrorResponse?) -> Self {
         Self(.rejected, body.map { "\($0.error): \($0.errorDescription ?? "")" } ?? "HTTP \(status)", statusCode: status, serverError: body)
     }

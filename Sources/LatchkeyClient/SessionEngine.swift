@@ -50,6 +50,61 @@ final class TokenSnapshot: @unchecked Sendable {
 /// A refresh that finished after a sign-out or another sign-in; its result is dropped.
 struct Superseded: Error {}
 
+/// A refresh that found another client's claim on the refresh token while the access token in hand still works: using
+/// it beats waiting for the other client's answer (a suspended extension may hold its claim for the whole lease).
+struct ClaimedElsewhere: Error {}
+
+/// The continuation of one caller waiting for a shared task: resumed once, by the task's result or by the caller's
+/// cancellation, whichever comes first.
+final class TaskJoin<Value: Sendable>: @unchecked Sendable {
+    // @unchecked: every stored property is only read and written while holding `lock`.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Value, any Error>?
+    /// A result that came before the continuation (a caller cancelled before it waited).
+    private var early: Result<Value, any Error>?
+    private var resumed = false
+
+    func install(_ continuation: CheckedContinuation<Value, any Error>) {
+        let early = lock.withLock { () -> Result<Value, any Error>? in
+            guard let early = self.early else {
+                self.continuation = continuation
+                return nil
+            }
+            resumed = true
+            return early
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    func resume(with result: Result<Value, any Error>) {
+        let continuation = lock.withLock { () -> CheckedContinuation<Value, any Error>? in
+            guard !resumed else { return nil }
+            guard let continuation = self.continuation else {
+                if early == nil { early = result }
+                return nil
+            }
+            resumed = true
+            self.continuation = nil
+            return continuation
+        }
+        continuation?.resume(with: result)
+    }
+
+    /// `task`'s value, or `CancellationError` as soon as the calling task is cancelled; the task goes on for its other
+    /// callers.
+    static func value(of task: Task<Value, any Error>) async throws -> Value {
+        let box = TaskJoin()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                box.install(continuation)
+                Task { box.resume(with: await task.result) }
+            }
+        } onCancel: {
+            box.resume(with: .failure(CancellationError()))
+        }
+    }
+}
+
 /// The session's state machine: one refresh in flight per client, the store as the truth shared with other
 /// clients, and a generation counter so a late answer never overwrites a newer session.
 actor SessionEngine {
@@ -82,6 +137,10 @@ actor SessionEngine {
     /// Incremented by every sign-in and sign-out; a refresh started in an older generation changes nothing.
     private var generation = 0
     private var refreshTask: Task<StoredSession, any Error>?
+    /// Numbers the refresh tasks, so a finished one clears `refreshTask` only if it is still the one there.
+    private var refreshNumber = 0
+    /// Why the store last failed, for the error a caller gets.
+    private var storageError = LatchkeyClientError.storageUnavailable
     private var failures = 0
     /// Until when the timer does not try again.
     private var backoffUntil: Date?
@@ -131,14 +190,22 @@ actor SessionEngine {
                 return try await refresh().accessToken
             } catch is Superseded {
                 continue
-            } catch let error as LatchkeyClientError where error == .temporarilyUnavailable || error == .storageUnavailable {
-                // Refreshing ahead of expiry failed: the current token still works until it expires.
-                if let session, session.accessToken == current.accessToken, clock.now < current.expiresAt.addingTimeInterval(-policy.expirySkew) {
-                    return current.accessToken
-                }
+            } catch let error
+                where error is ClaimedElsewhere || error as? LatchkeyClientError == .temporarilyUnavailable
+                || error as? LatchkeyClientError == .storageUnavailable
+            {
+                // Refreshing ahead of expiry failed, or another client is refreshing: the current token still works
+                // until it expires.
+                if let session, session.accessToken == current.accessToken, isUsable(current) { return current.accessToken }
+                if error is ClaimedElsewhere { continue }
                 throw error
             }
         }
+    }
+
+    /// Whether `session`'s access token is not about to expire.
+    private func isUsable(_ session: StoredSession) -> Bool {
+        clock.now < session.expiresAt.addingTimeInterval(-policy.expirySkew)
     }
 
     /// After a 401 for `rejected`: a newer token if there is one, else one refresh.
@@ -148,8 +215,11 @@ actor SessionEngine {
             guard let current = session else { throw LatchkeyClientError.notSignedIn }
             guard current.accessToken == rejected else { return try await validAccessToken() }
             do {
-                return try await refresh().accessToken
+                return try await refresh(usingTokenInHand: false).accessToken
             } catch is Superseded {
+                continue
+            } catch is ClaimedElsewhere {
+                // Joined a refresh that would rather use this token; the server refused it, so wait for the claim.
                 continue
             }
         }
@@ -191,11 +261,16 @@ actor SessionEngine {
         snapshot.accessToken = nil
         do {
             var stored = try store.load()
-            while try !store.compareAndSwap(expected: stored, new: nil) { stored = try store.load() }
+            var attempts = 1
+            while try !store.compareAndSwap(expected: stored, new: nil) {
+                guard attempts < Self.compareAndSwapAttempts else { throw Self.compareAndSwapKeepsFailing(attempts) }
+                attempts += 1
+                stored = try store.load()
+            }
             lastStored = nil
             storeLoaded = true
         } catch {
-            reportStorage(failing: true)
+            reportStorage(failing: true, error)
         }
         publish(.sessionEnded(.signedOut))
         return tokens
@@ -209,26 +284,36 @@ actor SessionEngine {
 
     // MARK: - Refresh
 
-    /// Joins the refresh in flight or starts one.
-    private func refresh(byTimer: Bool = false) async throws -> StoredSession {
-        if let refreshTask { return try await refreshTask.value }
+    /// Joins the refresh in flight or starts one. The wait ends with `CancellationError` when the caller is cancelled.
+    ///
+    /// - Parameter usingTokenInHand: whether a refresh that finds another client's claim throws ``ClaimedElsewhere``
+    ///   while the access token still works, instead of waiting for that client's answer (false after a 401 for it).
+    private func refresh(byTimer: Bool = false, usingTokenInHand: Bool = true) async throws -> StoredSession {
+        if let refreshTask { return try await TaskJoin.value(of: refreshTask) }
         if let until = byTimer ? backoffUntil : callerBackoffUntil, clock.now < until {
             throw LatchkeyClientError.unavailable("backing off after a failed refresh until \(until)")
         }
         let started = generation
-        let task = Task { try await self.performRefresh(generation: started) }
+        refreshNumber += 1
+        let number = refreshNumber
+        let task = Task { try await self.runRefresh(generation: started, number: number, usingTokenInHand: usingTokenInHand) }
         refreshTask = task
-        let result = await task.result
-        if refreshTask == task { refreshTask = nil }
-        return try result.get()
+        return try await TaskJoin.value(of: task)
     }
 
-    private func performRefresh(generation started: Int) async throws -> StoredSession {
+    /// The refresh task's body: clears `refreshTask` when it ends, whoever is still waiting for it.
+    private func runRefresh(generation started: Int, number: Int, usingTokenInHand: Bool) async throws -> StoredSession {
+        defer { if refreshNumber == number { refreshTask = nil } }
+        return try await performRefresh(generation: started, usingTokenInHand: usingTokenInHand)
+    }
+
+    private func performRefresh(generation started: Int, usingTokenInHand: Bool) async throws -> StoredSession {
+        var claimAttempts = 0
         while true {
             guard generation == started else { throw Superseded() }
             guard let current = session else { throw LatchkeyClientError.notSignedIn }
             if unsaved != nil {
-                guard saveUnsaved() else { throw LatchkeyClientError.storageUnavailable }
+                guard saveUnsaved() else { throw storageError }
                 continue
             }
             // The store is the truth shared with other clients: they may have refreshed or signed out.
@@ -236,8 +321,8 @@ actor SessionEngine {
             do {
                 onDisk = try store.load()
             } catch {
-                reportStorage(failing: true)
-                throw LatchkeyClientError.storageUnavailable
+                reportStorage(failing: true, error)
+                throw storageError
             }
             reportStorage(failing: false)
             lastStored = onDisk
@@ -251,17 +336,24 @@ actor SessionEngine {
                 continue
             }
             if let marker = onDisk.pendingRefresh, marker.owner != instanceID, !isAbandoned(marker) {
-                // Another client is spending this refresh token: wait for it to store the successor.
+                // Another client is spending this refresh token. While the token in hand works, use it; else wait for
+                // the other client to store the successor (or for its lease to end).
+                if usingTokenInHand, isUsable(current) { throw ClaimedElsewhere() }
                 try await Task.sleep(nanoseconds: 50_000_000)
                 continue
             }
             var claimed = onDisk
             claimed.pendingRefresh = .init(startedAt: clock.now.wholeSeconds, owner: instanceID, processID: getpid())
             do {
-                guard try store.compareAndSwap(expected: onDisk, new: claimed) else { continue }
+                guard try store.compareAndSwap(expected: onDisk, new: claimed) else {
+                    // Another client changed the store between the read and the swap: read it again, a bounded number of times.
+                    claimAttempts += 1
+                    guard claimAttempts < Self.compareAndSwapAttempts else { throw Self.compareAndSwapKeepsFailing(claimAttempts) }
+                    continue
+                }
             } catch {
-                reportStorage(failing: true)
-                throw LatchkeyClientError.storageUnavailable
+                reportStorage(failing: true, error)
+                throw storageError
             }
             lastStored = claimed
             let outcome = await send(refreshToken: claimed.refreshToken)
@@ -271,8 +363,10 @@ actor SessionEngine {
                 failures = 0
                 backoffUntil = nil
                 callerBackoffUntil = nil
+                // The user as known now: a profile described while the request was in flight is newer than `current`'s.
+                let latest = session ?? current
                 let next = StoredSession(
-                    tokens: tokens, userID: current.userID, user: current.user, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
+                    tokens: tokens, userID: latest.userID, user: latest.user, receivedAt: clock.now, refreshAhead: policy.refreshAhead)
                 session = next
                 unsaved = .rotation(spent: claimed.refreshToken)
                 // Saved before anyone sees the new token; if the store fails, the pair stays in memory and is saved later.
@@ -365,48 +459,71 @@ actor SessionEngine {
             session = Self.restore(stored, snapshot: snapshot, broadcast: broadcast)
             reschedule()
         } catch {
-            reportStorage(failing: true)
-            throw LatchkeyClientError.storageUnavailable
+            reportStorage(failing: true, error)
+            throw storageError
         }
+    }
+
+    /// How many compare-and-swaps in a row one write tries before it reports the store as failing. Each failure means
+    /// another client changed the store in between; a store that refuses this many times in a row is broken (a
+    /// custom ``TokenStore`` whose `compareAndSwap` never matches what its `load()` returns, say).
+    static let compareAndSwapAttempts = 16
+
+    static func compareAndSwapKeepsFailing(_ attempts: Int) -> LatchkeyClientError {
+        .storageUnavailable(
+            "the token store's compareAndSwap answered false \(attempts) times in a row, each time for the value its load() had just "
+                + "returned; a TokenStore must swap when the stored value equals `expected`")
     }
 
     /// Writes `session` over what the store held; returns false (and reports) when the store failed.
     private func saveUnsaved() -> Bool {
-        guard let kind = unsaved else { return true }
-        do {
-            if try store.compareAndSwap(expected: lastStored, new: session) {
-                lastStored = session
-                unsaved = nil
-                reportStorage(failing: false)
-                return true
-            }
-            // Another client changed the store since we read it.
-            let onDisk = try store.load()
-            lastStored = onDisk
-            reportStorage(failing: false)
-            switch kind {
-            case .signIn:
-                return saveUnsaved()
-            case .rotation(let spent):
-                if let onDisk, onDisk.refreshToken == spent {
-                    // Still the pair we rotated (another client took over the attempt): ours is newer.
-                    return saveUnsaved()
+        var attempts = 0
+        while let kind = unsaved {
+            do {
+                if try store.compareAndSwap(expected: lastStored, new: session) {
+                    lastStored = session
+                    unsaved = nil
+                    reportStorage(failing: false)
+                    return true
                 }
-                unsaved = nil
-                if let onDisk, onDisk.refreshToken == session?.refreshToken { return true }
-                // Signed out or signed in elsewhere since: that is newer than our rotation.
-                if let onDisk { adopt(onDisk) } else { end(.signedOut) }
-                return true
+                attempts += 1
+                guard attempts < Self.compareAndSwapAttempts else { throw Self.compareAndSwapKeepsFailing(attempts) }
+                // Another client changed the store since we read it.
+                let onDisk = try store.load()
+                lastStored = onDisk
+                reportStorage(failing: false)
+                switch kind {
+                case .signIn:
+                    continue
+                case .rotation(let spent):
+                    if let onDisk, onDisk.refreshToken == spent {
+                        // Still the pair we rotated (another client took over the attempt, or stored the user's
+                        // profile, which is then newer than ours): our pair is newer.
+                        if let user = onDisk.user, user.id == session?.userID || session?.userID == nil {
+                            session = session?.describing(user)
+                        }
+                        continue
+                    }
+                    unsaved = nil
+                    if let onDisk, onDisk.refreshToken == session?.refreshToken { return true }
+                    // Signed out or signed in elsewhere since: that is newer than our rotation.
+                    if let onDisk { adopt(onDisk) } else { end(.signedOut) }
+                    return true
+                }
+            } catch {
+                reportStorage(failing: true, error)
+                return false
             }
-        } catch {
-            reportStorage(failing: true)
-            return false
         }
+        return true
     }
 
-    private func reportStorage(failing: Bool) {
+    /// Records whether the store works; the first failure is published, and `error` (a compare-and-swap that keeps
+    /// failing) becomes the reason callers get.
+    private func reportStorage(failing: Bool, _ error: (any Error)? = nil) {
         if failing && !storageFailing { publish(.storageUnavailable) }
         storageFailing = failing
+        storageError = (error as? LatchkeyClientError).flatMap { $0 == .storageUnavailable ? $0 : nil } ?? .storageUnavailable
     }
 
     private func adopt(_ stored: StoredSession) {

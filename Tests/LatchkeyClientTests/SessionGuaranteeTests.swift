@@ -194,6 +194,26 @@ struct SessionGuaranteeTests {
         #expect(token == "other-access", "handed out \(token == rotated ? "the replaced session's token" : token)")
     }
 
+    // Issue 47: `TokenStore` is public, and a conformance may be wrong.
+    @Test("a custom store whose compare-and-swap keeps answering false: sign-in returns, the store is reported, nothing recurses")
+    func storeWhoseCompareAndSwapNeverSucceeds() async throws {
+        let fixture = Fixture()
+        let store = RefusingStore()
+        let client = fixture.client(store: store)
+        let events = EventLog(client.events)
+        try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        #expect(try await events.wait { $0.contains(.storageUnavailable) }.contains(.storageUnavailable))
+        // The pair is kept in memory, as for a store that throws.
+        #expect(try await client.validAccessToken() == client.currentAccessToken)
+        fixture.clock.advance(901)
+        let error = await #expect(throws: LatchkeyClientError.storageUnavailable) { try await client.validAccessToken() }
+        #expect(error?.reason?.contains("compareAndSwap") == true, "\(String(describing: error))")
+        #expect(await fixture.server.refreshRequests == 0)
+        await client.signOut()
+        #expect(client.currentAccessToken == nil)
+        #expect(store.attempts < 1000)
+    }
+
     // 5. A late refresh changes nothing.
     @Test func refreshFinishingAfterSignOutChangesNothing() async throws {
         let fixture = Fixture()
@@ -310,6 +330,22 @@ struct SessionGuaranteeTests {
         store.failLoads(false)
         _ = try await client.validAccessToken()
         #expect(await fixture.server.refreshRequests == 1)
+    }
+}
+
+/// A store whose compare-and-swap always answers false (a wrong conformance), counting the attempts.
+final class RefusingStore: TokenStore, @unchecked Sendable {
+    // @unchecked: `count` is only used while holding `lock`.
+    private let lock = NSLock()
+    private var count = 0
+
+    var attempts: Int { lock.withLock { count } }
+
+    func load() throws -> StoredSession? { nil }
+
+    func compareAndSwap(expected: StoredSession?, new: StoredSession?) throws -> Bool {
+        lock.withLock { count += 1 }
+        return false
     }
 }
 

@@ -46,6 +46,22 @@ struct HoldingTransport: LatchkeyTransport {
     }
 }
 
+/// Sends through `inner`, except that the first request to the app's backend (any host but the server's) answers 401
+/// blaming the token.
+struct RejectingOnce: LatchkeyTransport {
+    let inner: any LatchkeyTransport
+    private let rejected = Finished.Flag()
+
+    init(inner: any LatchkeyTransport) { self.inner = inner }
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        if request.url?.host == "api.example.com", rejected.set() {
+            return FakeServer.answer(401, Data(), ["WWW-Authenticate": #"Bearer error="invalid_token""#])
+        }
+        return try await inner.send(request)
+    }
+}
+
 @Suite("Client: the session's state, for every subscriber")
 struct SessionStateTests {
     @Test("state and states(): signed out, then signed in with the sign-in's user, then signed out; each subscriber gets the present first")
@@ -114,6 +130,57 @@ struct SessionStateTests {
             await relaunched.state.user?.givenName == "Ada"
         }
         #expect(try store.load()?.user?.givenName == "Ada")
+    }
+
+    // Issue 47: a refresh in flight must not write back the profile it read before sending.
+    @Test("a profile fetched while a refresh is in flight survives the refresh, in memory and in the store")
+    func profileFetchedDuringARefreshWins() async throws {
+        let fixture = Fixture()
+        let store = InMemoryTokenStore()
+        // The app's backend refuses the first request (its clock runs ahead, say): the client refreshes after that 401.
+        let transport = RejectingOnce(inner: fixture.server)
+        let client = fixture.client(store: store, transport: transport)
+        try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        let gate = Gate()
+        await fixture.server.set(beforeRefreshAnswer: { await gate.wait() })
+        defer { gate.open() }
+        let request = fixture.resource()
+        let fetching = Task { try await client.data(for: request) }
+        try await poll(until: "the refresh at the server", within: .seconds(30)) { await fixture.server.refreshRequests == 1 }
+        await fixture.server.set(givenName: "Ada", of: "user-1")
+        #expect(try await client.user().givenName == "Ada")  // the token in hand still works at the server
+        gate.open()
+        _ = try await fetching.value
+        #expect(await client.currentUser?.givenName == "Ada")
+        #expect(await client.state.user?.givenName == "Ada")
+        #expect(try store.load()?.user?.givenName == "Ada")
+        #expect(try store.load()?.accessToken == client.currentAccessToken)
+    }
+
+    @Test("a profile another client stored while this one's refresh was in flight survives that refresh")
+    func profileStoredByAnotherClientDuringARefreshWins() async throws {
+        let fixture = Fixture()
+        let url = URL(fileURLWithPath: ScratchDirectory.make("latchkey-client")).appendingPathComponent("session.json")
+        let refreshing = fixture.client(store: FileTokenStore(url: url))
+        try await refreshing.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        let describing = fixture.client(store: FileTokenStore(url: url))
+        fixture.clock.advance(900 - 60)  // refresh due, the token still good for a minute
+        let gate = Gate()
+        await fixture.server.set(beforeRefreshAnswer: { await gate.wait() })
+        defer { gate.open() }
+        let refresh = Task { await refreshing.refreshIfNeeded() }
+        try await poll(until: "the refresh at the server", within: .seconds(30)) { await fixture.server.refreshRequests == 1 }
+        await fixture.server.set(givenName: "Ada", of: "user-1")
+        let described = Task { try await describing.user() }
+        let finished = Finished(described)
+        try await poll(until: "the other client's user() to answer", within: .seconds(5)) { finished.isFinished }
+        #expect(try await described.value.givenName == "Ada")
+        #expect(try FileTokenStore(url: url).load()?.user?.givenName == "Ada")
+        gate.open()
+        await refresh.value
+        #expect(try FileTokenStore(url: url).load()?.user?.givenName == "Ada")
+        #expect(await refreshing.currentUser?.givenName == "Ada")
+        #expect(try FileTokenStore(url: url).load()?.accessToken == refreshing.currentAccessToken)
     }
 
     @Test("LatchkeySession follows the client on the main actor")

@@ -178,11 +178,65 @@ struct SharedStoreTests {
         #expect(throws: (any Error).self) { try FileTokenStore(url: directory).load() }
     }
 
+    // Issue 47: a refresh claimed by another client (a suspended extension, say) is not waited for while the token in
+    // hand still works.
+    @Test("another client's refresh claim: validAccessToken() and data(for:) use the token in hand while it works")
+    func anotherClientsClaimDoesNotStallAValidToken() async throws {
+        let (fixture, holder, other) = try await clientsSharingAFile(expired: false)
+        let token = try #require(other.currentAccessToken)
+        fixture.clock.advance(900 - 60)  // refresh due (two minutes ahead), a minute left
+        let gate = Gate()
+        await fixture.server.set(beforeRefreshAnswer: { await gate.wait() })
+        defer { gate.open() }
+        let holding = Task { try await holder.validAccessToken() }
+        try await poll(until: "the holder's refresh at the server", within: .seconds(30)) { await fixture.server.refreshRequests == 1 }
+        let answered = Task { try await other.validAccessToken() }
+        let finished = Finished(answered)
+        try await poll(until: "the other client to answer without waiting for the claim", within: .seconds(5)) { finished.isFinished }
+        #expect(try await answered.value == token)
+        let (body, _) = try await other.data(for: fixture.resource())
+        #expect(String(decoding: body, as: UTF8.self) == "hello user-1")
+        #expect(await fixture.server.refreshRequests == 1)
+        gate.open()
+        let renewed = try await holding.value
+        #expect(renewed != token)
+        #expect(await fixture.server.reuseDetections == 0)
+    }
+
+    @Test("cancelling a caller that waits for another client's claim ends its wait at once with CancellationError")
+    func waitingForAClaimHonoursCancellation() async throws {
+        let (fixture, holder, other) = try await clientsSharingAFile(expired: true)
+        let gate = Gate()
+        await fixture.server.set(beforeRefreshAnswer: { await gate.wait() })
+        defer { gate.open() }
+        let holding = Task { try await holder.validAccessToken() }
+        try await poll(until: "the holder's refresh at the server", within: .seconds(30)) { await fixture.server.refreshRequests == 1 }
+        // The other client's token has expired: it waits for the claim, until its caller gives up.
+        let waiting = Task { try await other.validAccessToken() }
+        let request = fixture.resource()
+        let fetching = Task { try await other.data(for: request) }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        waiting.cancel()
+        fetching.cancel()
+        let (waited, fetched) = (Finished(waiting), Finished(fetching))
+        try await poll(until: "the cancelled callers to return", within: .seconds(5)) { waited.isFinished && fetched.isFinished }
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+        await #expect(throws: CancellationError.self) { try await fetching.value }
+        gate.open()
+        _ = try await holding.value
+        // After the claim is answered, the other client adopts the holder's pair.
+        #expect(try await other.validAccessToken() == holder.currentAccessToken)
+        #expect(await fixture.server.refreshRequests == 1)
+    }
+
     /// Two clients, each with its own `FileTokenStore` on one file (two processes' worth), signed in and expired.
-    private func clientsSharingAFile() async throws -> (Fixture, LatchkeyClient, LatchkeyClient) {
+    /// `expired: false`: signed in just now instead.
+    private func clientsSharingAFile(expired: Bool = true) async throws -> (Fixture, LatchkeyClient, LatchkeyClient) {
         let fixture = Fixture()
         let url = temporaryDirectory().appendingPathComponent("session.json")
-        let first = try await fixture.expiredSession(store: FileTokenStore(url: url))
+        let first = fixture.client(store: FileTokenStore(url: url))
+        try await first.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        if expired { fixture.clock.advance(901) }
         return (fixture, first, fixture.client(store: FileTokenStore(url: url)))
     }
 

@@ -110,3 +110,35 @@ func tick(_ clock: MutableClock) -> Bool {
     clock.advance(1)
     return false
 }
+
+/// Whether a task has finished, for a `poll` that must not wait on the task itself (awaiting a task's value ignores
+/// the waiter's cancellation, so a test waiting on a stuck task would hang instead of failing).
+final class Finished: @unchecked Sendable {
+    // @unchecked: `done` is only used while holding `lock`.
+    private let lock = NSLock()
+    private var done = false
+
+    init<Success: Sendable>(_ task: Task<Success, any Error>) {
+        Task { [self] in
+            _ = await task.result
+            lock.withLock { done = true }
+        }
+    }
+
+    var isFinished: Bool { lock.withLock { done } }
+
+    /// Set once.
+    final class Flag: @unchecked Sendable {
+        // @unchecked: `isSet` is only used while holding `lock`.
+        private let lock = NSLock()
+        private var isSet = false
+
+        /// Sets the flag; true for the call that set it.
+        func set() -> Bool {
+            lock.withLock {
+                defer { isSet = true }
+                return !isSet
+            }
+        }
+    }
+}
