@@ -232,7 +232,7 @@ public final class LatchkeyClient: Sendable {
             TokenPairResponse(accessToken: tokens.access_token, tokenType: tokens.token_type, expiresIn: tokens.expires_in, refreshToken: tokens.refresh_token),
             user: user)
         guard let user else {
-            // The session is kept (its state stays `.unknown` until the server describes the user).
+            // The session is kept (its state is `.signedInWithoutProfile` until the server describes the user).
             throw LatchkeyClientError.invalidResponse("signed in, but GET /v1/me did not answer the user")
         }
         return SignedIn(user: user, isNewUser: false)

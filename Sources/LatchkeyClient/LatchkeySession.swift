@@ -10,6 +10,7 @@ public import Observation
 ///     case .unknown: "launch screen"  // the store is not readable yet: neither signed in nor out
 ///     case .signedOut: "sign-in screen"
 ///     case .signedIn(let user): "home of \(user.id)"
+///     case .signedInWithoutProfile: "home"  // signed in; the profile comes when the server answers
 ///     }
 /// }
 /// ```

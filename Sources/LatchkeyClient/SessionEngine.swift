@@ -563,7 +563,7 @@ actor SessionEngine {
     private static func state(of session: StoredSession?, loaded: Bool) -> SessionState {
         guard loaded else { return .unknown }
         guard let session else { return .signedOut }
-        return session.user.map(SessionState.signedIn) ?? .unknown
+        return session.user.map(SessionState.signedIn) ?? .signedInWithoutProfile(userID: session.userID)
     }
 
     private func publish(_ event: SessionEvent) {
@@ -591,7 +591,7 @@ actor SessionEngine {
     }
 
     /// A session stored without its user (by an earlier version, or a browser sign-in whose `GET /v1/me` failed) asks
-    /// the server, so its state can leave `.unknown`.
+    /// the server, so its state can go from `.signedInWithoutProfile` to `.signedIn`.
     func describeUserIfMissing() async {
         guard let current = session, current.user == nil, let token = try? await validAccessToken(), let user = await describe(accessToken: token)
         else { return }

@@ -6,18 +6,31 @@ public typealias LatchkeyUser = UserResponse
 
 /// What an app renders: whether someone is signed in, and who.
 public enum SessionState: Sendable, Equatable {
-    /// Not known yet: the store has not been read (it is locked before the device's first unlock), or a session was
-    /// stored without its user and the server has not described them yet. Show neither the sign-in screen nor the app.
+    /// Not known yet: the store cannot be read (it is locked before the device's first unlock). Show neither the
+    /// sign-in screen nor the app.
     case unknown
     /// No session: never signed in, signed out, or ended by the server.
     case signedOut
     /// A session for this user.
     case signedIn(LatchkeyUser)
+    /// A session whose user's profile the client does not have yet: stored by an earlier version, or a browser
+    /// sign-in whose `GET /v1/me` got no answer (`userID` is nil then). The user is signed in: show the app. The client
+    /// asks the server for the profile at launch and in the foreground (and ``LatchkeyClient/user()`` does), and the
+    /// state becomes ``signedIn(_:)`` once it answers; offline, it stays here.
+    case signedInWithoutProfile(userID: String?)
 
-    /// The user, when signed in.
+    /// The user, when signed in and their profile is known.
     public var user: LatchkeyUser? {
         if case .signedIn(let user) = self { return user }
         return nil
+    }
+
+    /// Whether there is a session: ``signedIn(_:)`` or ``signedInWithoutProfile(userID:)``.
+    public var isSignedIn: Bool {
+        switch self {
+        case .signedIn, .signedInWithoutProfile: true
+        case .unknown, .signedOut: false
+        }
     }
 }
 

@@ -183,6 +183,26 @@ struct SessionStateTests {
         #expect(try FileTokenStore(url: url).load()?.accessToken == refreshing.currentAccessToken)
     }
 
+    // Issue 47: `.unknown` is only "the store cannot be read".
+    @Test("a session stored without its profile is signed in, offline too, and never .unknown")
+    func sessionWithoutProfileIsSignedIn() async throws {
+        let fixture = Fixture()
+        let store = InMemoryTokenStore()
+        try await fixture.client(store: store).signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
+        var legacy = try #require(try store.load())
+        legacy.user = nil
+        #expect(try store.compareAndSwap(expected: try store.load(), new: legacy))
+        let offline = HoldingTransport(inner: fixture.server, failing: { _ in true })
+        let relaunched = fixture.client(store: store, transport: offline)
+        let states = Collected(relaunched.states())
+        await relaunched.refreshIfNeeded()  // asks for the profile, and gets no answer
+        #expect(await relaunched.state == .signedInWithoutProfile(userID: "user-1"))
+        let state = await relaunched.state
+        #expect(state.isSignedIn && state.user == nil)
+        #expect(!states.all.contains(.unknown), "\(states.all)")
+        #expect(try await relaunched.validAccessToken() == legacy.accessToken)
+    }
+
     @Test("LatchkeySession follows the client on the main actor")
     func observableModel() async throws {
         let fixture = Fixture()
