@@ -21,6 +21,12 @@ struct SDKProbe: AsyncParsableCommand {
 /// access token had expired, and prints `presented <SHA-256 of the refresh token>` for every refresh token it sends
 /// (never the token itself). With `--die-after-answer` it exits as soon as the server has answered, as an app killed
 /// mid-refresh would.
+///
+/// With `--barrier DIR`, shared by `--parties` probes on one file, the probes race in every round: each round starts
+/// when all of them have reached it (so their clocks, moved an hour per round, agree), a probe that claims the refresh
+/// holds its request until another probe has seen its claim in the file (or 10 s have passed), and each probe prints
+/// `claim seen <round>` when it saw another's claim and `token <round> <SHA-256 of the access token>` at the end of
+/// each round.
 struct Refresh: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Refreshes on a shared token file, printing the hash of each refresh token sent.")
 
@@ -29,18 +35,22 @@ struct Refresh: AsyncParsableCommand {
     @Option var refreshes = 5
     /// Exit (status 3) as soon as the server has answered a refresh, before the client can save the answer.
     @Flag var dieAfterAnswer = false
+    @Option(help: "A directory the racing probes share; each round starts when --parties probes have reached it.")
+    var barrier: String?
+    @Option var parties = 2
 
-    /// Prints the hash of each refresh token sent to `/v1/token`.
+    /// Prints the hash of each refresh token sent to `/v1/token`; in a race, holds it until another probe saw the claim.
     struct ReportingTransport: LatchkeyTransport {
         let inner = URLSessionTransport()
         let dieAfterAnswer: Bool
+        let race: Race?
         func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
             if request.url?.path == "/v1/token", let body = request.httpBody,
                 let token = String(decoding: body, as: UTF8.self).split(separator: "&").first(where: { $0.hasPrefix("refresh_token=") })
             {
-                let hash = SHA256.hash(data: Array(token.dropFirst("refresh_token=".count).utf8)).map { String(format: "%02x", $0) }.joined()
-                print("presented \(hash)")
+                print("presented \(hash(token.dropFirst("refresh_token=".count)))")
                 fflush(nil)
+                try await race?.waitUntilClaimSeen()
             }
             let answer = try await inner.send(request)
             if dieAfterAnswer, request.url?.path == "/v1/token" { Foundation.exit(3) }
@@ -48,17 +58,89 @@ struct Refresh: AsyncParsableCommand {
         }
     }
 
+    /// The file store, telling the race when it reads another process's refresh claim.
+    struct ReportingStore: TokenStore {
+        let inner: FileTokenStore
+        let race: Race
+
+        func load() throws -> StoredSession? {
+            let session = try inner.load()
+            if let marker = session?.pendingRefresh, marker.processID != getpid() { race.sawClaim() }
+            return session
+        }
+
+        func compareAndSwap(expected: StoredSession?, new: StoredSession?) throws -> Bool {
+            try inner.compareAndSwap(expected: expected, new: new)
+        }
+    }
+
     func run() async throws {
         guard let url = URL(string: baseUrl) else { throw ValidationError("--base-url is not a URL") }
         let clock = SkippingClock()
+        let race = barrier.map { Race(directory: $0, parties: parties) }
+        let file = FileTokenStore(url: URL(fileURLWithPath: store))
         let client = LatchkeyClient(
-            baseURL: url, tokenStore: FileTokenStore(url: URL(fileURLWithPath: store)), transport: ReportingTransport(dieAfterAnswer: dieAfterAnswer),
-            clock: clock)
-        for _ in 0..<refreshes {
+            baseURL: url, tokenStore: race.map { ReportingStore(inner: file, race: $0) } ?? file,
+            transport: ReportingTransport(dieAfterAnswer: dieAfterAnswer, race: race), clock: clock)
+        for round in 0..<refreshes {
+            try await race?.start(round: round)
             clock.skip(3600)
-            _ = try await client.validAccessToken()
+            let token = try await client.validAccessToken()
+            if race != nil { print("token \(round) \(hash(token))") }
         }
     }
+}
+
+/// Racing probes' shared state, in files of one directory: `ready-<round>-<pid>` when a probe reached a round,
+/// `seen-<round>` when one saw another's claim.
+final class Race: @unchecked Sendable {
+    // @unchecked: `round` and `reported` are only used while holding `lock`; the rest are constants.
+    private let lock = NSLock()
+    private let directory: String
+    private let parties: Int
+    private var round = 0
+    private var reported = -1
+
+    init(directory: String, parties: Int) {
+        self.directory = directory
+        self.parties = parties
+    }
+
+    /// Returns when `parties` probes have reached `round`.
+    func start(round: Int) async throws {
+        lock.withLock { self.round = round }
+        _ = FileManager.default.createFile(atPath: "\(directory)/ready-\(round)-\(getpid())", contents: nil)
+        let deadline = Date().addingTimeInterval(60)
+        while try FileManager.default.contentsOfDirectory(atPath: directory).filter({ $0.hasPrefix("ready-\(round)-") }).count < parties {
+            guard Date() < deadline else { throw ValidationError("round \(round): the other probes never came") }
+            try await Task.sleep(nanoseconds: 1_000_000)
+        }
+    }
+
+    /// Another probe's claim was read in the current round.
+    func sawClaim() {
+        let round: Int? = lock.withLock {
+            guard reported != self.round else { return nil }
+            reported = self.round
+            return self.round
+        }
+        guard let round else { return }
+        print("claim seen \(round)")
+        fflush(nil)
+        _ = FileManager.default.createFile(atPath: "\(directory)/seen-\(round)", contents: nil)
+    }
+
+    /// Returns once another probe has seen this round's claim, or after 10 s (the test then finds no `claim seen`).
+    func waitUntilClaimSeen() async throws {
+        let path = "\(directory)/seen-\(lock.withLock { round })"
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: path), Date() < deadline { try await Task.sleep(nanoseconds: 1_000_000) }
+    }
+}
+
+/// The SHA-256 of a token, in hex: what the probe prints instead of the token.
+func hash(_ token: some StringProtocol) -> String {
+    SHA256.hash(data: Array(token.utf8)).map { String(format: "%02x", $0) }.joined()
 }
 
 /// `latchkey-sdk-probe burst`: signs in with the Apple sign-in read as JSON from standard input

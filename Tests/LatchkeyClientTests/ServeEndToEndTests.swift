@@ -28,8 +28,18 @@ struct ServeEndToEndTests {
         private var answersToLose = 0
         private var requestsToDrop = 0
         private var refreshDelay: UInt64 = 0
+        private var answerGate: Gate?
+        private var held = 0
 
         var refreshCount: Int { lock.withLock { refreshes } }
+        /// Refresh answers received from the server and held by ``holdNextRefreshAnswer()``'s gate.
+        var answersHeld: Int { lock.withLock { held } }
+        /// The next refresh's answer (the server has rotated by then) waits for the gate returned.
+        func holdNextRefreshAnswer() -> Gate {
+            let gate = Gate()
+            lock.withLock { answerGate = gate }
+            return gate
+        }
         func loseAnswers(_ count: Int) { lock.withLock { answersToLose = count } }
         func dropRequests(_ count: Int) { lock.withLock { requestsToDrop = count } }
         /// Holds every refresh answer this long (a slow network).
@@ -48,6 +58,13 @@ struct ServeEndToEndTests {
             }
             if drop { throw URLError(.networkConnectionLost) }
             let answer = try await inner.send(request)
+            let gate = lock.withLock { () -> Gate? in
+                guard isRefresh, let gate = answerGate else { return nil }
+                answerGate = nil
+                held += 1
+                return gate
+            }
+            await gate?.wait()
             let delay = lock.withLock { isRefresh ? refreshDelay : 0 }
             if delay > 0 { try await Task.sleep(nanoseconds: delay) }
             if lose { throw URLError(.timedOut) }
@@ -380,36 +397,52 @@ struct ServeEndToEndTests {
         }
     }
 
-    @Test("guarantee 5: a refresh that completes after signOut() writes nothing back")
+    @Test("guarantee 5: a refresh the server has answered, whose answer arrives after signOut(), writes nothing back")
     func signOutDuringRefresh() async throws {
         try await Self.withServer { server in
             let store = InMemoryTokenStore()
             let clock = MutableClock(Date())
-            let client = try await Self.signedInClient(server, store: store, clock: clock)
+            let transport = FaultyTransport()
+            let client = try await Self.signedInClient(server, store: store, transport: transport, clock: clock)
+            let events = EventLog(client.events)
             clock.advance(31)
-            async let refreshed = try? client.validAccessToken()
+            // The order is forced: the server rotates, then the sign-out runs, then the answer reaches the client.
+            let answer = transport.holdNextRefreshAnswer()
+            let refreshing = Task { try await client.validAccessToken() }
+            try await poll(until: "the server's answer to the refresh, held", within: .seconds(30)) { transport.answersHeld == 1 }
             await client.signOut()
-            _ = await refreshed
+            #expect(try store.load() == nil)
+            answer.open()
+            await #expect(throws: LatchkeyClientError.notSignedIn) { try await refreshing.value }
             #expect(try store.load() == nil)
             #expect(client.currentAccessToken == nil)
+            #expect(await client.state == .signedOut)
+            #expect(!events.all.contains(.refreshed), "\(events.all)")
+            await client.background.finish()
         }
     }
 
-    @Test("guarantee 7: two processes sharing one file never send the same refresh token")
+    @Test("guarantee 7: two processes refreshing one file at once, in every round: one sends the token, the other waits for its claim")
     func twoProcesses() async throws {
         try await Self.withServer { server in
             let file = server.directory + "/shared-session.json"
+            let barrier = server.directory + "/barrier"
+            try FileManager.default.createDirectory(atPath: barrier, withIntermediateDirectories: true)
             _ = try await Self.signedInClient(server, store: FileTokenStore(url: URL(fileURLWithPath: file)))
-            // Each process refreshes 5 times, each time as if its access token had expired.
+            // Each round starts in both processes at once (a barrier), on clocks that agree, with the access token
+            // expired; the process that claims the refresh holds its request until the other has seen the claim.
+            let rounds = 5
             let results = try await withThrowingTaskGroup(of: ProbeResult.self) { group in
-                for _ in 0..<2 { group.addTask { try await Self.probe(server, file: file, refreshes: 5) } }
+                for _ in 0..<2 { group.addTask { try await Self.probe(server, file: file, refreshes: rounds, barrier: barrier) } }
                 return try await group.reduce(into: [ProbeResult]()) { $0.append($1) }
             }
             for result in results { #expect(result.status == 0, "\(result.output)") }
             let presented = results.flatMap(\.presented)
-            // A process that finds the other's fresh pair in the file uses it instead of refreshing.
-            #expect(presented.count >= 2, "\(results.map(\.output))")
+            #expect(presented.count == rounds, "one refresh per round: \(results.map(\.output))")
             #expect(Set(presented).count == presented.count, "a refresh token was sent twice")
+            // The race happened in every round: the process that did not send saw the other's claim, then used its pair.
+            #expect(results.flatMap(\.claimsSeen).sorted() == Array(0..<rounds), "\(results.map(\.output))")
+            #expect(results.count == 2 && results[0].tokens == results[1].tokens && results[0].tokens.count == rounds, "\(results.map(\.output))")
             #expect(try await server.metric(#"latchkey_refreshes_total{outcome="invalid_grant"}"#) == 0)
             let last = LatchkeyClient(baseURL: server.baseURL, tokenStore: FileTokenStore(url: URL(fileURLWithPath: file)))
             #expect(try await Self.me(last, server) == 200)
@@ -421,10 +454,18 @@ struct ServeEndToEndTests {
         let output: String
         /// Hashes of the refresh tokens this process sent.
         var presented: [String] { output.split(separator: "\n").filter { $0.hasPrefix("presented ") }.map { String($0.dropFirst(10)) } }
+        /// The rounds in which this process saw the other's refresh claim.
+        var claimsSeen: [Int] { lines("claim seen ").compactMap { Int($0) } }
+        /// Hashes of the access token each round ended with.
+        var tokens: [String] { lines("token ") }
+        private func lines(_ prefix: String) -> [String] {
+            output.split(separator: "\n").filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+        }
     }
 
     /// `latchkey-sdk-probe refresh`: another process running a client on the same file.
-    static func probe(_ server: DevServer, file: String, refreshes: Int, dieAfterAnswer: Bool = false) async throws -> ProbeResult {
+    /// `barrier`: a directory the probes of one test share (see `latchkey-sdk-probe refresh --barrier`).
+    static func probe(_ server: DevServer, file: String, refreshes: Int, dieAfterAnswer: Bool = false, barrier: String? = nil) async throws -> ProbeResult {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(
@@ -433,7 +474,7 @@ struct ServeEndToEndTests {
                         process.executableURL = DevServer.executable.deletingLastPathComponent().appendingPathComponent("latchkey-sdk-probe")
                         process.arguments =
                             ["refresh", "--base-url", server.baseURL.absoluteString, "--store", file, "--refreshes", String(refreshes)]
-                            + (dieAfterAnswer ? ["--die-after-answer"] : [])
+                            + (dieAfterAnswer ? ["--die-after-answer"] : []) + (barrier.map { ["--barrier", $0] } ?? [])
                         let output = Pipe()
                         process.standardOutput = output
                         process.standardError = output

@@ -8,6 +8,12 @@ import Testing
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
+#if canImport(UIKit)
+    import UIKit
+#endif
+#if canImport(AppKit)
+    import AppKit
+#endif
 
 /// Collects a stream's elements as they come.
 final class Collected<Element: Sendable>: @unchecked Sendable {
@@ -242,9 +248,30 @@ struct SessionStateTests {
         #expect(client.currentAccessToken == nil)
     }
 
-    @Test("the client refreshes by itself when the app becomes active or protected data becomes available")
+    /// The notifications' names as Apple's SDKs spell them, written here independently of `AppLifecycleObserver`, so
+    /// a misspelt name there fails the test (a name is only a string: nothing else would notice). On Linux these are
+    /// the values of the SDKs' constants; on Apple platforms the test compares them with the constants themselves.
+    static let applesNotificationNames: [String] = [
+        // UIKit: UIApplication.didBecomeActiveNotification, UIKIT_EXTERN NSNotificationName const UIApplicationDidBecomeActiveNotification.
+        "UIApplicationDidBecomeActiveNotification",
+        // UIKit: UIApplication.protectedDataDidBecomeAvailableNotification, UIKIT_EXTERN NSNotificationName const
+        // UIApplicationProtectedDataDidBecomeAvailable (no "Notification" suffix).
+        "UIApplicationProtectedDataDidBecomeAvailable",
+        // AppKit: NSApplication.didBecomeActiveNotification, APPKIT_EXTERN NSNotificationName NSApplicationDidBecomeActiveNotification.
+        "NSApplicationDidBecomeActiveNotification",
+    ]
+
+    @Test("posting each of Apple's notifications, spelt as the SDKs spell them, refreshes the session; no other name is observed")
     func lifecycleNotifications() async throws {
-        for name in AppLifecycleObserver.notifications {
+        #if canImport(UIKit)
+            #expect(UIApplication.didBecomeActiveNotification.rawValue == Self.applesNotificationNames[0])
+            #expect(UIApplication.protectedDataDidBecomeAvailableNotification.rawValue == Self.applesNotificationNames[1])
+        #endif
+        #if canImport(AppKit)
+            #expect(NSApplication.didBecomeActiveNotification.rawValue == Self.applesNotificationNames[2])
+        #endif
+        #expect(Set(AppLifecycleObserver.notifications.map(\.rawValue)) == Set(Self.applesNotificationNames))
+        for name in Self.applesNotificationNames {
             let fixture = Fixture()
             let center = NotificationCenter()
             var policy = RefreshPolicy()
@@ -254,8 +281,8 @@ struct SessionStateTests {
                 lifecycle: center)
             try await client.signInWithApple(identityToken: "user-1", authorizationCode: nil, rawNonce: "n")
             fixture.clock.advance(901)
-            center.post(name: name, object: nil)
-            try await poll(until: "\(name.rawValue) to refresh the session", within: .seconds(30)) { await fixture.server.refreshRequests == 1 }
+            center.post(name: Notification.Name(name), object: nil)
+            try await poll(until: "\(name) to refresh the session", within: .seconds(30)) { await fixture.server.refreshRequests == 1 }
         }
         // The public flag: observed by default, not when opted out.
         let url = URL(string: "https://auth.example.com")!
