@@ -42,6 +42,35 @@ extension LatchkeyClient {
         let assertion = try await authenticator.assertPasskey(options)
         return try await signIn(path: "v1/auth/passkey", body: PasskeySignInRequest(challengeId: challengeID, credential: assertion))
     }
+
+    /// Creates an account whose only way in is a new passkey, and signs it in (`POST /v1/auth/passkey/signup/options`,
+    /// the authenticator, `POST /v1/auth/passkey/signup`): for servers with `passkeys.allowSignUp`, still under their
+    /// `signup.mode`. The platform's sheet is the same as for ``registerPasskey(name:using:)``; the answer has
+    /// `isNewUser` true.
+    ///
+    /// Throws ``LatchkeyClientError/rejected`` with `signup_closed` (403) when the server does not allow passkey sign-up
+    /// or needs an invitation, and ``LatchkeyClientError/cancelled`` when the user closes the sheet.
+    ///
+    /// ```swift
+    /// try await client.signUpWithPasskey(displayName: "Ada", using: PlatformPasskeyAuthenticator())
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - displayName: the name the new account and its passkey show (the user's given name on the server); the
+    ///     platform shows it in its sheet and in the passkey's entry.
+    ///   - inviteCode: the invitation of a new user, when the server's `signup.mode` is `invite`.
+    ///   - passkeyName: what the account's list of passkeys shows ("iPhone", say); the server names it otherwise.
+    @discardableResult
+    public func signUpWithPasskey(
+        displayName: String? = nil, inviteCode: String? = nil, passkeyName: String? = nil, using authenticator: some PasskeyAuthenticator
+    ) async throws -> SignedIn {
+        let options = try await post(
+            "v1/auth/passkey/signup/options", body: PasskeySignUpOptionsRequest(displayName: displayName, inviteCode: inviteCode),
+            as: PublicKeyCredentialCreationOptionsJSON.self, describing: "passkey creation options")
+        let challengeID = try PasskeyWire.signUpChallengeID(options)
+        let credential = try await authenticator.createPasskey(options)
+        return try await signIn(path: "v1/auth/passkey/signup", body: PasskeySignUpRequest(challengeId: challengeID, credential: credential, name: passkeyName))
+    }
 }
 
 /// WebAuthn's JSON forms to and from the bytes platform passkey APIs take and give: every decision a platform
@@ -76,6 +105,16 @@ public enum PasskeyWire {
         return Registration(
             rpID: options.rp.id, challenge: challenge, userID: userID, userName: options.user.name,
             userVerification: options.authenticatorSelection.userVerification, excludedCredentials: options.excludeCredentials.compactMap { data($0.id) })
+    }
+
+    /// The `challengeId` that sign-up options must carry, to name the challenge in `POST /v1/auth/passkey/signup`; the
+    /// options themselves are a registration's (``registration(_:)``), so a platform authenticator makes the passkey with
+    /// the same request as when a passkey is added to an account.
+    public static func signUpChallengeID(_ options: PublicKeyCredentialCreationOptionsJSON) throws -> String {
+        guard let challengeID = options.challengeId, !challengeID.isEmpty else {
+            throw LatchkeyClientError.invalidResponse("passkey sign-up options without a challengeId")
+        }
+        return challengeID
     }
 
     public static func assertion(_ options: PublicKeyCredentialRequestOptionsJSON) throws -> Assertion {

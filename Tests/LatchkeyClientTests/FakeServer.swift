@@ -72,6 +72,10 @@ actor FakeServer: LatchkeyTransport {
     /// What `GET /v1/me` answers as each user's given name.
     var givenNames: [String: String] = [:]
     private(set) var signInBodies: [String: Data] = [:]
+    /// Whether `POST /v1/auth/passkey/signup/options` answers (`passkeys.allowSignUp`), and with a `challengeId`.
+    var passkeySignUpOpen = true
+    var passkeyChallengeIDs = true
+    private var passkeyChallenges: Set<String> = []
     private var refreshTokens: [String: RefreshRecord] = [:]
     private var accessTokens: [String: (userID: String, family: Int, expiresAt: Date)] = [:]
     private var revokedFamilies: Set<Int> = []
@@ -85,6 +89,10 @@ actor FakeServer: LatchkeyTransport {
     func set(givenName: String, of userID: String) { givenNames[userID] = givenName }
     func set(beforeRefreshAnswer hook: (@Sendable () async -> Void)?) { beforeRefreshAnswer = hook }
     func set(recoversUnusedSuccessor value: Bool) { recoversUnusedSuccessor = value }
+    func set(passkeySignUpOpen open: Bool, challengeIDs: Bool = true) {
+        passkeySignUpOpen = open
+        passkeyChallengeIDs = challengeIDs
+    }
 
     /// Makes every access token issued so far fail with 401 (the session lives on).
     func rejectIssuedAccessTokens() { accessTokens = [:] }
@@ -104,6 +112,38 @@ actor FakeServer: LatchkeyTransport {
             revokedFamilies.insert(access.family)
             logouts += 1
             return Self.json(200, ["revokedSessions": 1])
+        case ("POST", "/v1/auth/passkey/signup/options"):
+            signInBodies["passkey/signup/options"] = request.httpBody
+            guard passkeySignUpOpen else { return Self.error(403, "signup_closed") }
+            let body = try JSONDecoder().decode(PasskeySignUpOptionsRequest.self, from: request.httpBody ?? Data())
+            counter += 1
+            let options = PublicKeyCredentialCreationOptionsJSON(
+                rp: .init(id: "example.com", name: "Example"),
+                user: .init(
+                    id: Base64URL.encode(Array("handle-\(counter)".utf8)), name: body.displayName ?? "Passkey", displayName: body.displayName ?? "Passkey"),
+                challenge: Base64URL.encode(Array("challenge-\(counter)".utf8)), pubKeyCredParams: [.init(alg: -7)], timeout: 300_000, excludeCredentials: [],
+                authenticatorSelection: .init(userVerification: "required"), challengeId: passkeyChallengeIDs ? "challenge-\(counter)" : nil)
+            passkeyChallenges.insert("challenge-\(counter)")
+            return Self.answer(200, try JSONEncoder().encode(options))
+        case ("POST", "/v1/auth/passkey/signup"):
+            signInBodies["passkey/signup"] = request.httpBody
+            guard let body = try? JSONDecoder().decode(PasskeySignUpRequest.self, from: request.httpBody ?? Data()) else {
+                return Self.error(400, "invalid_request")
+            }
+            guard passkeyChallenges.remove(body.challengeId) != nil else { return Self.error(400, "invalid_challenge") }
+            counter += 1
+            let userID = "passkey-user-\(counter)"
+            let pair = issue(userID: userID, family: counter)
+            let user = UserResponse(
+                id: userID, email: nil, emailVerified: nil, givenName: body.name, familyName: nil, createdAt: clock.now,
+                identities: [
+                    .init(
+                        provider: "passkey", subject: body.credential.id, email: nil, isPrivateEmail: nil, realUserStatus: nil, emailForwardingEnabled: nil,
+                        firstSeenAt: clock.now)
+                ])
+            let encoder = JSONEncoder()
+            encoder.dateEncodingStrategy = .iso8601
+            return Self.answer(200, try encoder.encode(SignInResponse(tokens: pair, user: user, isNewUser: true)))
         case ("POST", let path) where path.hasPrefix("/v1/auth/"):
             let body = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
             let provider = String(path.dropFirst("/v1/auth/".count))

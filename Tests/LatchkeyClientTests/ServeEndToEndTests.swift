@@ -100,6 +100,8 @@ struct ServeEndToEndTests {
                 "LATCHKEY_RATE_LIMIT_PER_IP": "100000", "LATCHKEY_RATE_LIMIT_PER_SUBJECT": "100000",
                 // No grace for replays: a recovered session is then owed to session.unusedSuccessorRecovery alone.
                 "LATCHKEY_SESSION_REUSE_GRACE": "0",
+                // Passkeys stay on serve --dev's localhost relying party; sign-up is opened for passkeySignUp.
+                "LATCHKEY_PASSKEYS_ALLOW_SIGN_UP": "true",
             ]) { $1 }
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
@@ -419,6 +421,23 @@ struct ServeEndToEndTests {
             #expect(await client.state == .signedOut)
             #expect(!events.all.contains(.refreshed), "\(events.all)")
             await client.background.finish()
+        }
+    }
+
+    @Test("passkey sign-up (passkeys.allowSignUp): a new passkey-only account, signed in; its passkey signs in again after a sign-out")
+    func passkeySignUp() async throws {
+        try await Self.withServer { server in
+            let port = try #require(server.baseURL.port)
+            let authenticator = SoftwarePasskeyAuthenticator(origin: "http://localhost:\(port)")
+            let client = LatchkeyClient(baseURL: server.baseURL, tokenStore: InMemoryTokenStore(), transport: FaultyTransport(), clock: MutableClock(Date()))
+            let signedUp = try await client.signUpWithPasskey(displayName: "Ada", passkeyName: "Test iPhone", using: authenticator)
+            #expect(signedUp.isNewUser)
+            #expect(signedUp.user.identities.map(\.provider) == ["passkey"])
+            #expect(try await Self.me(client, server) == 200)
+            #expect(try await client.passkeys().map(\.name) == ["Test iPhone"])
+            await client.signOut()
+            let signedIn = try await client.signInWithPasskey(using: authenticator)
+            #expect(signedIn.user.id == signedUp.user.id && !signedIn.isNewUser)
         }
     }
 
