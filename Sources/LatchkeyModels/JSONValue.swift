@@ -16,7 +16,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
             self = .bool(flag)
         } else if let integer = try? container.decode(Int64.self) {
             self = .integer(integer)
-        } else if let number = try? container.decode(Double.self) {
+        } else if let number = try Self.number(container) {
             self = .number(number)
         } else if let text = try? container.decode(String.self) {
             self = .string(text)
@@ -24,6 +24,18 @@ public enum JSONValue: Sendable, Hashable, Codable {
             self = .array(array)
         } else {
             self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    /// The value as a `Double`, nil when it is not a number; a decoder that refuses a number it cannot hold exactly
+    /// (an integer beyond 64 bits) is heard, not taken for "not a number".
+    private static func number(_ container: any SingleValueDecodingContainer) throws -> Double? {
+        do {
+            return try container.decode(Double.self)
+        } catch DecodingError.dataCorrupted(let context) {
+            throw DecodingError.dataCorrupted(context)
+        } catch {
+            return nil
         }
     }
 

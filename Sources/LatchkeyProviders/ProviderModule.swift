@@ -270,13 +270,13 @@ extension ConfigReader {
         }
     }
 
-    /// A URL setting: absolute, http or https; `fullKey` names it in errors.
-    package func settingURL(_ key: ConfigKey, fullKey: String) throws(LatchkeyError) -> String? {
+    /// A URL setting: http or https, with a host and a port that is one (``OutboundURL/problem(_:)``); `fullKey` names it
+    /// in errors. A trailing `/` is dropped from a base URL that paths are appended to, and kept on a document's URL.
+    package func settingURL(_ key: ConfigKey, fullKey: String, isBase: Bool = true) throws(LatchkeyError) -> String? {
         guard let value = string(forKey: key) else { return nil }
-        guard let scheme = URLComponents(string: value)?.scheme?.lowercased(), scheme == "https" || scheme == "http", URL(string: value)?.host != nil
-        else {
-            throw LatchkeyError(.invalidConfiguration, "setting \(fullKey) is \(value.prefix(200)), not an http or https URL")
+        if let problem = OutboundURL.problem(value) {
+            throw LatchkeyError(.invalidConfiguration, "setting \(fullKey) is \(value.prefix(200)): \(problem)")
         }
-        return value.hasSuffix("/") ? String(value.dropLast()) : value
+        return isBase && value.hasSuffix("/") ? String(value.dropLast()) : value
     }
 }

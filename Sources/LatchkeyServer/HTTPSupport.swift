@@ -139,8 +139,9 @@ struct ErrorMiddleware: RouterMiddleware {
 }
 
 /// Per-IP limits on every route that may call a provider: sign-ins, refreshes (the daily grant check), the browser flow,
-/// linking and unlinking, and account deletion (revocations). One session must not be able to make this server hammer a
-/// provider, however valid its token.
+/// linking and unlinking, and account deletion (revocations); and on the passkey routes that write a challenge or a
+/// credential. One session must not be able to make this server hammer a provider, or fill its store, however valid
+/// its token.
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = LatchkeyRequestContext
     let limiter: RateLimiter
@@ -150,7 +151,7 @@ struct RateLimitMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // The matched route, not the raw path: the router also serves `//v1/token` and `/v1/token/` there.
         let path = context.endpointPath ?? request.uri.path
-        if Self.callsProviders(request.method, path) {
+        if Self.isLimited(request.method, path) {
             let client = trustedProxies.clientAddress(request, context) ?? "unknown"
             if let wait = limiter.check("ip:" + client) {
                 throw APIError(
@@ -161,10 +162,12 @@ struct RateLimitMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 
-    /// Whether the route (its template, as matched) may call a provider.
-    static func callsProviders(_ method: HTTPRequest.Method, _ path: String) -> Bool {
+    /// Whether the route (its template, as matched) may call a provider, or writes a passkey challenge or credential.
+    static func isLimited(_ method: HTTPRequest.Method, _ path: String) -> Bool {
         switch method {
-        case .post: path.hasPrefix("/v1/auth/") || path == "/v1/token" || path.hasPrefix("/v1/me/identities/") || path.hasPrefix("/oauth2/")
+        case .post:
+            path.hasPrefix("/v1/auth/") || path == "/v1/token" || path.hasPrefix("/v1/me/identities/") || path.hasPrefix("/oauth2/")
+                || path.hasPrefix("/v1/me/passkeys")
         case .delete: path == "/v1/me" || path.hasPrefix("/v1/me/identities/")
         default: path.hasPrefix("/oauth2/")
         }

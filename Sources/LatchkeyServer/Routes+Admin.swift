@@ -108,6 +108,12 @@ extension LatchkeyServer {
         let claims: [String: JSONValue]
         do {
             claims = try LeanJSONDecoder().decode([String: JSONValue].self, from: bytes)
+        } catch LeanJSONError.duplicateKey(let name) {
+            throw APIError(
+                status: .badRequest, code: "invalid_claims",
+                description: "the claims name \(AuditEvent.escaped(name).debugDescription.prefix(60)) twice (or two Unicode spellings of one name)")
+        } catch DecodingError.dataCorrupted(let context) where context.debugDescription == LeanJSONDecoder.inexactIntegerDescription {
+            throw APIError(status: .badRequest, code: "invalid_claims", description: context.debugDescription)
         } catch {
             throw APIError(
                 status: .badRequest, code: "invalid_claims",

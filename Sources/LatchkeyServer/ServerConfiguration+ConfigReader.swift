@@ -190,9 +190,10 @@ extension ServerConfiguration {
                     "has \"\(name)\", the name of a built-in provider; name the generic provider otherwise (its sign-ins would take \(name)'s behaviour)")
             }
             let key = "oidc.\(name)"
-            guard let issuer = config.string(forKey: ConfigKey(key + ".issuer")), URL(string: issuer)?.scheme != nil else {
+            guard let issuer = config.string(forKey: ConfigKey(key + ".issuer")) else {
                 throw setting(key + ".issuer", "is missing: set the provider's issuer URL (its discovery document is read from there)")
             }
+            if let problem = OutboundURL.problem(issuer) { throw setting(key + ".issuer", "is \(issuer.prefix(200)): \(problem)") }
             var generic = OpenIDProviderConfiguration.generic(
                 name: name, displayName: config.string(forKey: ConfigKey(key + ".displayName")), issuer: issuer,
                 clientIDs: Self.list(config, ConfigKey(key + ".clientIds")) ?? [],

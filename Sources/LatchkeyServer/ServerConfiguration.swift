@@ -185,6 +185,7 @@ extension ServerConfiguration {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http",
             components.host?.isEmpty == false
         else { return "not an http or https URL with a host (https://auth.example.com)" }
+        if let problem = OutboundURL.problem(url) { return problem }
         if components.query != nil || components.fragment != nil { return "a public URL cannot have a query or a fragment" }
         if url.hasSuffix("/") { return "leave out the trailing /" }
         return nil

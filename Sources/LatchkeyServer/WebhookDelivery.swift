@@ -64,13 +64,27 @@ public struct WebhookDispatcher: Sendable {
         Double(timeout.components.seconds) * Double((count + Self.concurrency - 1) / Self.concurrency) + 50
     }
 
-    /// Attempts every delivery due now (up to `limit`), ``concurrency`` at a time; returns how many were attempted.
-    /// They are claimed in one step, with a lease that covers every attempt of the group (see ``lease(for:)``).
+    /// The URLs of the endpoints this instance delivers to.
+    var endpointURLs: [String] { endpoints.keys.sorted() }
+
+    /// Attempts every delivery due now (up to `limit` an endpoint), each endpoint's apart from the others'; returns
+    /// how many were attempted.
     @discardableResult
     public func deliverDue(limit: Int = 64) async throws -> Int {
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for url in endpointURLs { group.addTask { try await deliverDue(to: url, limit: limit) } }
+            return try await group.reduce(0, +)
+        }
+    }
+
+    /// Attempts the deliveries to the endpoint at `url` due now (up to `limit`), ``concurrency`` at a time; returns how
+    /// many were attempted. They are claimed in one step, with a lease that covers every attempt of the group (see
+    /// ``lease(for:)``). Each attempt ends within the timeout, head and body, so a slow endpoint holds up only its own.
+    @discardableResult
+    public func deliverDue(to url: String, limit: Int = 64) async throws -> Int {
         let now = timeSource.now
         let due = try await store.claimDueWebhookDeliveries(
-            now: now, limit: limit, leaseUntil: now.addingTimeInterval(lease(for: limit)), endpoints: Array(endpoints.keys))
+            now: now, limit: limit, leaseUntil: now.addingTimeInterval(lease(for: limit)), endpoints: [url])
         await withTaskGroup(of: Void.self) { group in
             var waiting = due[...]
             for _ in 0..<Self.concurrency {
@@ -144,7 +158,8 @@ public struct WebhookDispatcher: Sendable {
     }
 }
 
-/// Delivers owed webhook events about once a second, and keeps the pending gauge current.
+/// Delivers owed webhook events about once a second, each endpoint in a loop of its own (one endpoint's slowness never
+/// delays another's deliveries), and keeps the pending gauge current.
 struct WebhookDeliveryService: Service, CustomStringConvertible {
     let dispatcher: WebhookDispatcher
     let logger: Logger
@@ -153,13 +168,17 @@ struct WebhookDeliveryService: Service, CustomStringConvertible {
     var description: String { "WebhookDeliveryService" }
 
     func run() async throws {
-        var round = 0
+        await withTaskGroup(of: Void.self) { group in
+            for url in dispatcher.endpointURLs { group.addTask { await deliverLoop(to: url) } }
+            group.addTask { await gaugeLoop() }
+        }
+    }
+
+    private func deliverLoop(to url: String) async {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
                 // A full round means more are due: the next one starts at once.
-                let attempted = try await cancelWhenGracefulShutdown { try await dispatcher.deliverDue() }
-                if round % 15 == 0 { try await updateGauge() }
-                round += 1
+                let attempted = try await cancelWhenGracefulShutdown { try await dispatcher.deliverDue(to: url) }
                 if attempted >= 64 { continue }
             } catch is CancellationError {
                 return
@@ -167,6 +186,17 @@ struct WebhookDeliveryService: Service, CustomStringConvertible {
                 logger.warning("webhook delivery failed; will retry", metadata: ["error": "\(MaintenanceService.describe(error))"])
             }
             do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) } } catch { return }
+        }
+    }
+
+    private func gaugeLoop() async {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                try await updateGauge()
+            } catch {
+                logger.debug("could not count pending webhook deliveries", metadata: ["error": "\(MaintenanceService.describe(error))"])
+            }
+            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(15)) } } catch { return }
         }
     }
 

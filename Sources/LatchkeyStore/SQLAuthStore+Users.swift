@@ -56,6 +56,30 @@ extension SQLAuthStore {
         }
     }
 
+    public func removeIdentity(
+        id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool, notifying notices: [WebhookDelivery],
+        userNotices: [WebhookDelivery]
+    ) async throws -> IdentityRemoval {
+        let postgres = backend.isPostgres
+        return try await write { db in
+            // The user's row locked on PostgreSQL (SQLite has one writer): a link's insert, which takes a key-share lock on
+            // it, waits for this transaction, or this one waits for the link and then counts its identity.
+            if postgres { try await db.raw("SELECT id FROM users WHERE id = \(bind: userID) FOR UPDATE").run() }
+            let found = try await db.raw("SELECT id FROM identities WHERE id = \(bind: id) AND user_id = \(bind: userID)").first()
+            guard found != nil else { return IdentityRemoval(removed: false, sessionsRevoked: 0, userDeleted: false) }
+            let revoked = try await Self.revokeOpenSessions(Self.sessionsOfIdentity(id), reason: reason, at: at).all(on: db).count
+            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+            try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+            try await Self.insertWebhookDeliveries(notices, db)
+            guard deletingUserIfLast, try await db.raw("SELECT id FROM identities WHERE user_id = \(bind: userID) LIMIT 1").first() == nil else {
+                return IdentityRemoval(removed: true, sessionsRevoked: revoked, userDeleted: false)
+            }
+            let deleted = try await Self.deleteUserRows(userID, db)
+            if deleted { try await Self.insertWebhookDeliveries(userNotices, db) }
+            return IdentityRemoval(removed: true, sessionsRevoked: revoked, userDeleted: deleted)
+        }
+    }
+
     public func deleteIdentity(id: String, notifying notices: [WebhookDelivery]) async throws {
         try await write { db in
             try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
@@ -121,15 +145,19 @@ extension SQLAuthStore {
 
     public func deleteUser(id: String, notifying notices: [WebhookDelivery]) async throws {
         try await write { db in
-            // Explicit deletes, child tables first: correct whether or not foreign keys cascade.
-            try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = \(bind: id))").run()
-            try await db.raw("DELETE FROM sessions WHERE user_id = \(bind: id)").run()
-            try await db.raw("DELETE FROM provider_grants WHERE identity_id IN (SELECT id FROM identities WHERE user_id = \(bind: id))").run()
-            try await db.raw("DELETE FROM identities WHERE user_id = \(bind: id)").run()
             // Notified only by the deletion that removed the user (two racing deletions send one user.deleted).
-            let deleted = try await db.raw("DELETE FROM users WHERE id = \(bind: id) RETURNING id").all()
-            if !deleted.isEmpty { try await Self.insertWebhookDeliveries(notices, db) }
+            if try await Self.deleteUserRows(id, db) { try await Self.insertWebhookDeliveries(notices, db) }
         }
+    }
+
+    /// Deletes the user `id` and every row of theirs, child tables first (correct whether or not foreign keys cascade);
+    /// whether the user was there.
+    static func deleteUserRows(_ id: String, _ db: any SQLDatabase) async throws -> Bool {
+        try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = \(bind: id))").run()
+        try await db.raw("DELETE FROM sessions WHERE user_id = \(bind: id)").run()
+        try await db.raw("DELETE FROM provider_grants WHERE identity_id IN (SELECT id FROM identities WHERE user_id = \(bind: id))").run()
+        try await db.raw("DELETE FROM identities WHERE user_id = \(bind: id)").run()
+        return !(try await db.raw("DELETE FROM users WHERE id = \(bind: id) RETURNING id").all().isEmpty)
     }
 
     // MARK: Rows

@@ -197,6 +197,11 @@ struct DoctorAndAdminTests {
         #expect(json["expiresAt"] is Int)
 
         #expect(try await CLI.run(["invites", "revoke", second] + config, directory: directory).status == 0)
+        // Audited as DELETE /admin/v1/invites/{id} audits it.
+        let store = try await SQLAuthStore.open(.sqlite(path: directory + "/latchkey.sqlite"))
+        let audited = try await store.auditEvents(userID: nil, limit: 50)
+        await store.close()
+        #expect(audited.contains { $0.kind == "admin_invite_revoked" && $0.detail == "by=cli invite=\(second)" }, "\(audited.map(\.kind))")
         let listed = try await CLI.run(["invites", "list", "--json"] + config, directory: directory).json["invites"] as? [[String: Any]] ?? []
         #expect(listed.count == 2)
         #expect(listed.first { $0["id"] as? String == second }?["state"] as? String == "revoked")
@@ -257,6 +262,10 @@ struct DoctorAndAdminTests {
             #expect((shown["identities"] as? [[String: Any]])?.first?["subject"] as? String == "000123.cli.0456")
             #expect(try await CLI.run(["users", "show", "nobody", "--config", configPath]).status == 1)
             #expect(try await CLI.run(["sessions", "revoke", "--user", user.id, "--config", configPath, "--json"]).json["revokedSessions"] as? Int == 1)
+            let reopened = try await SQLAuthStore.open(.sqlite(path: directory + "/latchkey.sqlite"))
+            let audited = try await reopened.auditEvents(userID: user.id, limit: 50)
+            await reopened.close()
+            #expect(audited.contains { $0.kind == "admin_sessions_revoked" && $0.detail == "by=cli sessions=1" }, "\(audited.map(\.kind))")
             let deleted = try await CLI.run(["users", "delete", user.id, "--config", configPath, "--json"])
             #expect(deleted.json["appleTokensRevoked"] as? Int == 1, "\(deleted.stdout)\(deleted.stderr)")
             #expect(try await harness.requestLog().contains { $0["endpoint"] as? String == "/auth/revoke" && $0["status"] as? Int == 200 })

@@ -41,6 +41,42 @@ struct CBORTests {
         }
     }
 
+    /// A map of `count` entries with distinct two-byte integer keys and one-byte values: the largest map 64 KiB holds.
+    static func largeMap(_ count: Int) -> [UInt8] {
+        var bytes: [UInt8] = [0xB9, UInt8(count >> 8), UInt8(count & 0xFF)]
+        for key in 0..<count { bytes += [0x19, UInt8((key + 256) >> 8), UInt8((key + 256) & 0xFF), 0x00] }
+        return bytes
+    }
+
+    @Test("a map's repeated keys are found in time linear in its size: four times the entries take well under sixteen times as long")
+    func largeMapsAreLinear() throws {
+        func fastest(_ bytes: [UInt8]) throws -> Duration {
+            var best = Duration.seconds(60)
+            for _ in 0..<5 {
+                let started = ContinuousClock.now
+                _ = try CBORReader.value(bytes)
+                best = min(best, ContinuousClock.now - started)
+            }
+            return best
+        }
+        let (small, large) = (Self.largeMap(4000), Self.largeMap(16_000))
+        #expect(large.count < CBORReader.maximumSize)
+        let ratio = try fastest(large) / fastest(small)
+        // Linear is 4; a scan of the entries so far (the former check) is 16.
+        #expect(ratio < 9, "16,000 entries took \(ratio) times as long as 4,000")
+        // The set still finds a repeated key (the last entry's key made the 6th's), and text keys that are one Swift
+        // string (K and U+212A KELVIN SIGN) are one key, as look-ups by name compare them.
+        var repeated = Self.largeMap(300)
+        repeated.replaceSubrange(repeated.count - 4..<repeated.count - 1, with: [0x19, 0x01, 0x05])
+        for bytes in [repeated, [0xA2, 0x61, 0x4B, 0x00, 0x63, 0xE2, 0x84, 0xAA, 0x01]] {
+            #expect {
+                _ = try CBORReader.value(bytes)
+            } throws: {
+                ($0 as? LatchkeyError)?.reason.contains("a key twice") == true
+            }
+        }
+    }
+
     @Test("nesting deeper than 16 and items over 64 KiB are refused; a prefix read says where the item ends")
     func bounds() throws {
         let deep = Array(repeating: UInt8(0x81), count: 17) + [0x00]

@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import LatchkeyCore
+import LatchkeyModels
 import LatchkeyTestSupport
 import Testing
 
@@ -26,7 +27,7 @@ struct LeanJSONDecoderTests {
             #"{}"#,
             #"{"s":"plain","i":42,"i64":-9007199254740993,"u8":255,"d":1.5e3,"f":0.25,"b":true}"#,
             #"  {"s" : "esc \" \\ \/ \b\f\n\r\t \u00e9 \ud83d\ude00", "a": ["x", "y"], "o": {"k": 1}}  "#,
-            #"{"n":{"x":[0,-0.5,1E2,3e-2]},"s":null,"d":123456789012345678901234}"#,
+            #"{"n":{"x":[0,-0.5,1E2,3e-2]},"s":null,"d":1.23456789012345678901234e23}"#,
             #"{"s":"ünïcødé ✓","i":0,"d":-0}"#,
             #"{"unknown":{"deep":[[[{"a":1}]]]},"i":7}"#,
         ])
@@ -128,6 +129,34 @@ struct LeanJSONDecoderInJWTKitTests {
         // An escaped spelling of the same name is the same name.
         let escaped = "{" + (members + [#""\u006d42":0"#]).joined(separator: ",") + "}"
         #expect(throws: LeanJSONError.duplicateKey("m42")) { _ = try LeanJSONDecoder().decode([String: Int].self, from: Array(escaped.utf8)) }
+    }
+}
+
+@Suite("LeanJSONDecoder: member names compared by their Unicode scalars")
+struct LeanJSONNameTests {
+    @Test(
+        "two names that are one Swift string but differ in their scalars are a name given twice, not one member",
+        arguments: [
+            #"{"K":1,"\u212a":2}"#, "{\"K\":1,\"\u{212A}\":2}", "{\"\u{E9}\":1,\"e\u{301}\":2}", "{\";\":1,\"\u{37E}\":2}",
+            "{\"\u{C5}\":1,\"\u{212B}\":2}", "{\"a\":{\"K\":1,\"\u{212A}\":2}}",
+        ])
+    func canonicallyEquivalentNames(json: String) {
+        #expect(throws: LeanJSONError.self) { _ = try LeanJSONDecoder().decode([String: JSONValue].self, from: Array(json.utf8)) }
+    }
+
+    @Test("distinct non-ASCII names are kept apart, and a non-ASCII name once is fine")
+    func distinctNames() throws {
+        let decoded = try LeanJSONDecoder().decode([String: Int].self, from: Array("{\"\u{E9}\":1,\"\u{E8}\":2,\"K\":3}".utf8))
+        #expect(decoded == ["\u{E9}": 1, "\u{E8}": 2, "K": 3])
+    }
+
+    @Test("an integer beyond 64 bits is refused, not rounded to the nearest Double; one that fits stays exact")
+    func integersBeyond64Bits() throws {
+        for text in ["18446744073709551617", "-9223372036854775809", "123456789012345678901234"] {
+            #expect(throws: DecodingError.self) { _ = try LeanJSONDecoder().decode([String: JSONValue].self, from: Array(#"{"n":\#(text)}"#.utf8)) }
+        }
+        let exact = try LeanJSONDecoder().decode([String: JSONValue].self, from: Array(#"{"n":9223372036854775807,"d":1.5e300}"#.utf8))
+        #expect(exact == ["n": .integer(Int64.max), "d": .number(1.5e300)])
     }
 }
 

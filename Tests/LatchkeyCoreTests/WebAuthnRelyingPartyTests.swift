@@ -116,4 +116,49 @@ struct WebAuthnRelyingPartyTests {
             _ = try party.verifyAssertion(authenticator.assert(challenge: Self.challenge()), challenge: login, passkey: passkey)
         }
     }
+
+    @Test("a credential id is 1 to 1023 bytes (WebAuthn Level 3): an empty one and a 1024-byte one are refused at registration and sign-in")
+    func credentialIDBounds() throws {
+        let challenge = Self.challenge()
+        for (count, accepted) in [(0, false), (1, true), (1023, true), (1024, false)] {
+            var authenticator = SoftwareAuthenticator()
+            authenticator.credentialID = Array(repeating: 7, count: count)
+            let registration = authenticator.register(challenge: challenge)
+            if accepted {
+                let passkey = try party.verifyRegistration(registration, challenge: challenge)
+                #expect(passkey.credentialID.count == count)
+            } else {
+                Self.refused(.invalidCredential, "rawId") { _ = try party.verifyRegistration(registration, challenge: challenge) }
+                var stored = try party.verifyRegistration(SoftwareAuthenticator().register(challenge: challenge), challenge: challenge)
+                stored.credentialID = authenticator.credentialID
+                Self.refused(.invalidCredential, "rawId") {
+                    _ = try party.verifyAssertion(authenticator.assert(challenge: challenge), challenge: challenge, passkey: stored)
+                }
+            }
+        }
+    }
+
+    @Test("clientDataJSON is read strictly: a second origin, two spellings of one name, UTF-16 and a byte that is not UTF-8 are refused")
+    func clientDataStrict() throws {
+        let authenticator = SoftwareAuthenticator()
+        let challenge = Self.challenge()
+        let good = #"{"type":"webauthn.create","challenge":"\#(base64URL(challenge))","origin":"https://example.com""#
+        func registration(_ clientData: [UInt8]) -> RegistrationResponseJSON {
+            var registration = authenticator.register(challenge: challenge)
+            registration.response.clientDataJSON = base64URL(clientData)
+            return registration
+        }
+        // The baseline the mutations start from is accepted.
+        _ = try party.verifyRegistration(registration(Array((good + "}").utf8)), challenge: challenge)
+        let repeatedOrigin = Array((good + #","origin":"https://evil.example"}"#).utf8)
+        Self.refused(.invalidCredential, "origin") { _ = try party.verifyRegistration(registration(repeatedOrigin), challenge: challenge) }
+        // "type" spelled a second time with U+0301 after the e (é): one Swift string key, two JSON members.
+        let equivalent = Array((good + #","typ\#u{E9}":"x","type\#u{301}":"y"}"#).utf8)
+        Self.refused(.invalidCredential, "twice") { _ = try party.verifyRegistration(registration(equivalent), challenge: challenge) }
+        let utf16 = Array((good + "}").utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        Self.refused(.invalidCredential, "clientDataJSON") { _ = try party.verifyRegistration(registration([0xFF, 0xFE] + utf16), challenge: challenge) }
+        Self.refused(.invalidCredential, "clientDataJSON") { _ = try party.verifyRegistration(registration(utf16), challenge: challenge) }
+        let notUTF8 = Array((good + #","x":"\#u{FF}"}"#).utf8).map { $0 == 0xC3 ? 0xFF : $0 }
+        Self.refused(.invalidCredential, "clientDataJSON") { _ = try party.verifyRegistration(registration(notUTF8), challenge: challenge) }
+    }
 }

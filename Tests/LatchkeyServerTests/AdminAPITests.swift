@@ -134,8 +134,10 @@ struct AdminAPITests {
             let large = #"{"blob":""# + String(repeating: "x", count: 4100) + #""}"#
             for (body, why) in [
                 ("[]", "an array"), (#""pro""#, "a string"), ("1", "a number"), ("null", "null"), ("", "nothing"), ("{", "broken JSON"),
-                (#"{"sub":"someone-else"}"#, "sub"), (#"{"roles":["admin"]}"#, "roles"), (#"{"email":"x@example.com"}"#, "email"),
-                (#"{"idp":"google"}"#, "idp"),
+                (#"{"sub":"someone-else"}"#, "sub"), (#"{"email":"x@example.com"}"#, "email"), (#"{"idp":"google"}"#, "idp"),
+                (#"{"roles":"admin"}"#, "roles not an array"), (#"{"groups":[1]}"#, "groups of numbers"),
+                (#"{"entitlements":[{"display":"x"}]}"#, "an entitlement without value"),
+                (#"{"K":1,"\u212a":2}"#, "K and KELVIN SIGN, one name in two spellings"), (#"{"n":18446744073709551617}"#, "an integer beyond 64 bits"),
                 (#"{"a":1,"a":2}"#, "a name twice"), (deep, "6 levels"), (large, "over 4 KiB"), (#"{"":1}"#, "an empty name"),
             ] {
                 let answer = try await harness.send("PUT", "/admin/v1/users/\(jane.user.id)/claims", body: body, bearer: secret)
@@ -145,6 +147,36 @@ struct AdminAPITests {
             let audited = try await harness.store.auditEvents(AuditSearch(userID: jane.user.id, kind: "admin_claims_set"))
             #expect(audited.count == 2)
             #expect(audited.allSatisfy { $0.detail.hasPrefix("key=backend") })
+        }
+    }
+
+    @Test("RFC 9068's roles, groups and entitlements are the backend's to set, and ride at the top level of access tokens")
+    func authorizationAttributes() async throws {
+        try await ServerHarness.with { harness in
+            let (_, secret) = try await AdminKeys(store: harness.store).create(name: "backend", readOnly: false)
+            let (_, jane) = try await harness.signedIn()
+            let body = #"{"roles":["admin","editor"],"groups":[{"value":"g-1","display":"Team"}],"entitlements":["export"]}"#
+            let set = try await harness.send("PUT", "/admin/v1/users/\(jane.user.id)/claims", body: body, bearer: secret)
+            #expect(set.status == 200, "\(set.text)")
+            harness.clock.advance(60)
+            let token = try Self.claims(try await harness.refresh(jane.refreshToken).decode(TokenPairResponse.self).accessToken)
+            #expect(token["roles"] as? [String] == ["admin", "editor"])
+            #expect((token["groups"] as? [[String: Any]])?.first?["value"] as? String == "g-1")
+            #expect(token["entitlements"] as? [String] == ["export"])
+        }
+    }
+
+    @Test("a claim name with control characters is stored as sent, and the audit log holds it escaped")
+    func controlCharactersInAudit() async throws {
+        try await ServerHarness.with { harness in
+            let (_, secret) = try await AdminKeys(store: harness.store).create(name: "backend", readOnly: false)
+            let (_, jane) = try await harness.signedIn()
+            let set = try await harness.send(
+                "PUT", "/admin/v1/users/\(jane.user.id)/claims", body: #"{"a\nkind=admin_user_deleted \u001b[2J":1}"#, bearer: secret)
+            #expect(set.status == 200, "\(set.text)")
+            let audited = try #require(try await harness.store.auditEvents(AuditSearch(userID: jane.user.id, kind: "admin_claims_set")).first)
+            #expect(!audited.detail.unicodeScalars.contains { $0.properties.generalCategory == .control }, "\(audited.detail.debugDescription)")
+            #expect(audited.detail.contains(#"a\u{a}kind=admin_user_deleted \u{1b}[2J"#), "\(audited.detail)")
         }
     }
 

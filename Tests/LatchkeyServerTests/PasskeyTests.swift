@@ -267,6 +267,56 @@ struct PasskeyTests {
         }
     }
 
+    @Test("an empty credential id and one over 1,023 bytes are refused when adding a passkey and at sign-up; nothing is stored")
+    func credentialIDBounds() async throws {
+        try await ServerHarness.with(configure: Self.configure(allowSignUp: true)) { harness in
+            let (_, apple) = try await harness.signedIn()
+            for count in [0, 1024] {
+                var authenticator = SoftwareAuthenticator()
+                authenticator.credentialID = Array(repeating: 1, count: count)
+                let (added, _) = try await Self.register(harness, authenticator, bearer: apple.accessToken)
+                #expect((added.status, added.error) == (400, "invalid_credential"), "\(count) bytes: \(added.text)")
+                let options = try await harness.send("POST", "/v1/auth/passkey/signup/options", body: "{}").decode(PublicKeyCredentialCreationOptionsJSON.self)
+                let signUp = try await harness.send(
+                    "POST", "/v1/auth/passkey/signup",
+                    body: try Self.json(
+                        PasskeySignUpRequest(
+                            challengeId: try #require(options.challengeId), credential: authenticator.register(challenge: Self.bytes(options.challenge)))))
+                #expect((signUp.status, signUp.error) == (401, "invalid_credential"), "\(count) bytes: \(signUp.text)")
+            }
+            let listed = try await harness.send("GET", "/v1/me/passkeys", bearer: apple.accessToken)
+            #expect((listed.json["passkeys"] as? [Any])?.count == 0, "\(listed.text)")
+            #expect(try await harness.store.users(limit: 10).count == 1)
+        }
+    }
+
+    @Test("starting a passkey registration is limited per user and per address: 429 rate_limited with Retry-After, and no challenge written")
+    func registrationOptionsLimited() async throws {
+        try await ServerHarness.with(configure: {
+            Self.configure()(&$0)
+            $0.rateLimit.perSubject = 3
+        }) { harness in
+            let (_, apple) = try await harness.signedIn()
+            var statuses: [Int] = []
+            for _ in 0..<5 { statuses.append(try await harness.send("POST", "/v1/me/passkeys/options", bearer: apple.accessToken).status) }
+            #expect(statuses == [200, 200, 200, 429, 429])
+            let refused = try await harness.send("POST", "/v1/me/passkeys/options", bearer: apple.accessToken)
+            #expect((refused.status, refused.error) == (429, "rate_limited"))
+            #expect(refused.headers["retry-after"] != nil)
+            #expect((refused.json["error_description"] as? String)?.contains("user") == true)
+        }
+        try await ServerHarness.with(configure: {
+            Self.configure()(&$0)
+            $0.rateLimit.perClientIP = 4
+        }) { harness in
+            // The sign-in is the address's first request of the minute.
+            let (_, apple) = try await harness.signedIn()
+            var statuses: [Int] = []
+            for _ in 0..<5 { statuses.append(try await harness.send("POST", "/v1/me/passkeys/options", bearer: apple.accessToken).status) }
+            #expect(statuses == [200, 200, 200, 429, 429])
+        }
+    }
+
     @Test("passkey sign-up on an invite-only server needs an invite code")
     func signUpNeedsInvite() async throws {
         try await ServerHarness.with(configure: {

@@ -60,6 +60,40 @@ extension StoreConformanceTests {
         }
     }
 
+    @Test(
+        "a provider deleting a user's last identity while another instance links a second one: the link is never deleted with the user",
+        arguments: kinds)
+    func accountDeletedWhileLinking(kind: Kind) async throws {
+        try await withTwoStores(kind) { first, second in
+            let events = ProviderEvents(store: first, policy: SessionPolicy(), timeSource: .fixed(Self.now))
+            for pair in 0..<40 {
+                let (user, apple) = try await makeUser(first)
+                let google = LinkedIdentity(
+                    id: newIdentifier(), userID: user.id, provider: "google", subject: "\(run)-link-\(pair)", firstSeenAt: Self.now, lastSignInAt: Self.now)
+                async let deleted = attempt {
+                    try await events.handle(ProviderAccountEvent(id: "\(run)-event-\(pair)", provider: "apple", kind: .accountDeleted, subject: apple.subject))
+                }
+                // The link lands as soon as the Apple identity is seen gone: when the user's fate is being decided.
+                async let linked = attempt {
+                    while try await second.identity(provider: "apple", subject: apple.subject) != nil { await Task.yield() }
+                    try await second.addIdentity(google)
+                }
+                let (deletion, link) = await (deleted, linked)
+                if case .failure(let error) = deletion { Issue.record("pair \(pair): the notification failed: \(error)") }
+                let userLeft = try await first.user(id: user.id) != nil
+                let googleLeft = try await first.identity(provider: "google", subject: google.subject) != nil
+                switch link {
+                case .success:
+                    // The link counted: the user stays, with it.
+                    #expect(userLeft && googleLeft, "pair \(pair): the link succeeded, then went with the user")
+                case .failure:
+                    // The user was gone first: nothing of theirs is left.
+                    #expect(!userLeft && !googleLeft, "pair \(pair)")
+                }
+            }
+        }
+    }
+
     @Test("an unlink of an identity the user does not have, or of their last, changes nothing", arguments: kinds)
     func unlinkRefusals(kind: Kind) async throws {
         try await withStore(kind) { store in

@@ -96,7 +96,8 @@ public struct SoftwareAuthenticator {
     }
 
     public let key: Key
-    public let credentialID = (0..<16).map { _ in UInt8.random(in: 0...255) }
+    /// 16 random bytes; tests of the id's bounds set another.
+    public var credentialID = (0..<16).map { _ in UInt8.random(in: 0...255) }
     public var signCount: UInt32 = 0
 
     public init(_ key: Key = .p256(P256.Signing.PrivateKey())) { self.key = key }
@@ -116,6 +117,7 @@ public struct SoftwareAuthenticator {
         }
     }
 
+    /// The client data as a browser writes it (tests of its strict reading write their own).
     public static func clientData(_ type: String, _ challenge: [UInt8], _ ceremony: Ceremony) -> [UInt8] {
         Array(
             #"{"type":"\#(ceremony.type ?? type)","challenge":"\#(base64URL(challenge))","origin":"\#(ceremony.origin)","crossOrigin":\#(ceremony.crossOrigin)}"#

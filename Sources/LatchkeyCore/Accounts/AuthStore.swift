@@ -89,6 +89,13 @@ public protocol UserStore: Sendable {
     /// grant (returned, for the caller to revoke at the provider) and the sessions it began (revoked for `reason`).
     /// Notifies only when it unlinked.
     func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying: [WebhookDelivery]) async throws -> IdentityUnlink
+    /// Removes the identity `id` with its provider grant and revokes the sessions it began (for `reason`); then, when
+    /// `deletingUserIfLast` and the user has no identity left, deletes the user. The count and the deletes are one
+    /// transaction: a link that lands meanwhile either counts (the user stays) or fails (the user is gone), and is never
+    /// deleted with the user. `notifying` goes out when the identity was there, `userNotices` when the user was deleted.
+    func removeIdentity(
+        id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool, notifying: [WebhookDelivery], userNotices: [WebhookDelivery]
+    ) async throws -> IdentityRemoval
     func user(id: String) async throws -> UserAccount?
     func identities(userID: String) async throws -> [LinkedIdentity]
     /// The user and identities behind a live session, in one read; nil when the session is revoked or gone.
@@ -269,6 +276,22 @@ extension AuthStore {
             return nil
         }
         return (user, try await identities(userID: userID))
+    }
+}
+
+/// What ``AuthStore/removeIdentity(id:userID:reason:at:deletingUserIfLast:notifying:userNotices:)`` did.
+public struct IdentityRemoval: Sendable, Equatable {
+    /// Whether the identity was there (nothing changed when it was not).
+    public var removed: Bool
+    /// The sessions it began that were still open.
+    public var sessionsRevoked: Int
+    /// Whether the user went with their last identity.
+    public var userDeleted: Bool
+
+    public init(removed: Bool, sessionsRevoked: Int, userDeleted: Bool) {
+        self.removed = removed
+        self.sessionsRevoked = sessionsRevoked
+        self.userDeleted = userDeleted
     }
 }
 

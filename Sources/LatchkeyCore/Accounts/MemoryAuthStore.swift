@@ -119,6 +119,24 @@ public actor MemoryAuthStore: AuthStore, SignInStepParts {
         return .unlinked(grant)
     }
 
+    public func removeIdentity(
+        id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool, notifying notices: [WebhookDelivery],
+        userNotices: [WebhookDelivery]
+    ) throws -> IdentityRemoval {
+        guard let identity = identitiesByID[id], identity.userID == userID else {
+            return IdentityRemoval(removed: false, sessionsRevoked: 0, userDeleted: false)
+        }
+        try enqueueWebhookDeliveries(notices)
+        let revoked = revokeSessions(identityID: id, reason: reason, at: at)
+        identitiesByID[id] = nil
+        grants[id] = nil
+        guard deletingUserIfLast, identities(userID: userID).isEmpty else {
+            return IdentityRemoval(removed: true, sessionsRevoked: revoked, userDeleted: false)
+        }
+        try deleteUser(id: userID, notifying: userNotices)
+        return IdentityRemoval(removed: true, sessionsRevoked: revoked, userDeleted: true)
+    }
+
     public func deleteIdentity(id: String, notifying notices: [WebhookDelivery]) throws {
         guard identitiesByID[id] != nil else { return }
         try enqueueWebhookDeliveries(notices)

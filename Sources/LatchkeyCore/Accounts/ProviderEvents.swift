@@ -53,20 +53,22 @@ public struct ProviderEvents: Sendable {
                     "\(count) session(s) begun before it revoked; the user signed in again since, so the identity stays")
             case .consentRevoked, .accountDeleted:
                 // The provider account is gone for this app: so is the identity, and the standing of the sessions it began.
+                // The identity, its sessions and (with no identity left) the user go in one transaction: a link that lands
+                // meanwhile keeps the user, or fails because the user is gone; it is never deleted with the user.
                 let what = event.kind == .consentRevoked ? "consent_revoked" : "account_deleted"
-                let count = try await store.revokeSessions(identityID: identity.id, reason: "\(event.provider)_\(what)", at: now)
-                try await store.deleteIdentity(
-                    id: identity.id, notifying: policy.webhooks.deliveries(.identity(.identityRevoked, identity, at: now, reason: what)))
-                let remaining = try await store.identities(userID: identity.userID)
-                if remaining.isEmpty && policy.deleteUserWithLastIdentity {
-                    let reason: LifecycleEvent.DeletionReason = event.kind == .consentRevoked ? .providerConsentRevoked : .providerAccountDeleted
-                    try await store.deleteUser(
-                        id: identity.userID, notifying: policy.webhooks.deliveries(.userDeleted(identity.userID, reason: reason, at: now)))
+                let reason: LifecycleEvent.DeletionReason = event.kind == .consentRevoked ? .providerConsentRevoked : .providerAccountDeleted
+                let removal = try await store.removeIdentity(
+                    id: identity.id, userID: identity.userID, reason: "\(event.provider)_\(what)", at: now,
+                    deletingUserIfLast: policy.deleteUserWithLastIdentity,
+                    notifying: policy.webhooks.deliveries(.identity(.identityRevoked, identity, at: now, reason: what)),
+                    userNotices: policy.webhooks.deliveries(.userDeleted(identity.userID, reason: reason, at: now)))
+                if removal.userDeleted {
                     try await store.audit(
                         at: timeSource.now, identity.userID, "\(event.provider)_\(what)",
-                        "\(count) session(s) revoked; the user had no other identity and was deleted")
-                } else {
-                    try await store.audit(at: timeSource.now, identity.userID, "\(event.provider)_\(what)", "\(count) session(s) revoked; identity removed")
+                        "\(removal.sessionsRevoked) session(s) revoked; the user had no other identity and was deleted")
+                } else if removal.removed {
+                    try await store.audit(
+                        at: timeSource.now, identity.userID, "\(event.provider)_\(what)", "\(removal.sessionsRevoked) session(s) revoked; identity removed")
                 }
             case .emailDisabled, .emailEnabled:
                 identity.emailForwardingEnabled = event.kind == .emailEnabled

@@ -288,12 +288,28 @@ public struct AuditEvent: Sendable, Codable, Equatable {
     public var kind: String
     public var detail: String
 
+    /// `detail` is kept with its control characters escaped (``escaped(_:)``): it may quote what a caller sent.
     public init(id: String = newIdentifier(), at: Date, userID: String?, kind: String, detail: String = "") {
         self.id = id
         self.at = at
         self.userID = userID
         self.kind = kind
-        self.detail = detail
+        self.detail = Self.escaped(detail)
+    }
+
+    /// `text` with each control character (a newline, an escape sequence's ESC, a NUL) written as `\u{1b}`, so that a
+    /// name a caller chose cannot forge a line or drive the terminal of whoever reads the audit log.
+    public static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if scalar.properties.generalCategory == .control {
+                result += "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
     }
 }
 

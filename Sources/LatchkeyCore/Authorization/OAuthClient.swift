@@ -51,32 +51,10 @@ public struct OAuthClient: Sendable, Equatable {
 
     static func loopbackWithoutPort(_ uri: String) -> String? {
         guard var components = URLComponents(string: uri), components.scheme == "http", let host = components.host,
-            loopbackHosts.contains(host), components.fragment == nil, hasPortOrNone(uri)
+            loopbackHosts.contains(host), components.fragment == nil, OutboundURL.hasPortOrNone(uri)
         else { return nil }
         components.port = nil
         return components.string
     }
 
-    /// Whether the authority of `uri` has no port, or a port: 1 to 65535 in ASCII digits, with no sign and not empty
-    /// after its colon. Read from the text itself, since Foundation's parser let `:99999999999999999999` through.
-    private static func hasPortOrNone(_ uri: String) -> Bool {
-        guard let start = uri.range(of: "://")?.upperBound else { return false }
-        var authority = uri[start...].prefix { !"/?#".contains($0) }
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        let port: Substring
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return false }
-            let rest = authority[authority.index(after: close)...]
-            if rest.isEmpty { return true }
-            guard rest.first == ":" else { return false }
-            port = rest.dropFirst()
-        } else {
-            guard let colon = authority.firstIndex(of: ":") else { return true }
-            port = authority[authority.index(after: colon)...]
-        }
-        let digits = port.utf8
-        guard (1...5).contains(digits.count), digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let value = Int(port)
-        else { return false }
-        return (1...65_535).contains(value)
-    }
 }

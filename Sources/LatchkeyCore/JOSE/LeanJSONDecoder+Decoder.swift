@@ -46,6 +46,13 @@ struct LeanDecoder: Decoder {
     func double(_ node: JSONNode, path: [any CodingKey]) throws -> Double {
         guard case .number(let range) = node else { throw mismatch(Double.self, node, path: path) }
         if let integer = smallInteger(range) { return Double(integer) }
+        // An integer literal that no Int64 holds would come back as the nearest Double, another number: refused, not
+        // rounded (18446744073709551617 would read as 18446744073709551616).
+        if bytes[range].allSatisfy({ $0 == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            Int64(String(decoding: bytes[range], as: UTF8.self)) == nil
+        {
+            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: LeanJSONDecoder.inexactIntegerDescription))
+        }
         guard let double = Double(String(decoding: bytes[range], as: UTF8.self)), double.isFinite else {
             throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "number out of range"))
         }

@@ -12,6 +12,8 @@ public import JWTKit
 public struct LeanJSONDecoder: JWTJSONDecoder {
     /// Deepest nesting accepted; claim sets are one or two levels deep.
     public static let maximumDepth = 16
+    /// The `DecodingError.dataCorrupted` description for an integer that neither an `Int64` nor a `Double` holds exactly.
+    public static let inexactIntegerDescription = "an integer beyond 64 bits cannot be kept exactly; send it as a string"
 
     public init() {}
 
@@ -89,10 +91,17 @@ struct JSONParser {
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
+    /// Whether a string read so far holds a byte outside ASCII: the document is then checked to be UTF-8 as a whole.
+    private var sawNonASCII = false
+    /// Whether the last string read held a byte outside ASCII (before unescaping).
+    private var lastStringNonASCII = false
+
     mutating func parseDocument() throws -> JSONNode {
         let value = try parseValue(depth: 0)
         skipWhitespace()
         guard index == bytes.count else { throw LeanJSONError.invalidJSON(offset: index) }
+        // RFC 8259 §8.1: UTF-8 only. Checked once, and only for documents that are not plain ASCII (most tokens are).
+        if sawNonASCII, String(validating: bytes, as: UTF8.self) == nil { throw LeanJSONError.invalidJSON(offset: 0) }
         return value
     }
 
@@ -143,6 +152,7 @@ struct JSONParser {
         var members: [JSONMember] = []
         members.reserveCapacity(16)
         var seen: Set<[UInt8]> = []
+        var nonASCIINames = false
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -153,6 +163,7 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail() }
             let (range, escaped) = try parseString()
             let unescaped = escaped ? Array(try unescape(range).utf8) : nil
+            nonASCIINames = nonASCIINames || lastStringNonASCII || (unescaped?.contains { $0 >= 0x80 } ?? false)
             if isDuplicate(range, unescaped, among: members, seen: &seen) {
                 throw LeanJSONError.duplicateKey(String(decoding: unescaped ?? Array(bytes[range]), as: UTF8.self))
             }
@@ -168,7 +179,19 @@ struct JSONParser {
             }
             guard bytes[index] == UInt8(ascii: "}") else { throw fail() }
             index += 1
+            if nonASCIINames { try refuseEquivalentNames(members) }
             return .object(members)
+        }
+    }
+
+    /// Two names that differ in their scalars but are one Swift `String` (`K` and U+212A KELVIN SIGN, `é` and `e` with
+    /// U+0301) would collapse into one member in any dictionary or `Decodable` made from the object: they are refused
+    /// as a name given twice. Two ASCII names are equal as strings only when their bytes are, so ASCII objects skip this.
+    private func refuseEquivalentNames(_ members: [JSONMember]) throws {
+        var names: Set<String> = []
+        for member in members {
+            let name = member.key(in: bytes)
+            guard names.insert(name).inserted else { throw LeanJSONError.duplicateKey(name) }
         }
     }
 
@@ -215,6 +238,7 @@ struct JSONParser {
         index += 1
         let start = index
         var escaped = false
+        lastStringNonASCII = false
         while index < bytes.count {
             let byte = bytes[index]
             switch byte {
@@ -237,6 +261,9 @@ struct JSONParser {
                 }
             case 0..<0x20:
                 throw fail()
+            case 0x80...:
+                (sawNonASCII, lastStringNonASCII) = (true, true)
+                index += 1
             default:
                 index += 1
             }

@@ -75,6 +75,11 @@ public struct CBORReader: Sendable {
         LatchkeyError(.malformedRequest, "invalid CBOR: \(reason)")
     }
 
+    /// A map key, for finding repeated ones.
+    private enum MapKey: Hashable {
+        case unsigned(UInt64), negative(UInt64), text(String)
+    }
+
     private struct Cursor {
         let bytes: [UInt8]
         var offset = 0
@@ -135,13 +140,19 @@ public struct CBORReader: Sendable {
                 let count = try argument(info)
                 guard count <= UInt64(bytes.count - offset) / 2 else { throw refusal("a map of \(count) entries runs past the end of the input") }
                 var entries: [CBORMapEntry] = []
+                // A set, not a scan of the entries so far: a large map then costs time linear in its size. Text keys
+                // compare as Swift strings do (canonically equivalent spellings are one key), as look-ups compare them.
+                var seen: Set<MapKey> = []
                 for _ in 0..<count {
                     let key = try item(depth: depth + 1)
+                    let name: MapKey
                     switch key {
-                    case .unsigned, .negative, .text: break
+                    case .unsigned(let value): name = .unsigned(value)
+                    case .negative(let value): name = .negative(value)
+                    case .text(let value): name = .text(value)
                     default: throw refusal("a map key is neither an integer nor text")
                     }
-                    guard !entries.contains(where: { $0.key == key }) else { throw refusal("a map has a key twice") }
+                    guard seen.insert(name).inserted else { throw refusal("a map has a key twice") }
                     entries.append(CBORMapEntry(key, try item(depth: depth + 1)))
                 }
                 return .map(entries)

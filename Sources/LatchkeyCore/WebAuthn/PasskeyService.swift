@@ -127,7 +127,7 @@ public struct PasskeyService: Sendable {
     /// passkey's claims.
     private func verifiedAssertion(challengeID: String, credential: AuthenticationResponseJSON) async throws -> (VerifiedIdentity, [String: String]) {
         let challenge = try await takeChallenge(named: challengeID, for: .signIn)
-        let subject = base64URL(try WebAuthnRelyingParty.decoded(credential.rawId, "rawId"))
+        let subject = base64URL(try WebAuthnRelyingParty.credentialID(credential.rawId))
         guard let identity = try await store.identity(provider: Self.provider, subject: subject), let passkey = Self.registered(identity) else {
             throw Self.refusal("this passkey is not registered here: it was deleted, or was made for another server")
         }

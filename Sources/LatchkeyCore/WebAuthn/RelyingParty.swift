@@ -50,7 +50,7 @@ public struct WebAuthnRelyingParty: Sendable {
 
     /// Checks a new credential made for `challenge` (§7.1, steps that apply to attestation `none`).
     public func verifyRegistration(_ credential: RegistrationResponseJSON, challenge: [UInt8]) throws(LatchkeyError) -> RegisteredPasskey {
-        let rawID = try Self.decoded(credential.rawId, "rawId")
+        let rawID = try Self.credentialID(credential.rawId)
         guard credential.type == "public-key" else { throw Self.refusal("type is \(credential.type.prefix(40)), not public-key") }
         guard try Self.decoded(credential.id, "id") == rawID else { throw Self.refusal("id and rawId differ") }
         try checkClientData(try Self.decoded(credential.response.clientDataJSON, "clientDataJSON"), type: "webauthn.create", challenge: challenge)
@@ -77,7 +77,7 @@ public struct WebAuthnRelyingParty: Sendable {
     public func verifyAssertion(_ assertion: AuthenticationResponseJSON, challenge: [UInt8], passkey: RegisteredPasskey) throws(LatchkeyError)
         -> PasskeyAssertion
     {
-        let rawID = try Self.decoded(assertion.rawId, "rawId")
+        let rawID = try Self.credentialID(assertion.rawId)
         guard assertion.type == "public-key" else { throw Self.refusal("type is \(assertion.type.prefix(40)), not public-key") }
         guard try Self.decoded(assertion.id, "id") == rawID, constantTimeEquals(rawID, passkey.credentialID) else {
             throw Self.refusal("the assertion is not from this credential")
@@ -114,9 +114,7 @@ public struct WebAuthnRelyingParty: Sendable {
             let origin: String
             let crossOrigin: Bool?
         }
-        guard bytes.count <= 8192, let clientData = try? JSONDecoder().decode(ClientData.self, from: Data(bytes)) else {
-            throw Self.refusal("clientDataJSON is not the client data JSON")
-        }
+        let clientData = try Self.clientData(ClientData.self, bytes)
         guard clientData.type == type else { throw Self.refusal("clientDataJSON's type is \(clientData.type.prefix(40)), not \(type)") }
         guard let sent = try? Self.decoded(clientData.challenge, "challenge"), constantTimeEquals(sent, challenge) else {
             throw Self.refusal("clientDataJSON's challenge is not the one issued")
@@ -142,11 +140,34 @@ public struct WebAuthnRelyingParty: Sendable {
     /// The challenge (base64url, as sent) that a response's `clientDataJSON` answers, to find what it was issued for.
     public static func challenge(in clientDataJSON: String) throws(LatchkeyError) -> String {
         struct ClientData: Decodable { let challenge: String }
-        let bytes = try decoded(clientDataJSON, "clientDataJSON")
-        guard bytes.count <= 8192, let clientData = try? JSONDecoder().decode(ClientData.self, from: Data(bytes)) else {
-            throw refusal("clientDataJSON is not the client data JSON")
+        return try clientData(ClientData.self, try decoded(clientDataJSON, "clientDataJSON")).challenge
+    }
+
+    /// `clientDataJSON` read strictly (WebAuthn §5.8.1: UTF-8 JSON): a member named twice (a second `origin`), names
+    /// that differ only as Unicode spellings of one name, and any other encoding are refused, not read leniently.
+    private static func clientData<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) throws(LatchkeyError) -> T {
+        guard bytes.count <= 8192 else { throw refusal("clientDataJSON is longer than 8192 bytes") }
+        do {
+            return try LeanJSONDecoder().decode(type, from: bytes)
+        } catch LeanJSONError.duplicateKey(let name) {
+            throw refusal("clientDataJSON names \(name.debugDescription.prefix(40)) twice")
+        } catch {
+            throw refusal("clientDataJSON is not the client data JSON (UTF-8 JSON with type, challenge and origin)")
         }
-        return clientData.challenge
+    }
+
+    /// The longest credential id WebAuthn Level 3 allows (§5.1: `rawId` is at most 1023 bytes).
+    public static let maximumCredentialIDBytes = 1023
+
+    /// A credential's `rawId`: base64url of 1 to 1023 bytes. An empty id would make a passkey that signs in but that
+    /// nobody can name to delete.
+    static func credentialID(_ text: String) throws(LatchkeyError) -> [UInt8] {
+        let id = try decoded(text, "rawId")
+        guard !id.isEmpty else { throw refusal("rawId is empty; a credential id is 1 to \(maximumCredentialIDBytes) bytes") }
+        guard id.count <= maximumCredentialIDBytes else {
+            throw refusal("rawId is \(id.count) bytes; a credential id is at most \(maximumCredentialIDBytes)")
+        }
+        return id
     }
 
     static func decoded(_ text: String, _ field: String) throws(LatchkeyError) -> [UInt8] {

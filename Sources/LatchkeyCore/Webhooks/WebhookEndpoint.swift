@@ -26,6 +26,7 @@ public struct WebhookEndpoint: Sendable, Hashable {
         }
         if parsed.user != nil || parsed.password != nil { return "must not carry a user name or password" }
         if parsed.fragment != nil { return "must not have a #fragment" }
+        if let problem = OutboundURL.problem(url) { return problem }
         switch scheme {
         case "https": return nil
         case "http":

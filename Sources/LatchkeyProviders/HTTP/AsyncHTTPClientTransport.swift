@@ -33,14 +33,19 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         self.maximumResponseBytes = maximumResponseBytes
     }
 
+    /// Sends `request` and reads its answer, all within `request.timeout`: a server that sends its head at once and
+    /// then drips its body fails at the deadline like one that never answers.
     public func send(_ request: OutboundRequest) async throws(LatchkeyError) -> OutboundResponse {
         let host = URL(string: request.url)?.host ?? "the provider"
+        let limit = maximumResponseBytes
         do {
-            let response = try await execute(request)
-            let body = try await response.body.collect(upTo: maximumResponseBytes)
-            var headers: [String: String] = [:]
-            for (name, value) in response.headers { headers[name.lowercased()] = value }
-            return OutboundResponse(status: Int(response.status.code), headers: headers, body: Array(buffer: body))
+            return try await Self.within(request.timeout) {
+                let response = try await execute(request)
+                let body = try await response.body.collect(upTo: limit)
+                var headers: [String: String] = [:]
+                for (name, value) in response.headers { headers[name.lowercased()] = value }
+                return OutboundResponse(status: Int(response.status.code), headers: headers, body: Array(buffer: body))
+            }
         } catch let error as NIOTooManyBytesError {
             _ = error
             throw LatchkeyError(.invalidProviderResponse, "\(host) answered with more than \(maximumResponseBytes) bytes")
@@ -50,18 +55,26 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     }
 
     /// Sends `request` and answers only its status: the body is read up to ``maximumResponseBytes`` and dropped, and a
-    /// longer one does not make the answer fail (a webhook endpoint's 2xx counts whatever page comes with it).
+    /// longer one does not make the answer fail (a webhook endpoint's 2xx counts whatever page comes with it). The
+    /// whole exchange, head and body, ends within `request.timeout`.
     public func status(of request: OutboundRequest) async throws(LatchkeyError) -> Int {
+        let limit = maximumResponseBytes
         do {
-            let response = try await execute(request)
-            _ = try? await response.body.collect(upTo: maximumResponseBytes)
-            return Int(response.status.code)
+            return try await Self.within(request.timeout) {
+                let response = try await execute(request)
+                _ = try? await response.body.collect(upTo: limit)
+                try Task.checkCancellation()
+                return Int(response.status.code)
+            }
         } catch {
             throw LatchkeyError(.providerUnavailable, "could not reach \(URL(string: request.url)?.host ?? "the endpoint"): \(Self.shortDescription(error))")
         }
     }
 
     private func execute(_ request: OutboundRequest) async throws -> HTTPClientResponse {
+        // Configured URLs were checked at start-up; a URL made later (a discovery document's) is checked here, since a
+        // port above 65535 on an IP-literal host traps inside the client instead of failing.
+        if let problem = OutboundURL.problem(request.url) { throw InvalidURL(problem: problem) }
         var outbound = HTTPClientRequest(url: request.url)
         outbound.method = HTTPMethod(rawValue: request.method)
         for header in request.headers { outbound.headers.add(name: header.name, value: header.value) }
@@ -71,8 +84,28 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             timeout: .nanoseconds(Int64(request.timeout.components.seconds * 1_000_000_000 + request.timeout.components.attoseconds / 1_000_000_000)))
     }
 
+    private struct InvalidURL: Error { let problem: String }
+    private struct DeadlineExceeded: Error { let timeout: Duration }
+
+    /// Runs `operation`, cancelled (and failed) when it takes longer than `timeout`. AsyncHTTPClient's own deadline
+    /// ends once the head arrives; this one covers reading the body too.
+    static func within<T: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw DeadlineExceeded(timeout: timeout)
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw CancellationError() }
+            return first
+        }
+    }
+
     private static func shortDescription(_ error: any Error) -> String {
         if let error = error as? HTTPClientError { return error.shortDescription }
+        if let error = error as? InvalidURL { return "the URL is unusable: \(error.problem)" }
+        if let error = error as? DeadlineExceeded { return "no whole answer within \(error.timeout)" }
         return String(describing: type(of: error))
     }
 }

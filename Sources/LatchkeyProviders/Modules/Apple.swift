@@ -69,7 +69,8 @@ public struct AppleModule: ProviderModule {
         guard let clientIDs, !clientIDs.isEmpty else { throw missing("clientIds", ": list your bundle id and Services ID, comma-separated") }
         let nonces = try config.settingNonces("", fullPrefix: "apple.", requireByDefault: true)
         self.init(
-            teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs, baseURL: config.string(forKey: "baseUrl") ?? "https://appleid.apple.com",
+            teamID: teamID, keyID: keyID, privateKeyPEM: key, clientIDs: clientIDs,
+            baseURL: try config.settingURL("baseUrl", fullKey: "apple.baseUrl") ?? "https://appleid.apple.com",
             redirectURIs: config.settingList("redirectUris") ?? [], nonceMatching: nonces.matching, requireNonce: nonces.required)
         servicesID = config.string(forKey: "servicesId")
         warnings = nonces.warning.map { [$0] } ?? []
@@ -91,7 +92,9 @@ public struct AppleModule: ProviderModule {
         } catch {
             throw LatchkeyError(.invalidConfiguration, "setting apple.privateKeyFile: \(error.reason)")
         }
-        guard URL(string: baseURL)?.scheme != nil else { throw LatchkeyError(.invalidConfiguration, "setting apple.baseUrl is not a URL") }
+        if let problem = OutboundURL.problem(baseURL) {
+            throw LatchkeyError(.invalidConfiguration, "setting apple.baseUrl is \(baseURL.prefix(200)): \(problem)")
+        }
         // Apple puts the Services ID in the `aud` of a web sign-in's ID token, which must be one of ours.
         if let servicesID, !clientIDs.contains(servicesID) {
             throw LatchkeyError(

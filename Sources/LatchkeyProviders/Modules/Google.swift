@@ -30,7 +30,7 @@ public struct GoogleModule: OpenIDProviderModule {
         var google = OpenIDProviderConfiguration.google(
             clientIDs: clientIDs, hostedDomains: config.settingList("hostedDomains") ?? [],
             clientSecret: try config.settingSecret("clientSecret", fileKey: "clientSecretFile", fullFileKey: "google.clientSecretFile"))
-        if let url = config.string(forKey: "discoveryUrl") { google.discoveryURL = url }
+        if let url = try config.settingURL("discoveryUrl", fullKey: "google.discoveryUrl", isBase: false) { google.discoveryURL = url }
         let warnings = try google.readSharedSettings(config, key: Self.name)
         self.init(google)
         self.warnings = warnings
@@ -86,7 +86,7 @@ public struct MicrosoftModule: OpenIDProviderModule {
         var microsoft = OpenIDProviderConfiguration.microsoft(
             clientIDs: clientIDs, tenants: tenants,
             clientSecret: try config.settingSecret("clientSecret", fileKey: "clientSecretFile", fullFileKey: "microsoft.clientSecretFile"),
-            authority: config.string(forKey: "authority") ?? "https://login.microsoftonline.com")
+            authority: try config.settingURL("authority", fullKey: "microsoft.authority") ?? "https://login.microsoftonline.com")
         let warnings = try microsoft.readSharedSettings(config, key: Self.name)
         self.init(microsoft)
         self.warnings = warnings

@@ -146,8 +146,8 @@ extension DropboxConfiguration: ProviderModule {
     public init?(reading config: ConfigReader) throws(LatchkeyError) {
         guard let appKey = config.string(forKey: "appKey") else { return nil }
         self.init(appKey: appKey, appSecret: try config.settingSecret("appSecret", fileKey: "appSecretFile", fullFileKey: "dropbox.appSecretFile"))
-        apiURL = config.string(forKey: "apiUrl") ?? apiURL
-        authorizeURL = config.string(forKey: "authorizeUrl") ?? authorizeURL
+        apiURL = try config.settingURL("apiUrl", fullKey: "dropbox.apiUrl") ?? apiURL
+        authorizeURL = try config.settingURL("authorizeUrl", fullKey: "dropbox.authorizeUrl", isBase: false) ?? authorizeURL
         acceptAccessTokens = try config.settingBool("acceptAccessTokens", fullKey: "dropbox.acceptAccessTokens") ?? false
     }
 

@@ -162,8 +162,8 @@ extension FacebookConfiguration: ProviderModule {
     public init?(reading config: ConfigReader) throws(LatchkeyError) {
         guard let appID = config.string(forKey: "appId") else { return nil }
         self.init(appID: appID, appSecret: try config.settingSecret("appSecret", fileKey: "appSecretFile", fullFileKey: "facebook.appSecretFile"))
-        graphURL = config.string(forKey: "graphUrl") ?? graphURL
-        jwksURL = config.string(forKey: "jwksUrl") ?? jwksURL
+        graphURL = try config.settingURL("graphUrl", fullKey: "facebook.graphUrl") ?? graphURL
+        jwksURL = try config.settingURL("jwksUrl", fullKey: "facebook.jwksUrl", isBase: false) ?? jwksURL
         if let issuers = config.settingList("issuers") { limitedLoginIssuers = Set(issuers) }
         let nonces = try config.settingNonces("", fullPrefix: "facebook.", requireByDefault: false)
         (nonceMatching, requireNonce) = (nonces.matching, nonces.required)
