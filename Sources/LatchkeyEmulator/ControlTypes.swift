@@ -59,6 +59,8 @@ struct PendingNotification: Sendable {
 struct CreateUserRequest: Decodable {
     var email: String?
     var hideMyEmail: Bool?
+    /// Where the relay address is: `privaterelay.appleid.com` (the default) or `private.icloud.com`.
+    var relayDomain: String?
     var realUserStatus: Int?
     var givenName: String?
     var familyName: String?

@@ -92,7 +92,7 @@ actor EmulatorState {
     /// A user not yet added, with every subject it will answer to. Hashing the subjects is most of the cost
     /// of a user, so many can be made off the actor and added at once.
     struct NewUser: Sendable {
-        let record: UserRecord
+        var record: UserRecord
         let subjects: [(sub: String, teamID: String)]
 
         init(
@@ -115,12 +115,13 @@ actor EmulatorState {
 
     func createUser(
         email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?,
-        microsoftTenant: String = Identifiers.microsoftConsumersTenant
+        microsoftTenant: String = Identifiers.microsoftConsumersTenant, relayDomain: String = Identifiers.relayDomains[0]
     ) -> UserRecord {
-        let user = NewUser(
+        var user = NewUser(
             email: email, hideMyEmail: hideMyEmail, realUserStatus: realUserStatus, givenName: givenName, familyName: familyName,
             teamIDs: configuration.teams.map(\.teamID), microsoftTenant: microsoftTenant
         )
+        user.record.relayDomain = relayDomain
         add([user])
         return user.record
     }
@@ -166,7 +167,7 @@ actor EmulatorState {
 
     /// The address apps of `teamID` see: the relay address when the user hides their e-mail.
     func visibleEmail(of user: UserRecord, teamID: String) -> String {
-        user.hideMyEmail ? Identifiers.relayEmail(userID: user.id, teamID: teamID) : user.email
+        user.hideMyEmail ? Identifiers.relayEmail(userID: user.id, teamID: teamID, domain: user.relayDomain) : user.email
     }
 
     var defaultTeamID: String? { configuration.teams.first?.teamID }
@@ -443,7 +444,7 @@ actor EmulatorState {
             else { throw AppleOAuthError(code: "invalid_request", detail: "unknown or expired transfer_sub") }
             var answer: [String: Claim] = ["sub": .string(subject(of: user, teamID: teamID))]
             if user.hideMyEmail {
-                answer["email"] = .string(Identifiers.relayEmail(userID: user.id, teamID: teamID))
+                answer["email"] = .string(Identifiers.relayEmail(userID: user.id, teamID: teamID, domain: user.relayDomain))
                 answer["is_private_email"] = .bool(true)
             }
             return answer

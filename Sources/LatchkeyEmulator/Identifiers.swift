@@ -45,9 +45,13 @@ enum Identifiers {
         return "\(digits.prefix(6)).\(digest.prefix(32)).\(digits.suffix(4))"
     }
 
-    /// The Hide My Email address of a user for a team.
-    static func relayEmail(userID: UUID, teamID: String) -> String {
-        "\(hexDigest("relay", userID.uuidString, teamID).prefix(10))@privaterelay.appleid.com"
+    /// The domains Apple's Hide My Email addresses are at: `privaterelay.appleid.com`, and `private.icloud.com`, from which
+    /// Apple also issues new ones. Kept here, not taken from the code the emulator stands in for.
+    static let relayDomains = ["privaterelay.appleid.com", "private.icloud.com"]
+
+    /// The Hide My Email address of a user for a team, at `domain` (one of ``Identifiers/relayDomains``).
+    static func relayEmail(userID: UUID, teamID: String, domain: String) -> String {
+        "\(hexDigest("relay", userID.uuidString, teamID).prefix(10))@\(domain)"
     }
 
     /// A Google subject: 21 digits.

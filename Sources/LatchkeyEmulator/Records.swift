@@ -5,6 +5,8 @@ struct UserRecord: Sendable {
     let id: UUID
     var email: String
     var hideMyEmail: Bool
+    /// Where the user's relay addresses are: Apple issues them from either of ``Identifiers/relayDomains``.
+    var relayDomain = Identifiers.relayDomains[0]
     var realUserStatus: Int
     var givenName: String?
     var familyName: String?

@@ -10,6 +10,9 @@ extension Emulator {
         control.post("/users") { request, context in
             let body = try await decode(CreateUserRequest.self, request, context)
             if let status = body.realUserStatus, !(0...2).contains(status) { return controlError("realUserStatus is 0, 1 or 2") }
+            if let domain = body.relayDomain, !Identifiers.relayDomains.contains(domain) {
+                return controlError("relayDomain is \(Identifiers.relayDomains.joined(separator: " or "))")
+            }
             var tenant = Identifiers.microsoftConsumersTenant
             if let given = body.microsoftTenant?.lowercased(), given != "consumers" {
                 guard UUID(uuidString: given) != nil else { return controlError("microsoftTenant is consumers or a tenant GUID") }
@@ -17,7 +20,8 @@ extension Emulator {
             }
             let user = await state.createUser(
                 email: body.email, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2,
-                givenName: body.givenName, familyName: body.familyName, microsoftTenant: tenant
+                givenName: body.givenName, familyName: body.familyName, microsoftTenant: tenant,
+                relayDomain: body.relayDomain ?? Identifiers.relayDomains[0]
             )
             return HTTPAnswer.json(await describe(user), status: .created)
         }

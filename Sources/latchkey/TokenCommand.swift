@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LatchkeyCore
+import LatchkeyModels
 import LatchkeyProviders
 
 /// `latchkey token inspect|verify`.
@@ -102,7 +103,7 @@ struct TokenCommand: AsyncParsableCommand {
             if let supported = claims["nonce_supported"] { notes.append("nonce_supported: \(supported)") }
             if let email = claims["email"] as? String {
                 let relay =
-                    email.hasSuffix("@privaterelay.appleid.com") || "\(claims["is_private_email"] ?? "")" == "true"
+                    ApplePrivateRelay.isRelayAddress(email) || "\(claims["is_private_email"] ?? "")" == "true"
                     || "\(claims["is_private_email"] ?? "")" == "1"
                 notes.append(relay ? "private relay e-mail (Hide My Email): deliverable only while forwarding is on" : "e-mail \(email)")
             } else {

@@ -79,6 +79,12 @@ struct ToolTests {
         #expect(result.stdout.contains("likely a real person"))
         #expect(result.stdout.contains("transfer_sub"))
         #expect(result.stdout.contains("SHA-256 hex"))
+        // Apple's newer relay domain is a relay address too, whatever is_private_email says.
+        let icloud = Fixtures.appleKey.sign(
+            claims: appleClaims(issuedAt: Date(), extra: ["email": "ab12cd34ef@private.icloud.com", "is_private_email": "false"]))
+        #expect(try await CLI.run(["token", "inspect", icloud]).stdout.contains("private relay"))
+        let own = Fixtures.appleKey.sign(claims: appleClaims(issuedAt: Date(), extra: ["email": "jane@icloud.com", "is_private_email": "false"]))
+        #expect(try await CLI.run(["token", "inspect", own]).stdout.contains("e-mail jane@icloud.com"))
         let expired = Fixtures.appleKey.sign(claims: appleClaims(issuedAt: Date().addingTimeInterval(-4 * 3600)))
         #expect(try await CLI.run(["token", "inspect", expired]).stdout.contains("ago — expired"))
         let piped = try await CLI.run(["token", "inspect", "-", "--json"], stdin: Self.appleToken + "\n").json

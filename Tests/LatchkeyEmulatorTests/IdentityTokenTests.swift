@@ -32,6 +32,19 @@ struct EmulatorIdentityTokenTests {
         }
     }
 
+    @Test("a Hide My Email address can be at private.icloud.com, where Apple also issues them; another domain is refused")
+    func relayDomains() async throws {
+        try await EmulatorHarness.with { harness in
+            let user = try await harness.createUserAnswer(["hideMyEmail": true, "relayDomain": "private.icloud.com"])
+            let sub = try #require(user["sub"] as? String)
+            let claims = try claims(try await harness.nativeSignIn(sub: sub, nonce: sha256Hex("raw-nonce")).identityToken)
+            #expect((claims["email"] as? String)?.hasSuffix("@private.icloud.com") == true, "\(claims["email"] ?? "none")")
+            #expect(claims["is_private_email"] as? String == "true")
+            let refused = try await harness.send("POST", "/emulator/users", json: ["hideMyEmail": true, "relayDomain": "icloud.com"])
+            #expect(refused.status == 400, "\(refused.text)")
+        }
+    }
+
     @Test("booleans as JSON booleans and a longer lifetime are configurable")
     func configurable() async throws {
         var configuration = EmulatorHarness.configuration()
