@@ -56,12 +56,15 @@ struct DoctorCommand: AsyncParsableCommand {
 
         // The very reader `serve` uses, so both see the same values.
         let reader: ConfigReader
+        let read = ReadKeys()
+        var readFile = config
         do {
-            reader = try await Runtime.configReader(file: config)
+            reader = try await Runtime.configReader(file: config, reporting: read)
             if let config { add(.ok, "config", "\(config) is valid JSON") }
         } catch {
             add(.error, "config", "\(error)", fix: "check the path and the JSON syntax")
-            reader = try await Runtime.configReader(file: nil)
+            reader = try await Runtime.configReader(file: nil, reporting: read)
+            readFile = nil
         }
         var serverConfiguration: ServerConfiguration?
         do {
@@ -88,6 +91,10 @@ struct DoctorCommand: AsyncParsableCommand {
         if !notConfigured.isEmpty { add(.ok, "providers", "not configured: \(notConfigured.joined(separator: ", "))") }
         await checkProviders(serverConfiguration, add)
         finishChecks(reader: reader, mode: mode, add)
+        // After every setting above was read: what is left in the file or the environment names none.
+        for warning in UnknownSettings.warnings(file: readFile, environment: ProcessInfo.processInfo.environment, known: read.known) {
+            add(.warning, "config", warning, fix: "rename it to the setting it means, or remove it; it is ignored")
+        }
 
         report(findings)
         if findings.contains(where: { $0.status == .error }) { throw ExitStatus.failure }

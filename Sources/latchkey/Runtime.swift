@@ -14,12 +14,26 @@ import SystemPackage
 enum Runtime {
     /// Reads configuration: command-line overrides, then `LATCHKEY_*` environment variables, then the file, then defaults.
     /// `administrationOnly`: for commands that need only the store (see ``ServerConfiguration/administrationOnly``).
+    /// Keys of the file and `LATCHKEY_*` variables that name no setting are warnings (with the nearest real name); when
+    /// the configuration is refused, those with a near name are added to the reason (`apple.teamID` for `apple.teamId`).
     static func configuration(file: String?, overrides: [String: String], administrationOnly: Bool = false) async throws -> ServerConfiguration {
-        try ServerConfiguration(reading: try await configReader(file: file, overrides: overrides), administrationOnly: administrationOnly)
+        let read = ReadKeys()
+        let reader = try await configReader(file: file, overrides: overrides, reporting: read)
+        let unknown = { UnknownSettings.warnings(file: file, environment: ProcessInfo.processInfo.environment, known: read.known) }
+        do {
+            var configuration = try ServerConfiguration(reading: reader, administrationOnly: administrationOnly)
+            configuration.warnings += unknown()
+            return configuration
+        } catch {
+            let slips = unknown().filter { $0.contains("did you mean") }
+            guard !slips.isEmpty else { throw error }
+            throw CLIError("\(describe(error)) (\(slips.joined(separator: "; ")))")
+        }
     }
 
-    /// The sources every command reads settings from, in priority order; `serve` and `doctor` share it.
-    static func configReader(file: String?, overrides: [String: String] = [:]) async throws -> ConfigReader {
+    /// The sources every command reads settings from, in priority order; `serve` and `doctor` share it. `reporting`
+    /// hears every key asked for.
+    static func configReader(file: String?, overrides: [String: String] = [:], reporting: ReadKeys? = nil) async throws -> ConfigReader {
         var providers: [any ConfigProvider] = [
             InMemoryProvider(
                 values: Dictionary(
@@ -33,10 +47,16 @@ enum Runtime {
             do {
                 providers.append(try await FileProvider<ConfigurationFileSnapshot>(filePath: FilePath(file)))
             } catch {
-                throw CLIError("configuration file \(file) is not valid JSON")
+                guard let data = FileManager.default.contents(atPath: file), (try? JSONSerialization.jsonObject(with: data)) != nil else {
+                    throw CLIError("configuration file \(file) is not valid JSON")
+                }
+                // Valid JSON the loader cannot take: say where, not "not valid JSON".
+                throw CLIError(
+                    "configuration file \(file) is valid JSON, but not a shape settings take: \(error); a setting is a string, number, boolean or "
+                        + "array of them, inside objects, and only the top-level lists (clients, webhooks) hold objects")
             }
         }
-        return ConfigReader(providers: providers)
+        return ConfigReader(providers: providers, accessReporter: reporting)
     }
 
     /// Settings that point every provider at an emulator on `baseURL`, with `clientIDs` registered at each

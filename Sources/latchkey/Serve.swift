@@ -40,6 +40,7 @@ struct Serve: AsyncParsableCommand {
         // Usage errors (64, with usage text) are about the command line; everything after is a run failure (1, one line).
         if let config, !FileManager.default.fileExists(atPath: config) { throw ValidationError("configuration file \(config) does not exist") }
         if emulatorUrl != nil, !dev { throw ValidationError("--emulator-url goes with --dev") }
+        guard (1...65_535).contains(emulatorPort) else { throw ValidationError("--emulator-port is a port from 1 to 65535") }
         // glibc's malloc is tuned before main (CMallocTuning); this keeps the object file linked.
         _ = latchkey_malloc_tuned()
         _ = OpenFileLimit.raised

@@ -29,11 +29,41 @@ struct DoctorAndAdminTests {
         (result.json["findings"] as? [[String: Any]] ?? []).map { $0.compactMapValues { $0 as? String } }
     }
 
-    @Test("a good set-up has no errors")
+    @Test("a good set-up has no errors, and no key it does not read")
     func good() async throws {
         let result = try await doctor(Self.goodConfig())
         #expect(result.status == 0, "\(result.stdout)")
         #expect(result.json["errors"] as? Int == 0)
+        #expect(!findings(result).contains { $0["message"]?.contains("not a setting") == true }, "\(result.stdout)")
+    }
+
+    @Test("misspelt keys in the file and LATCHKEY_* variables that name no setting are warnings with the nearest real name")
+    func misspeltSettings() async throws {
+        let directory = CLI.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var config = Self.goodConfig()
+        var apple = config["apple"] as! [String: Any]
+        apple["teamID"] = apple.removeValue(forKey: "teamId")
+        config["apple"] = apple
+        config["acessToken"] = ["lifetime": 300]
+        config["zzz"] = "unrelated"
+        try CLI.write(config, to: directory + "/latchkey.json")
+        let result = try await CLI.run(
+            ["doctor", "--config", directory + "/latchkey.json", "--json"],
+            environment: ["LATCHKEY_ACESS_TOKEN_LIFETIME": "300", "LATCHKEY_RATE_LIMIT_PER_IP": "10"])
+        let messages = findings(result).filter { $0["status"] == "warning" }.compactMap { $0["message"] }
+        #expect(messages.contains { $0.contains("apple.teamID, which is not a setting; did you mean apple.teamId?") }, "\(messages)")
+        #expect(messages.contains { $0.contains("acessToken.lifetime, which is not a setting; did you mean accessToken.lifetime?") }, "\(messages)")
+        #expect(messages.contains { $0.hasSuffix("zzz, which is not a setting") }, "\(messages)")
+        #expect(
+            messages.contains { $0.contains("LATCHKEY_ACESS_TOKEN_LIFETIME is not a setting; did you mean LATCHKEY_ACCESS_TOKEN_LIFETIME") },
+            "\(messages)")
+        // A variable that is a setting is not flagged.
+        #expect(!messages.contains { $0.contains("LATCHKEY_RATE_LIMIT_PER_IP") }, "\(messages)")
+        // serve refuses the set-up (apple.teamId is missing) and says what the file has instead.
+        let serve = try await CLI.run(["serve", "--config", directory + "/latchkey.json"], directory: directory)
+        #expect(serve.status == 1)
+        #expect(serve.stderr.contains("apple.teamId is missing") && serve.stderr.contains("did you mean apple.teamId?"), "\(serve.stderr)")
     }
 
     static let misconfigurations: [(String, String, String, String)] = [
@@ -299,11 +329,16 @@ struct DoctorAndAdminTests {
         let notJSON = try await CLI.run(["keys", "list", "--config", directory + "/bad.json"])
         #expect(notJSON.status == 64)
         #expect(notJSON.stderr.contains("not valid JSON"))
+        // Valid JSON in a shape the loader cannot take is not called invalid JSON.
+        try #"{"email": {"servers": [{"host": "smtp.example.com"}]}}"#.write(toFile: directory + "/shape.json", atomically: true, encoding: .utf8)
+        let shape = try await CLI.run(["keys", "list", "--config", directory + "/shape.json"])
+        #expect(shape.status == 64)
+        #expect(!shape.stderr.contains("not valid JSON") && shape.stderr.contains("is valid JSON, but") && shape.stderr.contains("email"), "\(shape.stderr)")
         try CLI.write(["port": "eighty"], to: directory + "/port.json")
         let badPort = try await CLI.run(["migrate", "--config", directory + "/port.json"])
         #expect(badPort.status == 64)
         #expect(badPort.stderr.contains("port"))
-        for result in [missing, notJSON, badPort] {
+        for result in [missing, notJSON, shape, badPort] {
             #expect(!result.stderr.contains("Usage:"), "\(result.stderr)")
             #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
         }

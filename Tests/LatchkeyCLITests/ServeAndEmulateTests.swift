@@ -118,13 +118,14 @@ struct ServeAndEmulateTests {
         text.split(separator: "\n").filter { $0.hasPrefix("latchkey serve:") }.count == 1 && !text.contains("Usage:")
     }
 
-    @Test("log.format json writes one JSON object per line; log.level filters; deprecated settings are announced")
+    @Test("log.format json writes one JSON object per line; log.level filters; deprecated and misspelt settings are announced")
     func logSettings() async throws {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let socket = try ListeningSocket()
         let json = try await CLI.run(
-            ["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_FORMAT": "json", "LATCHKEY_HTTP_TRUST_FORWARDED_FOR": "true"],
+            ["serve", "--port", String(socket.port)],
+            environment: ["LATCHKEY_LOG_FORMAT": "json", "LATCHKEY_HTTP_TRUST_FORWARDED_FOR": "true", "LATCHKEY_ACESS_TOKEN_LIFETIME": "60"],
             directory: directory)
         let lines = json.stderr.split(separator: "\n").map(String.init)
         let logLines = lines.dropLast()  // the last line is the one-line failure
@@ -134,12 +135,13 @@ struct ServeAndEmulateTests {
             #expect(object["level"] is String && object["label"] is String && object["message"] is String && object["time"] is String)
         }
         #expect(logLines.contains { $0.contains("http.trustForwardedFor is deprecated") })
+        #expect(logLines.contains { $0.contains("LATCHKEY_ACESS_TOKEN_LIFETIME is not a setting; did you mean LATCHKEY_ACCESS_TOKEN_LIFETIME") })
         #expect(lines.last?.hasPrefix("latchkey serve: cannot listen") == true)
 
         // --dev points Apple at its emulator but keeps the other apple.* settings, which are checked as usual.
         let dev = try await CLI.run(
-            ["serve", "--dev", "--port", String(socket.port), "--emulator-port", "0"], environment: ["LATCHKEY_APPLE_NONCE_MATCHING": "verbatim"],
-            directory: directory)
+            ["serve", "--dev", "--port", String(socket.port), "--emulator-port", String(try ListeningSocket().port)],
+            environment: ["LATCHKEY_APPLE_NONCE_MATCHING": "verbatim"], directory: directory)
         #expect(dev.stderr.contains("apple.nonceMatching is verbatim"), "\(dev.stderr)")
 
         let quiet = try await CLI.run(["serve", "--port", String(socket.port)], environment: ["LATCHKEY_LOG_LEVEL": "error"], directory: directory)
