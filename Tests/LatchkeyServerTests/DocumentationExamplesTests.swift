@@ -387,6 +387,17 @@ extension DocumentationExamplesTests {
         _ = example
     }
 
+    #if canImport(AuthenticationServices) && (os(iOS) || os(macOS) || os(visionOS))
+        @Test("Passkeys.swift: an account made with a passkey (built only: the platform's authenticator shows a sheet)")
+        @MainActor
+        func passkeySignUpExample() {
+            @MainActor func example(client: LatchkeyClient) async throws {
+                try await client.signUpWithPasskey(displayName: "Ada", using: PlatformPasskeyAuthenticator())
+            }
+            _ = example
+        }
+    #endif
+
     #if canImport(Security)
         @Test("KeychainTokenStore.swift: a store in the Keychain")
         func keychainStoreExample() {
