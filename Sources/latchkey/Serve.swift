@@ -41,6 +41,7 @@ struct Serve: AsyncParsableCommand {
         if let config, !FileManager.default.fileExists(atPath: config) { throw ValidationError("configuration file \(config) does not exist") }
         if emulatorUrl != nil, !dev { throw ValidationError("--emulator-url goes with --dev") }
         guard (1...65_535).contains(emulatorPort) else { throw ValidationError("--emulator-port is a port from 1 to 65535") }
+        if let emulatorUrl, let problem = OutboundURL.problem(emulatorUrl) { throw ValidationError("--emulator-url is \(emulatorUrl): \(problem)") }
         // glibc's malloc is tuned before main (CMallocTuning); this keeps the object file linked.
         _ = latchkey_malloc_tuned()
         _ = OpenFileLimit.raised

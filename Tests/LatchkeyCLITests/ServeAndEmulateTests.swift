@@ -40,6 +40,15 @@ struct ServeAndEmulateTests {
             #expect(result.status == 64, "\(arguments)")
             #expect(result.stderr.contains("Usage:") || result.stderr.contains("does not exist"), "\(result.stderr)")
         }
+        // An emulator address that no connection can reach is refused before anything starts.
+        for (arguments, mention) in [
+            (["serve", "--dev", "--emulator-port", "0"], "--emulator-port"), (["serve", "--dev", "--emulator-port", "70000"], "--emulator-port"),
+            (["serve", "--dev", "--emulator-url", "http://127.0.0.1:99999"], "--emulator-url"),
+        ] {
+            let result = try await CLI.run(arguments, directory: directory)
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains(mention), "\(arguments): \(result.stderr)")
+        }
     }
 
     @Test("serve exits 1 with one line naming the problem: a port in use, a database it cannot open, an unreadable key file, a folder it cannot make")
