@@ -223,6 +223,7 @@ let package = Package(
                 "LatchkeyClient",
                 "LatchkeyProviders",
                 "LatchkeyEmulator",
+                "LatchkeyStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import LatchkeyCore
 import LatchkeyProviders
 public import Logging
@@ -139,7 +139,15 @@ public struct WebhookDispatcher: Sendable {
 
     /// A signed POST of `body` to `url`, timestamped now.
     public func post(messageID: String, body: String, to url: String, key: [UInt8]) async -> Outcome {
-        let timestamp = Int(timeSource.now.timeIntervalSince1970)
+        await Self.post(messageID: messageID, body: body, to: url, key: key, at: timeSource.now, timeout: timeout, send: send)
+    }
+
+    /// A signed POST of `body` to `url`, timestamped `at`, as every attempt sends it: what `latchkey webhooks test` sends
+    /// once, with no store behind it.
+    public static func post(
+        messageID: String, body: String, to url: String, key: [UInt8], at date: Date, timeout: Duration, send: Send = httpSend
+    ) async -> Outcome {
+        let timestamp = Int(date.timeIntervalSince1970)
         let headers =
             [("Content-Type", "application/json"), ("User-Agent", "Latchkey-Webhooks")]
             + WebhookSignature.headers(messageID: messageID, timestamp: timestamp, body: body, key: key)

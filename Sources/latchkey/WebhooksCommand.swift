@@ -79,10 +79,10 @@ struct WebhooksCommand: AsyncParsableCommand {
             let endpoint = configuration.webhooks[urlIndex]
             guard case .success(let key) = WebhookEndpoint.signingKey(endpoint.secret) else { return }
             let event = LifecycleEvent(kind: .webhookTest, at: Date(), userID: "test", data: ["message": .string("a test event from latchkey webhooks test")])
-            let dispatcher = WebhookDispatcher(
-                store: MemoryAuthStore(), endpoints: [endpoint], timeout: .milliseconds(Int64(configuration.webhookTimeout * 1000)))
             let started = ContinuousClock.now
-            let outcome = await dispatcher.post(messageID: event.id, body: event.body(), to: endpoint.url, key: key)
+            let outcome = await WebhookDispatcher.post(
+                messageID: event.id, body: event.body(), to: endpoint.url, key: key, at: Date(),
+                timeout: .milliseconds(Int64(configuration.webhookTimeout * 1000)))
             let elapsed = ContinuousClock.now - started
             let milliseconds = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
             switch outcome {

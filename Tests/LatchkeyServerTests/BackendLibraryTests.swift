@@ -141,15 +141,14 @@ struct BackendLibraryTests {
         let secret = WebhookEndpoint.generateSecret()
         let clock = MutableClock(Date())
         let sent = Mutex<[(headers: [(name: String, value: String)], body: String)]>([])
-        let dispatcher = WebhookDispatcher(
-            store: MemoryAuthStore(), endpoints: [WebhookEndpoint(url: "https://backend.example/hooks", secret: Secret(secret))],
+        let event = LifecycleEvent.userDeleted("user-1", reason: .providerConsentRevoked, at: clock.now)
+        let key = try WebhookEndpoint.signingKey(Secret(secret)).get()
+        _ = await WebhookDispatcher.post(
+            messageID: event.id, body: event.body(), to: "https://backend.example/hooks", key: key, at: clock.now, timeout: .seconds(10),
             send: { _, headers, body, _ in
                 sent.withLock { $0.append((headers, body)) }
                 return .answered(204)
-            }, timeSource: clock.source)
-        let event = LifecycleEvent.userDeleted("user-1", reason: .providerConsentRevoked, at: clock.now)
-        let key = try WebhookEndpoint.signingKey(Secret(secret)).get()
-        _ = await dispatcher.post(messageID: event.id, body: event.body(), to: "https://backend.example/hooks", key: key)
+            })
         let (headerList, body) = try #require(sent.withLock { $0.first })
         let headers = Dictionary(uniqueKeysWithValues: headerList.map { ($0.name.uppercased(), $0.value) })  // names in any case
 

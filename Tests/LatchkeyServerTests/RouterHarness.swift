@@ -5,18 +5,19 @@ import HummingbirdTesting
 import LatchkeyCore
 import LatchkeyProviders
 import LatchkeyServer
+import LatchkeyStore
 import LatchkeyTestSupport
 import Logging
 import NIOCore
 
 /// Latchkey's routes answered in process through Hummingbird's router testing, for contract tests that only need a
-/// request's answer: no socket, no emulator, a memory store. Every provider is configured, but a provider call reaches
+/// request's answer: no socket, no emulator, a temporary SQLite store. Every provider is configured, but a provider call reaches
 /// a transport that refuses it and counts it (``providerCalls``), so a test can show it needed none. Tests of
 /// connections, timing, concurrency across connections or the emulator's callbacks keep ``ServerHarness``.
 struct RouterHarness: Sendable {
     let client: any TestClientProtocol
     let providers: InMemoryTransport
-    let store: MemoryAuthStore
+    let store: SQLAuthStore
 
     static func with(configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: @Sendable (RouterHarness) async throws -> Void) async throws {
         var configuration = ServerConfiguration()
@@ -34,12 +35,13 @@ struct RouterHarness: Sendable {
         var logger = Logger(label: "latchkey.test")
         logger.logLevel = .critical
         let providers = InMemoryTransport.answering(503, "")
-        let store = MemoryAuthStore()
-        let server = try await LatchkeyServer.make(
-            configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), transport: providers,
-            timeSource: MutableClock(Date()).source, logger: logger)
-        try await server.makeApplication().test(.router) { client in
-            try await body(RouterHarness(client: client, providers: providers, store: store))
+        try await withTemporaryStore { store in
+            let server = try await LatchkeyServer.make(
+                configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), transport: providers,
+                timeSource: MutableClock(Date()).source, logger: logger)
+            try await server.makeApplication().test(.router) { client in
+                try await body(RouterHarness(client: client, providers: providers, store: store))
+            }
         }
     }
 

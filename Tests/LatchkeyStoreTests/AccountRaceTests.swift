@@ -7,14 +7,10 @@ import Testing
 /// Decisions about an account that two requests (or two instances) make at once: each is taken inside the store's
 /// transaction, so exactly one of two racing requests wins.
 extension StoreConformanceTests {
-    /// Two stores on one database, as two instances have: the same store twice in memory.
+    /// Two stores on one database, as two instances have.
     func withTwoStores(_ kind: Kind, _ body: (any AuthStore, any AuthStore) async throws -> Void) async throws {
         let location: StoreLocation
         switch kind {
-        case .memory:
-            let store = MemoryAuthStore()
-            try await body(store, store)
-            return
         case .sqlite: location = .sqlite(path: NSTemporaryDirectory() + "latchkey-race-\(UUID().uuidString).sqlite")
         case .postgres: location = .postgres(url: ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"]!)
         }

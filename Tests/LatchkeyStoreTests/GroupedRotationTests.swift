@@ -7,9 +7,8 @@ import Testing
 /// Rotations that arrive together share one transaction and a few statements; each must still get exactly what
 /// it would have got alone.
 extension StoreConformanceTests {
-    static var sqlKinds: [Kind] { kinds.filter { $0 != .memory } }
 
-    @Test("many sessions rotating at once: grouped, each rotated once, successors stored, old tokens reused after grace", arguments: sqlKinds)
+    @Test("many sessions rotating at once: grouped, each rotated once, successors stored, old tokens reused after grace", arguments: kinds)
     func groupedRotations(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
@@ -41,7 +40,7 @@ extension StoreConformanceTests {
         }
     }
 
-    @Test("one token twice in a group: the same successor is a retry, another successor revokes the session", arguments: sqlKinds)
+    @Test("one token twice in a group: the same successor is a retry, another successor revokes the session", arguments: kinds)
     func tokenTwiceInAGroup(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
@@ -59,7 +58,7 @@ extension StoreConformanceTests {
         }
     }
 
-    @Test("a request that fails in a group fails alone: the others in its group rotate", arguments: sqlKinds)
+    @Test("a request that fails in a group fails alone: the others in its group rotate", arguments: kinds)
     func failureInAGroup(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
@@ -114,7 +113,7 @@ extension StoreConformanceTests {
 }
 
 extension StoreConformanceTests {
-    @Test("64 sessions rotating in a loop for 3 s: every token read back at once and rotated once, never unknown", arguments: sqlKinds)
+    @Test("64 sessions rotating in a loop for 3 s: every token read back at once and rotated once, never unknown", arguments: kinds)
     func rotationLoop(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)
@@ -154,7 +153,7 @@ extension StoreConformanceTests {
 }
 
 extension StoreConformanceTests {
-    @Test("look-ups that arrive together share one query: each gets its own token and session, unknown ones nil", arguments: sqlKinds)
+    @Test("look-ups that arrive together share one query: each gets its own token and session, unknown ones nil", arguments: kinds)
     func groupedLookups(kind: Kind) async throws {
         try await withStore(kind) { store in
             let (user, identity) = try await makeUser(store)

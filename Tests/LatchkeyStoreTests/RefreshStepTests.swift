@@ -15,7 +15,7 @@ extension StoreConformanceTests {
         return SessionService(store: store, accessTokens: AccessTokenService(issuer: "https://id.example.com", audience: "api", keys: keys), box: box)
     }
 
-    @Test("a refresh takes one store step once its identity is known not to need validating; reads first otherwise", arguments: sqlKinds)
+    @Test("a refresh takes one store step once its identity is known not to need validating; reads first otherwise", arguments: kinds)
     func oneStepRefresh(kind: Kind) async throws {
         try await withStore(kind) { store in
             let sql = try #require(store as? SQLAuthStore)

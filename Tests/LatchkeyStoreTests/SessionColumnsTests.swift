@@ -37,7 +37,7 @@ extension StoreConformanceTests {
         }
     }
 
-    @Test("the column lists name every column of their tables, in the tables' order", arguments: sqlKinds)
+    @Test("the column lists name every column of their tables, in the tables' order", arguments: kinds)
     func columnListsMatchTables(kind: Kind) async throws {
         try await withStore(kind) { store in
             let sql = try #require(store as? SQLAuthStore)

@@ -22,7 +22,7 @@ extension StoreConformanceTests {
         return identity
     }
 
-    @Test("a sign-in takes one store step with its token's claim; a used token writes nothing; a returning user is found", arguments: sqlKinds)
+    @Test("a sign-in takes one store step with its token's claim; a used token writes nothing; a returning user is found", arguments: kinds)
     func oneStepSignIn(kind: Kind) async throws {
         try await withStore(kind) { store in
             let sql = try #require(store as? SQLAuthStore)
@@ -164,7 +164,7 @@ extension StoreConformanceTests {
     }
 
     @Test(
-        "returning sign-ins in one group: each user and identity gets its own changes, a user signing in twice at once keeps both sessions", arguments: sqlKinds
+        "returning sign-ins in one group: each user and identity gets its own changes, a user signing in twice at once keeps both sessions", arguments: kinds
     )
     func groupedReturningSignIns(kind: Kind) async throws {
         try await withStore(kind) { store in
@@ -214,7 +214,7 @@ extension StoreConformanceTests {
 
     @Test(
         "sign-ins of one account in one group act in order: each keeps what the earlier ones wrote, a second first sign-in joins the user the first created",
-        arguments: sqlKinds)
+        arguments: kinds)
     func oneAccountTwiceInAGroup(kind: Kind) async throws {
         try await withStore(kind) { store in
             let sql = try #require(store as? SQLAuthStore)

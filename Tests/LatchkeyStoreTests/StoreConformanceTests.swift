@@ -4,7 +4,7 @@ import LatchkeyStore
 import LatchkeyTestSupport
 import Testing
 
-/// One suite, every store: in memory, SQLite always, PostgreSQL when LATCHKEY_TEST_DATABASE_URL is set.
+/// One suite, both databases: SQLite always, PostgreSQL when LATCHKEY_TEST_DATABASE_URL is set.
 @Suite("Store conformance", .serialized)
 struct StoreConformanceTests {
     /// Keeps values unique across runs against a persistent PostgreSQL.
@@ -13,19 +13,17 @@ struct StoreConformanceTests {
     let tokenTime = Date().addingTimeInterval(300)
 
     enum Kind: String, CaseIterable, CustomTestStringConvertible {
-        case memory, sqlite, postgres
+        case sqlite, postgres
         var testDescription: String { rawValue }
     }
 
     static var kinds: [Kind] {
-        ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] == nil ? [.memory, .sqlite] : [.memory, .sqlite, .postgres]
+        ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"] == nil ? [.sqlite] : [.sqlite, .postgres]
     }
 
     /// Runs `body` against a fresh, migrated store of `kind`.
     func withStore(_ kind: Kind, _ body: (any SignInStepParts) async throws -> Void) async throws {
         switch kind {
-        case .memory:
-            try await body(MemoryAuthStore())
         case .sqlite:
             let path = NSTemporaryDirectory() + "latchkey-test-\(UUID().uuidString).sqlite"
             defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
@@ -273,7 +271,7 @@ struct StoreConformanceTests {
     @Test("a first signing key is saved only while no key is active, also when callers race (on PostgreSQL, three instances)", arguments: kinds)
     func firstSigningKey(kind: Kind) async throws {
         switch kind {
-        case .memory, .sqlite:
+        case .sqlite:
             try await withStore(kind) { store in try await firstSigningKey(racing: [store, store, store]) }
         case .postgres:
             // Three stores are three instances: each has its own connections and write batches.

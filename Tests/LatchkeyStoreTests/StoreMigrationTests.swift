@@ -111,7 +111,7 @@ struct StoreMigrationTests {
 
     @Test(
         "version 11's move of Apple's facts runs on each database: values into the claims beside the ones there, columns emptied",
-        arguments: StoreConformanceTests.kinds.filter { $0 != .memory })
+        arguments: StoreConformanceTests.kinds)
     func appleFactsMoveOnEachDatabase(_ kind: StoreConformanceTests.Kind) async throws {
         let path = NSTemporaryDirectory() + "latchkey-test-\(UUID().uuidString).sqlite"
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }

@@ -1,12 +1,12 @@
 public import Foundation
 public import LatchkeyModels
 
-/// Where Latchkey keeps users, sessions and keys: one store made of the aggregates below. ``MemoryAuthStore``
-/// is for tests; `SQLAuthStore` (module `LatchkeyStore`) keeps them in SQLite or PostgreSQL. Every method is
-/// atomic on its own: one that throws has written nothing.
+/// Where Latchkey keeps users, sessions and keys: one store made of the aggregates below, `SQLAuthStore` (module
+/// `LatchkeyStore`) in SQLite or PostgreSQL; tests use SQLite in temporary files. Every method is atomic on its own:
+/// one that throws has written nothing.
 ///
-/// Every store gives the outcomes written here, and the conformance suite (`StoreConformanceTests`) holds all three to
-/// them: a key that is taken is ``AuthStoreError/duplicate``, a parent row that is missing (a user, an identity) is
+/// The store gives the outcomes written here, and the conformance suite (`StoreConformanceTests`) holds it to them on
+/// both databases: a key that is taken is ``AuthStoreError/duplicate``, a parent row that is missing (a user, an identity) is
 /// ``AuthStoreError/notFound``, and a change to a row that is not there changes nothing, unless a method says otherwise.
 ///
 /// A change that the app's backend hears of takes its ``WebhookDelivery`` rows (`notifying`) into the same transaction:

@@ -2,9 +2,8 @@ public import Foundation
 
 /// The rule for presenting a refresh token, on token and session records in memory.
 ///
-/// Every store applies it: the memory store to its dictionaries, the SQL store to the rows a group of rotations
-/// loaded inside one transaction (so a token presented twice in one group is judged as if the two came one after
-/// the other).
+/// The store applies it to the rows a group of rotations loaded inside one transaction (so a token presented twice in
+/// one group is judged as if the two came one after the other), a pure function tested on its own.
 public enum RotationRule {
     /// Applies one presentation to `tokens` and `families` and says what happened. Needs the presented token,
     /// its family and, for a retry, the successor's record in the dictionaries. The successor joins the presented
