@@ -60,6 +60,7 @@ extension LatchkeyClient {
     ///     platform shows it in its sheet and in the passkey's entry.
     ///   - inviteCode: the invitation of a new user, when the server's `signup.mode` is `invite`.
     ///   - passkeyName: what the account's list of passkeys shows ("iPhone", say); the server names it otherwise.
+    ///   - authenticator: what makes the passkey: `PlatformPasskeyAuthenticator` in an app, a software one in tests.
     @discardableResult
     public func signUpWithPasskey(
         displayName: String? = nil, inviteCode: String? = nil, passkeyName: String? = nil, using authenticator: some PasskeyAuthenticator
