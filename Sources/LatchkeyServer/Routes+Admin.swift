@@ -65,7 +65,12 @@ extension LatchkeyServer {
     }
 
     private func auditAdmin(_ key: AdminKey, _ userID: String?, _ kind: String, _ detail: String = "") async throws {
-        try await store.audit(AuditEvent(at: timeSource.now, userID: userID, kind: kind, detail: "key=\(key.name)" + (detail.isEmpty ? "" : " " + detail)))
+        try await store.audit(Self.adminEvent(key, userID, kind, detail, at: timeSource.now))
+    }
+
+    /// What an admin key did, for the audit log.
+    private static func adminEvent(_ key: AdminKey, _ userID: String?, _ kind: String, _ detail: String = "", at: Date) -> AuditEvent {
+        AuditEvent(at: at, userID: userID, kind: kind, detail: "key=\(key.name)" + (detail.isEmpty ? "" : " " + detail))
     }
 
     // MARK: - Users
@@ -95,8 +100,10 @@ extension LatchkeyServer {
     func adminDeleteUser(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
         _ = try await requireUser(id)
-        let report = try await sessions.deletion.deleteAccount(userID: id, reason: .admin)
-        try await auditAdmin(key, id, "admin_user_deleted", "revoked=\(report.revoked) queued=\(report.queued)")
+        let now = timeSource.now
+        let report = try await sessions.deletion.deleteAccount(userID: id, reason: .admin) { report in
+            [Self.adminEvent(key, id, "admin_user_deleted", "revoked=\(report.revoked) queued=\(report.queued)", at: now)]
+        }
         return JSONBody.response(["deleted": 1, "tokensRevoked": report.revoked, "revocationsPending": report.queued])
     }
 
@@ -122,28 +129,38 @@ extension LatchkeyServer {
         if let problem = UserClaims.problem(claims, encodedSize: try LeanJSONEncoder().encode(claims).count) {
             throw APIError(status: .badRequest, code: "invalid_claims", description: problem)
         }
-        guard try await store.setUserClaims(userID: id, claims: claims) else {
-            throw APIError(status: .notFound, code: "not_found", description: "no user \(id.prefix(64))")
+        let audited = Self.adminEvent(key, id, "admin_claims_set", "names=\(claims.keys.sorted().joined(separator: ",").prefix(200))", at: timeSource.now)
+        let set = try await store.write { tx in
+            guard try await tx.setUserClaims(userID: id, claims: claims) else { return false }
+            try await tx.audit(audited)
+            return true
         }
-        try await auditAdmin(key, id, "admin_claims_set", "names=\(claims.keys.sorted().joined(separator: ",").prefix(200))")
+        guard set else { throw APIError(status: .notFound, code: "not_found", description: "no user \(id.prefix(64))") }
         return JSONBody.response(["claims": claims])
     }
 
     func adminRevokeSessions(_ request: Request, userID: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
         _ = try await requireUser(userID)
-        let count = try await store.revokeSessions(userID: userID, reason: "revoked_by_admin", at: timeSource.now)
-        try await auditAdmin(key, userID, "admin_sessions_revoked", "sessions=\(count)")
+        let now = timeSource.now
+        let count = try await store.write { tx in
+            let count = try await tx.revokeSessions(userID: userID, reason: "revoked_by_admin", at: now)
+            try await tx.audit(Self.adminEvent(key, userID, "admin_sessions_revoked", "sessions=\(count)", at: now))
+            return count
+        }
         return JSONBody.response(["revokedSessions": count])
     }
 
     func adminRevokeSession(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
-        guard let session = try await store.session(id: id) else {
-            throw APIError(status: .notFound, code: "not_found", description: "no session \(id.prefix(64))")
+        let now = timeSource.now
+        let revoked: Bool? = try await store.write { tx in
+            guard let session = try await tx.session(id: id) else { return nil }
+            guard try await tx.revokeSession(id: id, reason: "revoked_by_admin", at: now) else { return false }
+            try await tx.audit(Self.adminEvent(key, session.userID, "admin_session_revoked", "session=\(id)", at: now))
+            return true
         }
-        let revoked = try await store.revokeSession(id: id, reason: "revoked_by_admin", at: timeSource.now)
-        if revoked { try await auditAdmin(key, session.userID, "admin_session_revoked", "session=\(id)") }
+        guard let revoked else { throw APIError(status: .notFound, code: "not_found", description: "no session \(id.prefix(64))") }
         return JSONBody.response(["revokedSessions": revoked ? 1 : 0])
     }
 
@@ -194,10 +211,13 @@ extension LatchkeyServer {
 
     func adminRevokeInvite(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
-        guard try await store.revokeInvite(id: id, at: timeSource.now) else {
-            throw APIError(status: .notFound, code: "not_found", description: "no invite \(id.prefix(64))")
+        let now = timeSource.now
+        let revoked = try await store.write { tx in
+            guard try await tx.revokeInvite(id: id, at: now) else { return false }
+            try await tx.audit(Self.adminEvent(key, nil, "admin_invite_revoked", "invite=\(id)", at: now))
+            return true
         }
-        try await auditAdmin(key, nil, "admin_invite_revoked", "invite=\(id)")
+        guard revoked else { throw APIError(status: .notFound, code: "not_found", description: "no invite \(id.prefix(64))") }
         return Response(status: .noContent)
     }
 

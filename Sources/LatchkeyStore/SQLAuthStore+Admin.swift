@@ -39,7 +39,7 @@ extension SQLAuthStore {
     }
 
     public func createAdminKey(_ key: AdminKey) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 INSERT INTO admin_keys (name, key_hash, read_only, created_at, revoked_at)
@@ -58,7 +58,7 @@ extension SQLAuthStore {
     }
 
     public func revokeAdminKey(name: String, at: Date) async throws -> Bool {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw("UPDATE admin_keys SET revoked_at = \(bind: at.millis) WHERE name = \(bind: name) AND revoked_at IS NULL").run()
             return try await db.raw("SELECT name FROM admin_keys WHERE name = \(bind: name)").first() != nil
         }

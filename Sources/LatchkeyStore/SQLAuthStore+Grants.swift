@@ -20,13 +20,13 @@ extension SQLAuthStore {
     }
 
     public func saveProviderGrant(_ grant: ProviderGrant) async throws {
-        try await write { db in try await Self.upsertGrants([grant]).run(on: db) }
+        try await writing { try await $0.saveProviderGrant(grant) }
     }
 
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?)
         async throws -> Bool
     {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 UPDATE provider_grants SET last_validated_at = \(bind: at.millis), validation_claimed_until = NULL,
@@ -39,7 +39,7 @@ extension SQLAuthStore {
 
     public func claimProviderValidation(identityID: String, sealedRefreshToken: String, dueBefore: Date, now: Date, until: Date) async throws -> Bool {
         // One conditional UPDATE: PostgreSQL re-checks the condition on a row a concurrent claim just changed, so one caller wins.
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 UPDATE provider_grants SET validation_claimed_until = \(bind: until.millis)
@@ -53,13 +53,13 @@ extension SQLAuthStore {
     }
 
     public func postponeProviderValidation(identityID: String, until: Date) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw("UPDATE provider_grants SET validation_claimed_until = \(bind: until.millis) WHERE identity_id = \(bind: identityID)").run()
         }
     }
 
     public func deleteProviderGrant(identityID: String, sealedRefreshToken: String, notifying notices: [WebhookDelivery]) async throws -> Bool {
-        try await write { db in
+        try await sqlWrite { db in
             let current =
                 try await db.raw(
                     "SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)"
@@ -76,7 +76,7 @@ extension SQLAuthStore {
     // MARK: Outbox
 
     public func enqueue(_ item: OutboxItem) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 INSERT INTO outbox (id, kind, provider, client_id, sealed_payload, attempts, next_attempt_at, last_error, created_at, completed_at)
@@ -90,7 +90,7 @@ extension SQLAuthStore {
     public func claimDueOutboxItems(now: Date, limit: Int, leaseUntil: Date) async throws -> [OutboxItem] {
         // PostgreSQL: rows another instance is claiming right now are skipped, not waited for. SQLite has one writer.
         let skipLocked = backend.isPostgres ? " FOR UPDATE SKIP LOCKED" : ""
-        return try await write { db in
+        return try await sqlWrite { db in
             try await db.raw(
                 """
                 UPDATE outbox SET next_attempt_at = \(bind: leaseUntil.millis)
@@ -105,7 +105,7 @@ extension SQLAuthStore {
 
     public func updateOutboxItem(_ item: OutboxItem) async throws {
         // A finished item stays finished: an instance whose lease ran out mid-call may report late.
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 UPDATE outbox SET attempts = \(bind: item.attempts), next_attempt_at = \(bind: item.nextAttemptAt.millis), last_error = \(bind: item.lastError),

@@ -5,7 +5,7 @@ import SQLKit
 /// Invite codes (``InviteStore``).
 extension SQLAuthStore {
     public func createInvite(_ invite: Invite) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 INSERT INTO invites (code_hash, id, created_at, expires_at, max_uses, uses, revoked_at, note)
@@ -30,15 +30,11 @@ extension SQLAuthStore {
     }
 
     public func revokeInvite(id: String, at: Date) async throws -> Bool {
-        try await write { db in
-            let found = try await db.raw("SELECT id FROM invites WHERE id = \(bind: id)").first() != nil
-            if found { try await db.raw("UPDATE invites SET revoked_at = \(bind: at.millis) WHERE id = \(bind: id) AND revoked_at IS NULL").run() }
-            return found
-        }
+        try await writing { try await $0.revokeInvite(id: id, at: at) }
     }
 
     package func redeemInvite(codeHash: String, at now: Date) async throws -> Bool {
-        try await write { db in try await Self.redeemInvite(codeHash: codeHash, at: now, db) }
+        try await sqlWrite { db in try await Self.redeemInvite(codeHash: codeHash, at: now, db) }
     }
 
     /// One conditional update: two sign-ins racing for the last use cannot both win.

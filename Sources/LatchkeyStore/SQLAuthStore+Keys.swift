@@ -19,7 +19,7 @@ extension SQLAuthStore {
     }
 
     public func saveSigningKey(_ key: SigningKeyRecord) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 INSERT INTO signing_keys (key_id, algorithm, sealed_private_key, public_key_pem, state, created_at, retire_after)
@@ -33,7 +33,7 @@ extension SQLAuthStore {
 
     public func saveFirstSigningKey(_ key: SigningKeyRecord) async throws -> Bool {
         let postgres = backend.isPostgres
-        return try await write { db in
+        return try await sqlWrite { db in
             // SQLite runs one writer at a time; on PostgreSQL two transactions would each see no active key.
             if postgres { try await db.raw("SELECT pg_advisory_xact_lock(7421002)").run() }
             return try await !db.raw(

@@ -9,7 +9,7 @@ extension SQLAuthStore {
 
     public func recordNotification(id: String, type: String, at: Date) async throws -> Bool {
         do {
-            try await write { db in
+            try await sqlWrite { db in
                 try await db.raw("INSERT INTO processed_notifications (id, type, received_at) VALUES (\(bind: id), \(bind: type), \(bind: at.millis))").run()
             }
             return true
@@ -31,7 +31,7 @@ extension SQLAuthStore {
 
     public func deleteSignInToken(provider: String, subject: String, tokenHash: String, expiresAt: Date) async throws {
         let release = Self.releaseClaim(SignInTokenClaim(provider: provider, subject: subject, tokenHash: tokenHash, expiresAt: expiresAt))
-        try await write { db in try await release.run(on: db) }
+        try await sqlWrite { db in try await release.run(on: db) }
     }
 
     /// Deletes a claim's record, found by the table's key.
@@ -45,7 +45,7 @@ extension SQLAuthStore {
     // MARK: One-time records
 
     public func saveOneTimeRecord(_ record: OneTimeRecord) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 INSERT INTO one_time_records (kind, key_hash, sealed_payload, expires_at, used_at)
@@ -56,7 +56,7 @@ extension SQLAuthStore {
     }
 
     public func useOneTimeRecord(kind: String, keyHash: String, at: Date) async throws -> OneTimeRecord? {
-        try await write { db in
+        try await sqlWrite { db in
             // One conditional update decides who used it first, across instances; a loser reads what is there.
             if let first = try await db.raw(
                 """

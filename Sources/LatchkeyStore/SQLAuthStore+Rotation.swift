@@ -11,7 +11,7 @@ struct RotationRequest: Sendable {
     let graceWindow: TimeInterval
     let accepting: (@Sendable (SessionFamily) -> Bool)?
     /// The webhook deliveries of a session this presentation revokes for reuse.
-    let onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])?
+    let onReuse: (@Sendable (SessionFamily) -> ChangeRecords)?
 }
 
 extension SQLAuthStore {
@@ -94,11 +94,15 @@ extension SQLAuthStore {
                 """
             ).run()
         }
-        var notices: [WebhookDelivery] = []
+        var records = ChangeRecords()
         for (request, result) in zip(requests, results) {
-            if case .reuseDetected(let family) = result, let onReuse = request.onReuse { notices += onReuse(family) }
+            guard case .reuseDetected(let family) = result, let onReuse = request.onReuse else { continue }
+            let more = onReuse(family)
+            records.audits += more.audits
+            records.deliveries += more.deliveries
         }
-        try await insertWebhookDeliveries(notices, db)
+        if !records.audits.isEmpty { try await insertAudits(records.audits).run(on: db) }
+        try await insertWebhookDeliveries(records.deliveries, db)
         return results
     }
 }

@@ -5,7 +5,7 @@ import SQLKit
 /// Sessions and their refresh tokens (``SessionStore``); rotation is in `SQLAuthStore+Rotation.swift`.
 extension SQLAuthStore {
     public func createSession(_ family: SessionFamily, firstToken: RefreshTokenRecord) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await Self.insertSessions([family]).run(on: db)
             try await Self.insertTokens([firstToken]).run(on: db)
         }
@@ -17,7 +17,7 @@ extension SQLAuthStore {
 
     public func rotate(
         presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?,
-        onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])?
+        onReuse: (@Sendable (SessionFamily) -> ChangeRecords)?
     ) async throws -> RotationResult {
         let request = RotationRequest(
             presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting, onReuse: onReuse)
@@ -43,16 +43,7 @@ extension SQLAuthStore {
     }
 
     public func revokeSession(id: String, reason: String, at: Date) async throws -> Bool {
-        // One statement: PostgreSQL re-checks `revoked_at` on a row a concurrent revocation just changed, so an earlier
-        // reason (reuse detected, say) is never overwritten.
-        try await write { db in
-            try await db.raw(
-                """
-                UPDATE sessions SET revoked_at = \(bind: at.millis), revocation_reason = \(bind: reason)
-                WHERE id = \(bind: id) AND revoked_at IS NULL RETURNING id
-                """
-            ).first() != nil
-        }
+        try await writing { try await $0.revokeSession(id: id, reason: reason, at: at) }
     }
 
     public func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int {
@@ -79,7 +70,7 @@ extension SQLAuthStore {
 
     private func revokeSessions(_ matching: BoundStatement, createdBefore: Date = .distantFuture, reason: String, at: Date) async throws -> Int {
         let revoke = Self.revokeOpenSessions(matching, createdBefore: createdBefore, reason: reason, at: at)
-        return try await write { db in try await revoke.all(on: db).count }
+        return try await sqlWrite { db in try await revoke.all(on: db).count }
     }
 
     /// Revokes the sessions `matching` picks that are still open and began before `createdBefore`; returns their ids.

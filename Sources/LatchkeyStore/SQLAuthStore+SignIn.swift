@@ -21,7 +21,7 @@ extension SQLAuthStore: SignInStepParts {
     }
 
     package func recordSignIn(_ record: SignInRecord) async throws {
-        guard try await write({ db in try await Self.recordSignIns([record], db)[0] }) else { throw AuthStoreError.duplicate }
+        guard try await sqlWrite({ db in try await Self.recordSignIns([record], db)[0] }) else { throw AuthStoreError.duplicate }
     }
 
     public func signIn(_ plan: SignInPlan) async throws -> SignInStepResult {
@@ -30,7 +30,7 @@ extension SQLAuthStore: SignInStepParts {
 
     /// Handles `plans` as one group in one transaction, as ``signIn(_:)`` does with plans that arrive together (for tests).
     func signInGroup(_ plans: [SignInPlan]) async throws -> [SignInStepResult] {
-        try await write { db in try await Self.signIns(plans, db) }
+        try await sqlWrite { db in try await Self.signIns(plans, db) }
     }
 
     /// SQLite's plan for `query`, one line per step (for tests).

@@ -13,46 +13,31 @@ extension SQLAuthStore {
     }
 
     public func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await Self.insertUsers([user]).run(on: db)
             try await Self.insertIdentities([identity]).run(on: db)
         }
     }
 
     public func updateIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) async throws {
-        try await write { db in
-            guard !notices.isEmpty else { return try await Self.updateIdentities([identity]).run(on: db) }
+        try await writing { tx in
             // Notified only when this update found the identity (not one a concurrent unlink removed).
-            let updated = try await (Self.updateIdentities([identity]) + " RETURNING identities.id").all(on: db)
-            if !updated.isEmpty { try await Self.insertWebhookDeliveries(notices, db) }
+            if try await tx.updateIdentity(identity) { try await tx.enqueue(notices) }
         }
     }
 
     public func addIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) async throws {
-        try await write { db in
-            guard try await db.raw("SELECT id FROM users WHERE id = \(bind: identity.userID)").first() != nil else { throw AuthStoreError.notFound }
-            try await Self.insertIdentities([identity]).run(on: db)
-            try await Self.insertWebhookDeliveries(notices, db)
+        try await writing { tx in
+            try await tx.addIdentity(identity)
+            try await tx.enqueue(notices)
         }
     }
 
     public func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying notices: [WebhookDelivery]) async throws -> IdentityUnlink {
-        let postgres = backend.isPostgres
-        return try await write { db in
-            // The count and the delete in one transaction, the user's row locked on PostgreSQL (SQLite has one writer):
-            // two unlinks racing cannot both see a second identity and leave the user with none.
-            if postgres { try await db.raw("SELECT id FROM users WHERE id = \(bind: userID) FOR UPDATE").run() }
-            let linked = try await db.raw("SELECT id FROM identities WHERE user_id = \(bind: userID)").all().map {
-                try $0.decode(column: "id", as: String.self)
-            }
-            guard linked.contains(id) else { return .notFound }
-            guard linked.count > 1 else { return .lastIdentity }
-            let grant = try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: id)").first().map(Self.providerGrant)
-            _ = try await Self.revokeOpenSessions(Self.sessionsOfIdentity(id), reason: reason, at: at).all(on: db)
-            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
-            try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
-            try await Self.insertWebhookDeliveries(notices, db)
-            return .unlinked(grant)
+        try await writing { tx in
+            let unlink = try await tx.unlinkIdentity(id: id, userID: userID, reason: reason, at: at)
+            if case .unlinked = unlink { try await tx.enqueue(notices) }
+            return unlink
         }
     }
 
@@ -60,28 +45,16 @@ extension SQLAuthStore {
         id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool, notifying notices: [WebhookDelivery],
         userNotices: [WebhookDelivery]
     ) async throws -> IdentityRemoval {
-        let postgres = backend.isPostgres
-        return try await write { db in
-            // The user's row locked on PostgreSQL (SQLite has one writer): a link's insert, which takes a key-share lock on
-            // it, waits for this transaction, or this one waits for the link and then counts its identity.
-            if postgres { try await db.raw("SELECT id FROM users WHERE id = \(bind: userID) FOR UPDATE").run() }
-            let found = try await db.raw("SELECT id FROM identities WHERE id = \(bind: id) AND user_id = \(bind: userID)").first()
-            guard found != nil else { return IdentityRemoval(removed: false, sessionsRevoked: 0, userDeleted: false) }
-            let revoked = try await Self.revokeOpenSessions(Self.sessionsOfIdentity(id), reason: reason, at: at).all(on: db).count
-            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
-            try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
-            try await Self.insertWebhookDeliveries(notices, db)
-            guard deletingUserIfLast, try await db.raw("SELECT id FROM identities WHERE user_id = \(bind: userID) LIMIT 1").first() == nil else {
-                return IdentityRemoval(removed: true, sessionsRevoked: revoked, userDeleted: false)
-            }
-            let deleted = try await Self.deleteUserRows(userID, db)
-            if deleted { try await Self.insertWebhookDeliveries(userNotices, db) }
-            return IdentityRemoval(removed: true, sessionsRevoked: revoked, userDeleted: deleted)
+        try await writing { tx in
+            let removal = try await tx.removeIdentity(id: id, userID: userID, reason: reason, at: at, deletingUserIfLast: deletingUserIfLast)
+            if removal.removed { try await tx.enqueue(notices) }
+            if removal.userDeleted { try await tx.enqueue(userNotices) }
+            return removal
         }
     }
 
     public func deleteIdentity(id: String, notifying notices: [WebhookDelivery]) async throws {
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
             let deleted = try await db.raw("DELETE FROM identities WHERE id = \(bind: id) RETURNING id").all()
             if !deleted.isEmpty { try await Self.insertWebhookDeliveries(notices, db) }
@@ -144,20 +117,10 @@ extension SQLAuthStore {
     }
 
     public func deleteUser(id: String, notifying notices: [WebhookDelivery]) async throws {
-        try await write { db in
+        try await writing { tx in
             // Notified only by the deletion that removed the user (two racing deletions send one user.deleted).
-            if try await Self.deleteUserRows(id, db) { try await Self.insertWebhookDeliveries(notices, db) }
+            if try await tx.deleteUser(id: id) { try await tx.enqueue(notices) }
         }
-    }
-
-    /// Deletes the user `id` and every row of theirs, child tables first (correct whether or not foreign keys cascade);
-    /// whether the user was there.
-    static func deleteUserRows(_ id: String, _ db: any SQLDatabase) async throws -> Bool {
-        try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = \(bind: id))").run()
-        try await db.raw("DELETE FROM sessions WHERE user_id = \(bind: id)").run()
-        try await db.raw("DELETE FROM provider_grants WHERE identity_id IN (SELECT id FROM identities WHERE user_id = \(bind: id))").run()
-        try await db.raw("DELETE FROM identities WHERE user_id = \(bind: id)").run()
-        return !(try await db.raw("DELETE FROM users WHERE id = \(bind: id) RETURNING id").all().isEmpty)
     }
 
     // MARK: Rows
@@ -179,10 +142,7 @@ extension SQLAuthStore {
     }
 
     public func setUserClaims(userID: String, claims: [String: JSONValue]?) async throws -> Bool {
-        let document = try claims.flatMap { $0.isEmpty ? nil : String(decoding: try LeanJSONEncoder().encode($0), as: UTF8.self) }
-        return try await write { db in
-            try await !db.raw("UPDATE users SET claims = \(bind: document) WHERE id = \(bind: userID) RETURNING id").all().isEmpty
-        }
+        try await writing { try await $0.setUserClaims(userID: userID, claims: claims) }
     }
 
     static func identity(_ row: any SQLRow) throws -> LinkedIdentity {

@@ -6,7 +6,7 @@ import SQLKit
 extension SQLAuthStore {
     public func enqueueWebhookDeliveries(_ deliveries: [WebhookDelivery]) async throws {
         guard !deliveries.isEmpty else { return }
-        try await write { db in try await Self.insertWebhookDeliveries(deliveries, db) }
+        try await sqlWrite { db in try await Self.insertWebhookDeliveries(deliveries, db) }
     }
 
     /// Writes deliveries in the caller's transaction (the change they tell of), in one statement.
@@ -46,7 +46,7 @@ extension SQLAuthStore {
             ).first() != nil
         }
         guard due else { return [] }
-        return try await write { db in
+        return try await sqlWrite { db in
             let claimed = try await db.raw(
                 """
                 UPDATE webhook_deliveries SET next_attempt_at = \(bind: leaseUntil.millis)
@@ -66,7 +66,7 @@ extension SQLAuthStore {
 
     public func updateWebhookDelivery(_ delivery: WebhookDelivery) async throws {
         // A delivery no longer pending stays as it is: an instance whose lease ran out mid-call may report late.
-        try await write { db in
+        try await sqlWrite { db in
             try await db.raw(
                 """
                 UPDATE webhook_deliveries SET status = \(bind: delivery.status.rawValue), attempts = \(bind: delivery.attempts),
@@ -98,7 +98,7 @@ extension SQLAuthStore {
     }
 
     public func retryWebhookDelivery(id: String, at: Date) async throws -> Bool {
-        try await write { db in
+        try await sqlWrite { db in
             try await !db.raw(
                 """
                 UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = \(bind: at.millis), finished_at = NULL

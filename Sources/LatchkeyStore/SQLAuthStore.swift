@@ -85,7 +85,7 @@ public final class SQLAuthStore: AuthStore {
         try await Self.translatingErrors { try await backend.read(body) }
     }
 
-    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
+    func sqlWrite<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) async throws -> T) async throws -> T {
         try await Self.translatingErrors { try await backend.batcher.submit(body) }
     }
 

@@ -206,9 +206,12 @@ struct SessionsCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withServer { server, _ in
                 let now = Date()
-                let count = try await server.store.revokeSessions(userID: user, reason: "revoked_by_admin", at: now)
-                // As DELETE /admin/v1/users/{id}/sessions audits it, with the CLI in place of the admin key.
-                try await server.store.audit(AuditEvent(at: now, userID: user, kind: "admin_sessions_revoked", detail: "by=cli sessions=\(count)"))
+                // As DELETE /admin/v1/users/{id}/sessions audits it, with the CLI in place of the admin key, in one transaction.
+                let count = try await server.store.write { tx in
+                    let count = try await tx.revokeSessions(userID: user, reason: "revoked_by_admin", at: now)
+                    try await tx.audit(AuditEvent(at: now, userID: user, kind: "admin_sessions_revoked", detail: "by=cli sessions=\(count)"))
+                    return count
+                }
                 if options.json { Printer(json: true).emit(["user": user, "revokedSessions": count]) } else { print("revoked \(count) session(s) of \(user)") }
             }
         }
@@ -306,11 +309,15 @@ struct InvitesCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withServer { server, _ in
                 let now = Date()
-                guard try await server.store.revokeInvite(id: id, at: now) else {
+                let revoked = try await server.store.write { tx in
+                    guard try await tx.revokeInvite(id: id, at: now) else { return false }
+                    try await tx.audit(AuditEvent(at: now, userID: nil, kind: "admin_invite_revoked", detail: "by=cli invite=\(id)"))
+                    return true
+                }
+                guard revoked else {
                     FileHandle.standardError.write(Data("no invite \(id)\n".utf8))
                     throw ExitStatus.failure
                 }
-                try await server.store.audit(AuditEvent(at: now, userID: nil, kind: "admin_invite_revoked", detail: "by=cli invite=\(id)"))
                 if options.json { Printer(json: true).emit(["revoked": id]) } else { print("revoked invite \(id)") }
             }
         }

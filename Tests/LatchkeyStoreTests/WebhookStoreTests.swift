@@ -90,8 +90,8 @@ extension StoreConformanceTests {
             let hooks = endpoints("reuse")
             let (user, identity) = try await makeUser(store)
             let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-r0")
-            let onReuse: @Sendable (SessionFamily) -> [WebhookDelivery] = { family in
-                hooks.deliveries(.reuseDetected(family, ip: "192.0.2.1", userAgent: "UA", at: Self.now))
+            let onReuse: @Sendable (SessionFamily) -> ChangeRecords = { family in
+                ChangeRecords(deliveries: hooks.deliveries(.reuseDetected(family, ip: "192.0.2.1", userAgent: "UA", at: Self.now)))
             }
             let first = successor(family, parent: "\(run)-r0", hash: "\(run)-r1")
             let rotated = try await store.rotate(

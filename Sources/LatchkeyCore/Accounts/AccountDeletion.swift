@@ -23,7 +23,10 @@ public struct AccountDeletion: Sendable {
     /// Deletes an account as the App Store requires: revoke every provider grant first, then delete everything.
     /// A revocation that fails is kept in the outbox and retried; the deletion happens regardless. The app's webhook
     /// endpoints hear `user.deleted` with `reason`.
-    public func deleteAccount(userID: String, reason: LifecycleEvent.DeletionReason = .userRequest) async throws -> DeletionReport {
+    /// `auditing` adds events to the deletion's own (an administrator's, say), in its transaction.
+    public func deleteAccount(
+        userID: String, reason: LifecycleEvent.DeletionReason = .userRequest, auditing: @escaping @Sendable (DeletionReport) -> [AuditEvent] = { _ in [] }
+    ) async throws -> DeletionReport {
         var report = DeletionReport(revoked: 0, queued: 0)
         for identity in try await store.identities(userID: userID) {
             switch try await grants.revoke(of: identity) {
@@ -32,8 +35,15 @@ public struct AccountDeletion: Sendable {
             case nil: break
             }
         }
-        try await store.deleteUser(id: userID, notifying: grants.policy.webhooks.deliveries(.userDeleted(userID, reason: reason, at: timeSource.now)))
-        try await store.audit(at: timeSource.now, userID, "account_deleted", "revoked=\(report.revoked) queued=\(report.queued)")
+        let now = timeSource.now
+        let deleted = grants.policy.webhooks.deliveries(.userDeleted(userID, reason: reason, at: now))
+        let finished = report
+        // The deletion, its audit events and user.deleted in one transaction.
+        try await store.write { tx in
+            if try await tx.deleteUser(id: userID) { try await tx.enqueue(deleted) }
+            try await tx.audit(at: now, userID, "account_deleted", "revoked=\(finished.revoked) queued=\(finished.queued)")
+            for event in auditing(finished) { try await tx.audit(event) }
+        }
         return report
     }
 

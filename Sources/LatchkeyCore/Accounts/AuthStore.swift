@@ -12,7 +12,7 @@ public import LatchkeyModels
 /// A change that the app's backend hears of takes its ``WebhookDelivery`` rows (`notifying`) into the same transaction:
 /// written with the change, and never without it.
 public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
-    OneTimeRecordStore, WebhookStore, AdminKeyStore
+    OneTimeRecordStore, WebhookStore, AdminKeyStore, TransactionalStore
 {
     /// Creates or upgrades the schema.
     func migrate() async throws
@@ -119,10 +119,10 @@ public protocol SessionStore: Sendable {
     /// Rotates the presented token to `successor` atomically (see ``RotationResult``). With `accepting`, the token's
     /// session is read in the same step, and one it refuses is left as it is (``RotationResult/declined(_:)``).
     /// `.duplicate` (and nothing changed) when a rotation's successor names a token that is stored already. A session
-    /// revoked for reuse writes `onReuse`'s deliveries with its revocation.
+    /// revoked for reuse writes `onReuse`'s audit events and deliveries with its revocation.
     func rotate(
         presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?,
-        onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])?
+        onReuse: (@Sendable (SessionFamily) -> ChangeRecords)?
     ) async throws -> RotationResult
     func session(id: String) async throws -> SessionFamily?
     func sessions(userID: String) async throws -> [SessionFamily]

@@ -157,9 +157,14 @@ public struct SessionService: Sendable {
             // The store hands out the same successor within the window only while that successor is unused.
             let window = max(policy.reuseGraceWindow, policy.unusedSuccessorRecovery)
             let webhooks = policy.webhooks
-            let onReuse: (@Sendable (SessionFamily) -> [WebhookDelivery])? =
-                webhooks.isEmpty
-                ? nil : { @Sendable family in webhooks.deliveries(.reuseDetected(family, ip: origin.ip, userAgent: origin.userAgent, at: now)) }
+            // The reuse's audit event and deliveries commit with the session's revocation, or not at all.
+            let onReuse: @Sendable (SessionFamily) -> ChangeRecords = { family in
+                ChangeRecords(
+                    audits: [
+                        AuditEvent(at: now, userID: family.userID, kind: "refresh_token_reuse", detail: "session=\(family.id); the session was revoked")
+                    ],
+                    deliveries: webhooks.deliveries(.reuseDetected(family, ip: origin.ip, userAgent: origin.userAgent, at: now)))
+            }
             return try await store.rotate(
                 presentedHash: hash, successor: successorRecord, now: now, graceWindow: window, accepting: accepting, onReuse: onReuse)
         }
@@ -188,7 +193,6 @@ public struct SessionService: Sendable {
             let access = try accessTokens.issue(for: family)
             return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, sessionID: family.id)
         case .reuseDetected(let family):
-            try await store.audit(at: timeSource.now, family.userID, "refresh_token_reuse", "session=\(family.id); the session was revoked")
             logger?.debug("refresh token reuse detected; session revoked", metadata: ["session": "\(family.id)"])
             throw LatchkeyError(.invalidGrant, "this refresh token was already used; the session has been revoked as a precaution — sign in again")
         case .revoked(let family):
@@ -217,23 +221,29 @@ public struct SessionService: Sendable {
 
     // MARK: - Ending sessions
 
-    /// Ends one session, or every session of its user.
+    /// Ends one session, or every session of its user; with its audit event, in one transaction.
     public func logout(sessionID: String, userID: String, all: Bool) async throws -> Int {
         let now = timeSource.now
-        let count =
-            all
-            ? try await store.revokeSessions(userID: userID, reason: "signed_out", at: now)
-            : (try await store.revokeSession(id: sessionID, reason: "signed_out", at: now) ? 1 : 0)
-        try await store.audit(at: timeSource.now, userID, all ? "signed_out_everywhere" : "signed_out", "sessions=\(count)")
-        return count
+        return try await store.write { tx in
+            let count =
+                all
+                ? try await tx.revokeSessions(userID: userID, reason: "signed_out", at: now)
+                : (try await tx.revokeSession(id: sessionID, reason: "signed_out", at: now) ? 1 : 0)
+            try await tx.audit(at: now, userID, all ? "signed_out_everywhere" : "signed_out", "sessions=\(count)")
+            return count
+        }
     }
 
-    /// Ends one session of the user; false when the user has no such session.
+    /// Ends one session of the user, with its audit event, in one transaction; false when the user has no such session.
     public func revokeSession(id: String, userID: String) async throws -> Bool {
-        guard let family = try await store.session(id: id), family.userID == userID else { return false }
-        let revoked = try await store.revokeSession(id: id, reason: "revoked_by_user", at: timeSource.now)
-        if revoked { try await store.audit(at: timeSource.now, userID, "session_revoked", "session=\(id)") }
-        return true
+        let now = timeSource.now
+        return try await store.write { tx in
+            guard let family = try await tx.session(id: id), family.userID == userID else { return false }
+            if try await tx.revokeSession(id: id, reason: "revoked_by_user", at: now) {
+                try await tx.audit(at: now, userID, "session_revoked", "session=\(id)")
+            }
+            return true
+        }
     }
 }
 

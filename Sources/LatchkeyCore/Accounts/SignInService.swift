@@ -173,13 +173,19 @@ public struct SignInService: Sendable {
                 emailVerified: verified.emailVerified, givenName: verified.givenName, familyName: verified.familyName,
                 claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
             )
+            // The identity, its grant, its audit event and its deliveries in one transaction.
+            let grant = try grants.grant(providerRefreshToken, identity: identity, clientID: verified.audience)
+            let linked = policy.webhooks.deliveries(.identity(.identityLinked, identity, at: now))
             do {
-                try await store.addIdentity(identity, notifying: policy.webhooks.deliveries(.identity(.identityLinked, identity, at: now)))
+                try await store.write { tx in
+                    try await tx.addIdentity(identity)
+                    if let grant { try await tx.saveProviderGrant(grant) }
+                    try await tx.enqueue(linked)
+                    try await tx.audit(at: now, userID, "identity_linked", "provider=\(provider)")
+                }
             } catch AuthStoreError.duplicate {
                 throw LatchkeyError(.identityInUse, "this \(provider) account was just linked to another user")
             }
-            try await grants.save(providerRefreshToken, identity: identity, clientID: verified.audience)
-            try await store.audit(at: timeSource.now, userID, "identity_linked", "provider=\(provider)")
         }
         return try await store.identities(userID: userID)
     }
@@ -194,13 +200,21 @@ public struct SignInService: Sendable {
         }
         let now = timeSource.now
         let notices = policy.webhooks.deliveries(.identity(.identityUnlinked, identity, at: now, reason: "user_request"))
-        switch try await store.unlinkIdentity(id: identity.id, userID: userID, reason: "identity_unlinked", at: now, notifying: notices) {
+        // The unlink, its audit event and its deliveries in one transaction; the provider hears of it after.
+        let unlink = try await store.write { tx in
+            let unlink = try await tx.unlinkIdentity(id: identity.id, userID: userID, reason: "identity_unlinked", at: now)
+            if case .unlinked = unlink {
+                try await tx.enqueue(notices)
+                try await tx.audit(at: now, userID, "identity_unlinked", "provider=\(provider)")
+            }
+            return unlink
+        }
+        switch unlink {
         case .notFound:
             throw notLinked
         case .lastIdentity:
             throw LatchkeyError(.lastIdentity, "this is the account's only identity; link another one first, or delete the account")
         case .unlinked(let grant):
-            try await store.audit(at: timeSource.now, userID, "identity_unlinked", "provider=\(provider)")
             if let grant { _ = try await grants.revoke(grant) }
         }
         return try await store.identities(userID: userID)

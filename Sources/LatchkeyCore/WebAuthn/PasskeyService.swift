@@ -79,12 +79,16 @@ public struct PasskeyService: Sendable {
         let identity = LinkedIdentity(
             id: newIdentifier(), userID: userID, provider: Self.provider, subject: base64URL(registered.credentialID),
             claims: Self.claims(registered, name: try Self.name(name), userHandle: challenge.userHandle), firstSeenAt: at, lastSignInAt: at)
+        let linked = signIns.policy.webhooks.deliveries(.identity(.identityLinked, identity, at: at))
         do {
-            try await store.addIdentity(identity, notifying: signIns.policy.webhooks.deliveries(.identity(.identityLinked, identity, at: at)))
+            try await store.write { tx in
+                try await tx.addIdentity(identity)
+                try await tx.enqueue(linked)
+                try await tx.audit(at: at, userID, "passkey.added", "credential=\(identity.subject.prefix(16))")
+            }
         } catch AuthStoreError.duplicate {
             throw LatchkeyError(.identityInUse, "this passkey is registered already")
         }
-        try await store.audit(at: at, userID, "passkey.added", "credential=\(identity.subject.prefix(16))")
         return Self.response(identity)
     }
 

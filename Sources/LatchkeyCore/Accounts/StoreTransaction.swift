@@ -1,0 +1,65 @@
+public import Foundation
+public import LatchkeyModels
+
+/// One unit of work: the operations of ``TransactionalStore/write(_:)``'s transaction, which commits when its body
+/// returns and rolls back whole when the body throws. A change, its audit events and the webhook deliveries it owes
+/// go in one `write`, so they commit together or not at all.
+///
+/// An operation that fails (a key taken, a row missing) fails the whole unit: catch it outside `write`, never inside
+/// (on PostgreSQL the transaction can take no further statement).
+public protocol StoreTransaction: Sendable {
+    /// Records what happened to a user's account (its detail escaped, see ``AuditEvent/init(id:at:userID:kind:detail:)``).
+    func audit(_ event: AuditEvent) async throws
+    /// Owes `deliveries` to the app's webhook endpoints from this transaction's commit on.
+    func enqueue(_ deliveries: [WebhookDelivery]) async throws
+
+    func session(id: String) async throws -> SessionFamily?
+    /// Revokes a live session; false when it is revoked already (its first reason and time stay) or gone.
+    func revokeSession(id: String, reason: String, at: Date) async throws -> Bool
+    /// Revokes every live session of the user; how many.
+    func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int
+    /// Revokes the live sessions the identity began before `createdBefore`; how many.
+    func revokeSessions(identityID: String, createdBefore: Date, reason: String, at: Date) async throws -> Int
+
+    /// Links `identity` to its user: `.notFound` when the user is gone, `.duplicate` when the provider account is linked.
+    func addIdentity(_ identity: LinkedIdentity) async throws
+    /// Updates a linked identity; false when it is gone.
+    func updateIdentity(_ identity: LinkedIdentity) async throws -> Bool
+    /// See ``UserStore/unlinkIdentity(id:userID:reason:at:notifying:)``: never the user's last identity.
+    func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink
+    /// Removes the identity with its grant and the sessions it began, and the user with their last identity when
+    /// `deletingUserIfLast`.
+    func removeIdentity(id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool) async throws -> IdentityRemoval
+    func saveProviderGrant(_ grant: ProviderGrant) async throws
+    /// Deletes the user and everything of theirs; false when they were gone already.
+    func deleteUser(id: String) async throws -> Bool
+    /// Replaces the user's claims (nil or empty: none); false when the user is gone.
+    func setUserClaims(userID: String, claims: [String: JSONValue]?) async throws -> Bool
+    /// Revokes an invite; false when there is none with this id.
+    func revokeInvite(id: String, at: Date) async throws -> Bool
+}
+
+extension StoreTransaction {
+    /// Records what happened to a user's account.
+    public func audit(at: Date, _ userID: String?, _ kind: String, _ detail: String = "") async throws {
+        try await audit(AuditEvent(at: at, userID: userID, kind: kind, detail: detail))
+    }
+}
+
+/// What a change writes beside itself, in its own transaction: the audit events it leaves and the webhook deliveries
+/// it owes (see ``SessionStore/rotate(presentedHash:successor:now:graceWindow:accepting:onReuse:)``).
+public struct ChangeRecords: Sendable, Equatable {
+    public var audits: [AuditEvent]
+    public var deliveries: [WebhookDelivery]
+
+    public init(audits: [AuditEvent] = [], deliveries: [WebhookDelivery] = []) {
+        self.audits = audits
+        self.deliveries = deliveries
+    }
+}
+
+/// A store whose changes can be grouped into one transaction.
+public protocol TransactionalStore: Sendable {
+    /// Runs `body` in one transaction: everything it did commits when it returns, and nothing when it throws.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreTransaction) async throws -> T) async throws -> T
+}
