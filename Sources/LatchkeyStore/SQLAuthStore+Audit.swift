@@ -5,7 +5,7 @@ import SQLKit
 /// What happened to accounts (``AuditStore``).
 extension SQLAuthStore {
     public func audit(_ event: AuditEvent) async throws {
-        try await writing { try await $0.audit(event) }
+        try await write { try await $0.audit(event) }
     }
 
     public func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent] {

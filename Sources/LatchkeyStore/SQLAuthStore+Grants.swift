@@ -19,10 +19,6 @@ extension SQLAuthStore {
         )
     }
 
-    public func saveProviderGrant(_ grant: ProviderGrant) async throws {
-        try await writing { try await $0.saveProviderGrant(grant) }
-    }
-
     public func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?)
         async throws -> Bool
     {
@@ -55,21 +51,6 @@ extension SQLAuthStore {
     public func postponeProviderValidation(identityID: String, until: Date) async throws {
         try await sqlWrite { db in
             try await db.raw("UPDATE provider_grants SET validation_claimed_until = \(bind: until.millis) WHERE identity_id = \(bind: identityID)").run()
-        }
-    }
-
-    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String, notifying notices: [WebhookDelivery]) async throws -> Bool {
-        try await sqlWrite { db in
-            let current =
-                try await db.raw(
-                    "SELECT identity_id FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)"
-                ).first() != nil
-            if current {
-                try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken)")
-                    .run()
-                try await Self.insertWebhookDeliveries(notices, db)
-            }
-            return current
         }
     }
 

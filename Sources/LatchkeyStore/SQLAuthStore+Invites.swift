@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 public import LatchkeyCore
 import SQLKit
 
@@ -27,10 +27,6 @@ extension SQLAuthStore {
                     note: try row.decode(column: "note", as: String?.self))
             }
         }
-    }
-
-    public func revokeInvite(id: String, at: Date) async throws -> Bool {
-        try await writing { try await $0.revokeInvite(id: id, at: at) }
     }
 
     package func redeemInvite(codeHash: String, at now: Date) async throws -> Bool {

@@ -42,14 +42,6 @@ extension SQLAuthStore {
         try await read { db in try await db.raw("SELECT * FROM sessions WHERE user_id = \(bind: userID) ORDER BY created_at").all().map(Self.session) }
     }
 
-    public func revokeSession(id: String, reason: String, at: Date) async throws -> Bool {
-        try await writing { try await $0.revokeSession(id: id, reason: reason, at: at) }
-    }
-
-    public func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int {
-        try await revokeSessions(Self.sessionsOfUser(userID), reason: reason, at: at)
-    }
-
     public func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int {
         try await revokeSessions(Self.sessionsOfIdentity(identityID), reason: reason, at: at)
     }

@@ -1,6 +1,6 @@
-public import Foundation
+import Foundation
 public import LatchkeyCore
-public import LatchkeyModels
+import LatchkeyModels
 import SQLKit
 import Synchronization
 
@@ -16,48 +16,6 @@ extension SQLAuthStore {
         try await sqlWrite { db in
             try await Self.insertUsers([user]).run(on: db)
             try await Self.insertIdentities([identity]).run(on: db)
-        }
-    }
-
-    public func updateIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) async throws {
-        try await writing { tx in
-            // Notified only when this update found the identity (not one a concurrent unlink removed).
-            if try await tx.updateIdentity(identity) { try await tx.enqueue(notices) }
-        }
-    }
-
-    public func addIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery]) async throws {
-        try await writing { tx in
-            try await tx.addIdentity(identity)
-            try await tx.enqueue(notices)
-        }
-    }
-
-    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying notices: [WebhookDelivery]) async throws -> IdentityUnlink {
-        try await writing { tx in
-            let unlink = try await tx.unlinkIdentity(id: id, userID: userID, reason: reason, at: at)
-            if case .unlinked = unlink { try await tx.enqueue(notices) }
-            return unlink
-        }
-    }
-
-    public func removeIdentity(
-        id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool, notifying notices: [WebhookDelivery],
-        userNotices: [WebhookDelivery]
-    ) async throws -> IdentityRemoval {
-        try await writing { tx in
-            let removal = try await tx.removeIdentity(id: id, userID: userID, reason: reason, at: at, deletingUserIfLast: deletingUserIfLast)
-            if removal.removed { try await tx.enqueue(notices) }
-            if removal.userDeleted { try await tx.enqueue(userNotices) }
-            return removal
-        }
-    }
-
-    public func deleteIdentity(id: String, notifying notices: [WebhookDelivery]) async throws {
-        try await sqlWrite { db in
-            try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
-            let deleted = try await db.raw("DELETE FROM identities WHERE id = \(bind: id) RETURNING id").all()
-            if !deleted.isEmpty { try await Self.insertWebhookDeliveries(notices, db) }
         }
     }
 
@@ -116,13 +74,6 @@ extension SQLAuthStore {
         try await read { db in try await db.raw("SELECT * FROM users ORDER BY created_at LIMIT \(bind: limit)").all().map { try Self.user($0) } }
     }
 
-    public func deleteUser(id: String, notifying notices: [WebhookDelivery]) async throws {
-        try await writing { tx in
-            // Notified only by the deletion that removed the user (two racing deletions send one user.deleted).
-            if try await tx.deleteUser(id: id) { try await tx.enqueue(notices) }
-        }
-    }
-
     // MARK: Rows
 
     /// A user's columns, named with `prefix` where they are read beside another record's (an identity's).
@@ -139,10 +90,6 @@ extension SQLAuthStore {
     /// A claims document as stored; nil when it is missing or unreadable (it was checked when it was set).
     static func claims(_ document: String) -> [String: JSONValue]? {
         try? LeanJSONDecoder().decode([String: JSONValue].self, from: Array(document.utf8))
-    }
-
-    public func setUserClaims(userID: String, claims: [String: JSONValue]?) async throws -> Bool {
-        try await writing { try await $0.setUserClaims(userID: userID, claims: claims) }
     }
 
     static func identity(_ row: any SQLRow) throws -> LinkedIdentity {

@@ -3,8 +3,8 @@ public import LatchkeyCore
 import LatchkeyModels
 import SQLKit
 
-/// ``StoreTransaction`` on one SQL transaction (a job of the write batcher). The store's own one-change methods run
-/// the same operations, each in a transaction of its own.
+/// ``StoreTransaction`` on one SQL transaction (a job of the write batcher); Core's one-change conveniences on
+/// ``AuthStore`` run these operations too, each in a transaction of its own.
 struct SQLStoreTransaction: StoreTransaction {
     let db: any SQLDatabase
     let postgres: Bool
@@ -81,8 +81,19 @@ struct SQLStoreTransaction: StoreTransaction {
         return IdentityRemoval(removed: true, sessionsRevoked: revoked, userDeleted: try await deleteUser(id: userID))
     }
 
+    func deleteIdentity(id: String) async throws -> Bool {
+        try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+        return !(try await db.raw("DELETE FROM identities WHERE id = \(bind: id) RETURNING id").all().isEmpty)
+    }
+
     func saveProviderGrant(_ grant: ProviderGrant) async throws {
         try await SQLAuthStore.upsertGrants([grant]).run(on: db)
+    }
+
+    func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool {
+        !(try await db.raw(
+            "DELETE FROM provider_grants WHERE identity_id = \(bind: identityID) AND sealed_refresh_token = \(bind: sealedRefreshToken) RETURNING identity_id"
+        ).all().isEmpty)
     }
 
     func deleteUser(id: String) async throws -> Bool {
@@ -114,11 +125,5 @@ extension SQLAuthStore {
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreTransaction) async throws -> T) async throws -> T {
         let postgres = backend.isPostgres
         return try await sqlWrite { db in try await body(SQLStoreTransaction(db: db, postgres: postgres)) }
-    }
-
-    /// One operation of ``SQLStoreTransaction`` in a transaction of its own.
-    func writing<T: Sendable>(_ operation: @escaping @Sendable (SQLStoreTransaction) async throws -> T) async throws -> T {
-        let postgres = backend.isPostgres
-        return try await sqlWrite { db in try await operation(SQLStoreTransaction(db: db, postgres: postgres)) }
     }
 }

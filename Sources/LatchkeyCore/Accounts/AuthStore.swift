@@ -45,20 +45,94 @@ package protocol SignInStepParts: AuthStore {
     func redeemInvite(codeHash: String, at now: Date) async throws -> Bool
 }
 
-/// The changes without deliveries (no endpoint hears of them).
-extension UserStore {
-    public func updateIdentity(_ identity: LinkedIdentity) async throws { try await updateIdentity(identity, notifying: []) }
-    public func addIdentity(_ identity: LinkedIdentity) async throws { try await addIdentity(identity, notifying: []) }
-    public func deleteIdentity(id: String) async throws { try await deleteIdentity(id: id, notifying: []) }
-    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink {
-        try await unlinkIdentity(id: id, userID: userID, reason: reason, at: at, notifying: [])
+/// One change at a time: each runs its ``StoreTransaction`` operation in a transaction of its own, and owes the
+/// deliveries it is given only when the change happened. A flow with an audit event, or several changes, uses
+/// ``TransactionalStore/write(_:)`` itself.
+extension AuthStore {
+    /// Writes what a sign-in learns about an identity (profile, claims, last sign-in); one that is gone stays gone.
+    public func updateIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery] = []) async throws {
+        try await write { tx in if try await tx.updateIdentity(identity) { try await tx.enqueue(notices) } }
     }
-    public func deleteUser(id: String) async throws { try await deleteUser(id: id, notifying: []) }
-}
 
-extension ProviderGrantStore {
-    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool {
-        try await deleteProviderGrant(identityID: identityID, sealedRefreshToken: sealedRefreshToken, notifying: [])
+    /// Links another identity to an existing user; `.duplicate` when that provider account is linked already (to anyone)
+    /// or the identity's id is taken, `.notFound` when the user does not exist.
+    public func addIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery] = []) async throws {
+        try await write { tx in
+            try await tx.addIdentity(identity)
+            try await tx.enqueue(notices)
+        }
+    }
+
+    /// Deletes an identity with its provider grant; the sessions it began are the caller's to revoke.
+    public func deleteIdentity(id: String, notifying notices: [WebhookDelivery] = []) async throws {
+        try await write { tx in if try await tx.deleteIdentity(id: id) { try await tx.enqueue(notices) } }
+    }
+
+    /// Unlinks the user's identity `id` unless it is the user's last one, deciding in the same transaction as the
+    /// delete, so that two unlinks racing cannot both succeed and leave the user with no way in. With it go its provider
+    /// grant (returned, for the caller to revoke at the provider) and the sessions it began (revoked for `reason`).
+    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying notices: [WebhookDelivery] = []) async throws
+        -> IdentityUnlink
+    {
+        try await write { tx in
+            let unlink = try await tx.unlinkIdentity(id: id, userID: userID, reason: reason, at: at)
+            if case .unlinked = unlink { try await tx.enqueue(notices) }
+            return unlink
+        }
+    }
+
+    /// Removes the identity with its grant and the sessions it began; then, with `deletingUserIfLast` and no identity
+    /// left, the user. A link that lands meanwhile either counts (the user stays) or fails (the user is gone).
+    public func removeIdentity(
+        id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool, notifying notices: [WebhookDelivery] = [],
+        userNotices: [WebhookDelivery] = []
+    ) async throws -> IdentityRemoval {
+        try await write { tx in
+            let removal = try await tx.removeIdentity(id: id, userID: userID, reason: reason, at: at, deletingUserIfLast: deletingUserIfLast)
+            if removal.removed { try await tx.enqueue(notices) }
+            if removal.userDeleted { try await tx.enqueue(userNotices) }
+            return removal
+        }
+    }
+
+    /// Deletes the user with their identities, provider grants and sessions; of two deletions racing, one notifies.
+    public func deleteUser(id: String, notifying notices: [WebhookDelivery] = []) async throws {
+        try await write { tx in if try await tx.deleteUser(id: id) { try await tx.enqueue(notices) } }
+    }
+
+    /// Replaces the user's claims (nil or empty: none); false when there is no such user.
+    public func setUserClaims(userID: String, claims: [String: JSONValue]?) async throws -> Bool {
+        try await write { try await $0.setUserClaims(userID: userID, claims: claims) }
+    }
+
+    /// Revokes a live session; false when it is revoked already (its first reason and time stay) or gone.
+    @discardableResult public func revokeSession(id: String, reason: String, at: Date) async throws -> Bool {
+        try await write { try await $0.revokeSession(id: id, reason: reason, at: at) }
+    }
+
+    @discardableResult public func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int {
+        try await write { try await $0.revokeSessions(userID: userID, reason: reason, at: at) }
+    }
+
+    /// Saves the identity's grant, replacing the one it had (whose validation claim ends); `.notFound` when the
+    /// identity is not linked.
+    public func saveProviderGrant(_ grant: ProviderGrant) async throws {
+        try await write { try await $0.saveProviderGrant(grant) }
+    }
+
+    /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise.
+    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String, notifying notices: [WebhookDelivery] = []) async throws -> Bool {
+        try await write { tx in
+            guard try await tx.deleteProviderGrant(identityID: identityID, sealedRefreshToken: sealedRefreshToken) else { return false }
+            try await tx.enqueue(notices)
+            return true
+        }
+    }
+
+    /// Marks the invite revoked; false when there is no such invite. Revoking it again is true and keeps the first
+    /// revocation's time.
+    public func revokeInvite(id: String, at: Date) async throws -> Bool {
+        try await write { try await $0.revokeInvite(id: id, at: at) }
     }
 }
 
@@ -75,27 +149,6 @@ public protocol UserStore: Sendable {
     /// Inserts a user with their first identity, atomically; `.duplicate` (and nothing written) when the user id, the
     /// identity id or the provider account is taken.
     func createUser(_ user: UserAccount, identity: LinkedIdentity) async throws
-    /// Writes what a sign-in learns about an identity: its profile (e-mail, names, flags, claims) and last sign-in. Its
-    /// user, provider, subject and first sighting never change. An identity that is gone stays gone (and nothing is notified).
-    func updateIdentity(_ identity: LinkedIdentity, notifying: [WebhookDelivery]) async throws
-    /// Links another identity to an existing user; `.duplicate` when that provider account is linked already (to anyone)
-    /// or the identity's id is taken, `.notFound` when the user does not exist.
-    func addIdentity(_ identity: LinkedIdentity, notifying: [WebhookDelivery]) async throws
-    /// Unlinks an identity, with its provider grant; the user's sessions begun through it are revoked by the caller.
-    /// Notifies only when the identity was there.
-    func deleteIdentity(id: String, notifying: [WebhookDelivery]) async throws
-    /// Unlinks the user's identity `id` unless it is the user's last one, deciding in the same transaction as the
-    /// delete, so that two unlinks racing cannot both succeed and leave the user with no way in. With it go its provider
-    /// grant (returned, for the caller to revoke at the provider) and the sessions it began (revoked for `reason`).
-    /// Notifies only when it unlinked.
-    func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying: [WebhookDelivery]) async throws -> IdentityUnlink
-    /// Removes the identity `id` with its provider grant and revokes the sessions it began (for `reason`); then, when
-    /// `deletingUserIfLast` and the user has no identity left, deletes the user. The count and the deletes are one
-    /// transaction: a link that lands meanwhile either counts (the user stays) or fails (the user is gone), and is never
-    /// deleted with the user. `notifying` goes out when the identity was there, `userNotices` when the user was deleted.
-    func removeIdentity(
-        id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool, notifying: [WebhookDelivery], userNotices: [WebhookDelivery]
-    ) async throws -> IdentityRemoval
     func user(id: String) async throws -> UserAccount?
     func identities(userID: String) async throws -> [LinkedIdentity]
     /// The user and identities behind a live session, in one read; nil when the session is revoked or gone.
@@ -103,10 +156,6 @@ public protocol UserStore: Sendable {
     func users(limit: Int) async throws -> [UserAccount]
     /// The users `search` matches, oldest first (by id, which orders by creation), at most `search.limit`.
     func searchUsers(_ search: UserSearch) async throws -> [UserAccount]
-    /// Replaces the user's claims (nil or empty: none); false when there is no such user.
-    func setUserClaims(userID: String, claims: [String: JSONValue]?) async throws -> Bool
-    /// Deletes the user with their identities, provider grants and sessions; notifies only when the user was there.
-    func deleteUser(id: String, notifying: [WebhookDelivery]) async throws
 }
 
 /// Session families and their rotating refresh tokens.
@@ -126,9 +175,6 @@ public protocol SessionStore: Sendable {
     ) async throws -> RotationResult
     func session(id: String) async throws -> SessionFamily?
     func sessions(userID: String) async throws -> [SessionFamily]
-    /// Revokes a live session; false when it is revoked already (its first reason and time stay) or gone.
-    @discardableResult func revokeSession(id: String, reason: String, at: Date) async throws -> Bool
-    @discardableResult func revokeSessions(userID: String, reason: String, at: Date) async throws -> Int
     /// Revokes the live sessions an identity began, while it is linked: an unlinked identity's are not found (0), so
     /// revoke them before deleting the identity (``UserStore/unlinkIdentity(id:userID:reason:at:)`` does both).
     @discardableResult func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int
@@ -140,16 +186,10 @@ public protocol SessionStore: Sendable {
 /// Tokens held at providers (refresh tokens, long-lived access tokens), sealed.
 public protocol ProviderGrantStore: Sendable {
     func providerGrant(identityID: String) async throws -> ProviderGrant?
-    /// Saves the identity's grant, replacing the one it had (whose validation claim ends); `.notFound` when the
-    /// identity is not linked.
-    func saveProviderGrant(_ grant: ProviderGrant) async throws
     /// Records a successful validation, unless the grant was replaced meanwhile (then false); with
     /// `replacingWith`, the provider's new refresh token (sealed) takes the validated one's place.
     func markProviderGrantValidated(identityID: String, sealedRefreshToken: String, at: Date, replacingWith newSealedRefreshToken: String?) async throws
         -> Bool
-    /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise
-    /// (and nothing is notified).
-    func deleteProviderGrant(identityID: String, sealedRefreshToken: String, notifying: [WebhookDelivery]) async throws -> Bool
     /// Takes the right to ask the provider about this grant until `until`, if it was last validated at or before
     /// `dueBefore` and nobody holds the right at `now`: true for exactly one caller across every instance on the store.
     /// ``markProviderGrantValidated(identityID:sealedRefreshToken:at:replacingWith:)`` gives the right back.
@@ -198,9 +238,6 @@ public protocol InviteStore: Sendable {
     /// `.duplicate` (and nothing written) when the id or the code's hash is taken.
     func createInvite(_ invite: Invite) async throws
     func invites() async throws -> [Invite]
-    /// Marks the invite revoked; false when there is no such invite. Revoking it again is true and keeps the first
-    /// revocation's time.
-    func revokeInvite(id: String, at: Date) async throws -> Bool
 }
 
 /// Calls to providers still owed (revocations that failed and are retried).

@@ -207,17 +207,20 @@ public struct ProviderGrants: Sendable {
     /// session); `.unreachable` when the store could not record it (the grant stays, to be asked about again).
     private func endSessions(of grant: ProviderGrant, identityID: String, userID: String, startedBefore started: Date) async -> ProviderValidation {
         do {
-            let revoked = LifecycleEvent.identity(
-                .identityRevoked, userID: userID, identityID: identityID, provider: grant.provider, subject: nil, at: timeSource.now, reason: "invalid_grant")
-            guard
-                try await store.deleteProviderGrant(
-                    identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken, notifying: policy.webhooks.deliveries(revoked))
-            else { return .valid }
-            let count = try await store.revokeSessions(
-                identityID: identityID, createdBefore: started, reason: "\(grant.provider)_authorization_revoked", at: timeSource.now)
-            try await store.audit(
-                at: timeSource.now, userID, "\(grant.provider)_authorization_revoked", "found at daily validation; \(count) session(s) revoked")
-            return .revoked
+            let now = timeSource.now
+            let revoked = policy.webhooks.deliveries(
+                LifecycleEvent.identity(
+                    .identityRevoked, userID: userID, identityID: identityID, provider: grant.provider, subject: nil, at: now, reason: "invalid_grant"))
+            let kind = "\(grant.provider)_authorization_revoked"
+            // The grant, the sessions, identity.revoked and the audit event in one transaction.
+            let ended = try await store.write { tx in
+                guard try await tx.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return false }
+                let count = try await tx.revokeSessions(identityID: identityID, createdBefore: started, reason: kind, at: now)
+                try await tx.enqueue(revoked)
+                try await tx.audit(at: now, userID, kind, "found at daily validation; \(count) session(s) revoked")
+                return true
+            }
+            return ended ? .revoked : .valid
         } catch {
             logger?.error(
                 "\(displayName(of: grant.provider)) refused a stored authorization, but ending its sessions failed; the grant is asked about again later",

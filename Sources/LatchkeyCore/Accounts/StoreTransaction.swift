@@ -30,7 +30,11 @@ public protocol StoreTransaction: Sendable {
     /// Removes the identity with its grant and the sessions it began, and the user with their last identity when
     /// `deletingUserIfLast`.
     func removeIdentity(id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool) async throws -> IdentityRemoval
+    /// Deletes the identity with its provider grant (its sessions stay); false when it is gone.
+    func deleteIdentity(id: String) async throws -> Bool
     func saveProviderGrant(_ grant: ProviderGrant) async throws
+    /// Deletes the identity's grant while it still holds `sealedRefreshToken`; false when a sign-in replaced it meanwhile.
+    func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool
     /// Deletes the user and everything of theirs; false when they were gone already.
     func deleteUser(id: String) async throws -> Bool
     /// Replaces the user's claims (nil or empty: none); false when the user is gone.
