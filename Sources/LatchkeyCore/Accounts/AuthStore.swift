@@ -9,8 +9,8 @@ public import LatchkeyModels
 /// both databases: a key that is taken is ``AuthStoreError/duplicate``, a parent row that is missing (a user, an identity) is
 /// ``AuthStoreError/notFound``, and a change to a row that is not there changes nothing, unless a method says otherwise.
 ///
-/// A change that the app's backend hears of takes its ``WebhookDelivery`` rows (`notifying`) into the same transaction:
-/// written with the change, and never without it.
+/// A flow writes its change, its audit events and the ``WebhookDelivery`` rows it owes in one unit of work,
+/// ``TransactionalStore/write(_:)``: they commit together, or none of them does.
 public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
     OneTimeRecordStore, WebhookStore, AdminKeyStore, TransactionalStore
 {
