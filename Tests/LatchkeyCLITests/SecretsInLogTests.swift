@@ -22,6 +22,8 @@ struct SecretsInLogTests {
         "client": "confidential-client-secret-5c9a",
         // A webhook endpoint's secret, and (checked below) its key without the prefix.
         "webhook": "whsec_d2ViaG9vay1zaWduaW5nLWtleS0zMi1ieXRlcy1sb25nISE=",
+        // Under a misspelt key: the warning that names the key must not quote its value.
+        "misspelt": "misspelt-secret-7f3e2a9d1c",
     ]
 
     /// The private key's base64 lines: any one of them in the log gives part of the key away.
@@ -48,7 +50,10 @@ struct SecretsInLogTests {
             "oidc": ["providers": "corp", "corp": ["issuer": nowhere + "/oidc", "clientIds": "corp-app", "clientSecret": Self.secrets["oidc"]!]],
             "facebook": ["appId": "fb-app", "appSecret": Self.secrets["facebook"]!, "graphUrl": nowhere, "jwksUrl": nowhere + "/jwks"],
             "dropbox": ["appKey": "db-app", "appSecret": Self.secrets["dropbox"]!, "apiUrl": nowhere],
-            "github": ["clientId": "gh-app", "clientSecret": Self.secrets["github"]!, "baseUrl": nowhere, "apiUrl": nowhere],
+            "github": [
+                "clientId": "gh-app", "clientSecret": Self.secrets["github"]!, "clientSecrte": Self.secrets["misspelt"]!, "baseUrl": nowhere,
+                "apiUrl": nowhere,
+            ],
             "gitlab": ["clientIds": "gl-app", "clientSecret": Self.secrets["gitlab"]!, "baseUrl": nowhere + "/gitlab"],
             "slack": ["clientIds": "sl-app", "clientSecret": Self.secrets["slack"]!, "issuer": nowhere + "/slack"],
             "discord": ["clientId": "dc-app", "clientSecret": Self.secrets["discord"]!, "baseUrl": nowhere],
@@ -65,6 +70,7 @@ struct SecretsInLogTests {
         #expect(log.contains("Latchkey listening"), "serve did not start: \(log.suffix(2000))")
         // The test means something only if trace lines were written, services' among them.
         #expect(log.contains("trace") && log.contains("MaintenanceService") && log.contains("WebhookDeliveryService"), "\(log.suffix(2000))")
+        #expect(log.contains("github.clientSecrte, which is not a setting; did you mean github.clientSecret?"), "\(log.suffix(2000))")
         for (name, secret) in Self.secrets { #expect(!log.contains(secret), "the \(name) secret is in the log") }
         #expect(!log.contains(Self.secrets["webhook"]!.dropFirst("whsec_".count)), "the webhook signing key is in the log")
         for line in Self.privateKeyLines { #expect(!log.contains(line), "a line of the Apple private key is in the log") }
