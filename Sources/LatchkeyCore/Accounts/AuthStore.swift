@@ -81,20 +81,6 @@ extension AuthStore {
         }
     }
 
-    /// Removes the identity with its grant and the sessions it began; then, with `deletingUserIfLast` and no identity
-    /// left, the user. A link that lands meanwhile either counts (the user stays) or fails (the user is gone).
-    public func removeIdentity(
-        id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool, notifying notices: [WebhookDelivery] = [],
-        userNotices: [WebhookDelivery] = []
-    ) async throws -> IdentityRemoval {
-        try await write { tx in
-            let removal = try await tx.removeIdentity(id: id, userID: userID, reason: reason, at: at, deletingUserIfLast: deletingUserIfLast)
-            if removal.removed { try await tx.enqueue(notices) }
-            if removal.userDeleted { try await tx.enqueue(userNotices) }
-            return removal
-        }
-    }
-
     /// Deletes the user with their identities, provider grants and sessions; of two deletions racing, one notifies.
     public func deleteUser(id: String, notifying notices: [WebhookDelivery] = []) async throws {
         try await write { tx in if try await tx.deleteUser(id: id) { try await tx.enqueue(notices) } }
@@ -176,7 +162,7 @@ public protocol SessionStore: Sendable {
     func session(id: String) async throws -> SessionFamily?
     func sessions(userID: String) async throws -> [SessionFamily]
     /// Revokes the live sessions an identity began, while it is linked: an unlinked identity's are not found (0), so
-    /// revoke them before deleting the identity (``UserStore/unlinkIdentity(id:userID:reason:at:)`` does both).
+    /// revoke them before deleting the identity (``AuthStore/unlinkIdentity(id:userID:reason:at:)`` does both).
     @discardableResult func revokeSessions(identityID: String, reason: String, at: Date) async throws -> Int
     /// Revokes only sessions created before `createdBefore` (sessions started meanwhile belong to a newer authorization);
     /// like ``revokeSessions(identityID:reason:at:)``, only while the identity is linked.
@@ -316,7 +302,7 @@ extension AuthStore {
     }
 }
 
-/// What ``AuthStore/removeIdentity(id:userID:reason:at:deletingUserIfLast:notifying:userNotices:)`` did.
+/// What ``StoreTransaction/removeIdentity(id:userID:reason:at:deletingUserIfLast:)`` did.
 public struct IdentityRemoval: Sendable, Equatable {
     /// Whether the identity was there (nothing changed when it was not).
     public var removed: Bool
@@ -332,7 +318,7 @@ public struct IdentityRemoval: Sendable, Equatable {
     }
 }
 
-/// What ``UserStore/unlinkIdentity(id:userID:reason:at:)`` did.
+/// What ``StoreTransaction/unlinkIdentity(id:userID:reason:at:)`` did.
 public enum IdentityUnlink: Sendable, Equatable {
     /// Unlinked, with the provider grant it held (nil: none).
     case unlinked(ProviderGrant?)

@@ -25,10 +25,12 @@ public protocol StoreTransaction: Sendable {
     func addIdentity(_ identity: LinkedIdentity) async throws
     /// Updates a linked identity; false when it is gone.
     func updateIdentity(_ identity: LinkedIdentity) async throws -> Bool
-    /// See ``UserStore/unlinkIdentity(id:userID:reason:at:notifying:)``: never the user's last identity.
+    /// Unlinks the user's identity unless it is their last, deciding in the same transaction as the delete (on
+    /// PostgreSQL with the user's row locked), so that two unlinks racing cannot leave the user with no way in. With it
+    /// go its provider grant (returned, for the caller to revoke at the provider) and the sessions it began.
     func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink
     /// Removes the identity with its grant and the sessions it began, and the user with their last identity when
-    /// `deletingUserIfLast`.
+    /// `deletingUserIfLast`: a link that lands meanwhile either counts (the user stays) or fails (the user is gone).
     func removeIdentity(id: String, userID: String, reason: String, at: Date, deletingUserIfLast: Bool) async throws -> IdentityRemoval
     /// Deletes the identity with its provider grant (its sessions stay); false when it is gone.
     func deleteIdentity(id: String) async throws -> Bool
