@@ -92,8 +92,8 @@ struct DoctorCommand: AsyncParsableCommand {
         await checkProviders(serverConfiguration, add)
         finishChecks(reader: reader, mode: mode, add)
         // After every setting above was read: what is left in the file or the environment names none.
-        for warning in UnknownSettings.warnings(file: readFile, environment: ProcessInfo.processInfo.environment, known: read.known) {
-            add(.warning, "config", warning, fix: "rename it to the setting it means, or remove it; it is ignored")
+        for finding in UnknownSettings.findings(file: readFile, environment: ProcessInfo.processInfo.environment, known: read.known) {
+            add(.warning, "config", finding.warning, fix: "rename it to the setting it means, or remove it; it is ignored")
         }
 
         report(findings)

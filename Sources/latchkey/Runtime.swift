@@ -19,13 +19,13 @@ enum Runtime {
     static func configuration(file: String?, overrides: [String: String], administrationOnly: Bool = false) async throws -> ServerConfiguration {
         let read = ReadKeys()
         let reader = try await configReader(file: file, overrides: overrides, reporting: read)
-        let unknown = { UnknownSettings.warnings(file: file, environment: ProcessInfo.processInfo.environment, known: read.known) }
+        let unknown = { UnknownSettings.findings(file: file, environment: ProcessInfo.processInfo.environment, known: read.known) }
         do {
             var configuration = try ServerConfiguration(reading: reader, administrationOnly: administrationOnly)
-            configuration.warnings += unknown()
+            configuration.warnings += unknown().map(\.warning)
             return configuration
         } catch {
-            let slips = unknown().filter { $0.contains("did you mean") }
+            let slips = unknown().filter(\.hasSuggestion).map(\.warning)
             guard !slips.isEmpty else { throw error }
             throw CLIError("\(describe(error)) (\(slips.joined(separator: "; ")))")
         }

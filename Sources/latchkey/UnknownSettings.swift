@@ -36,21 +36,34 @@ enum UnknownSettings {
         "LATCHKEY_BIN", "LATCHKEY_TEST", "LATCHKEY_LOAD_TESTS", "LATCHKEY_FUZZ_", "LATCHKEY_BENCH", "LATCHKEY_DOCS_", "LATCHKEY_APPLE_CHECK_",
     ]
 
-    /// One warning for each key of the file at `file` and each `LATCHKEY_*` variable of `environment` that names no
-    /// setting in `known`, with the nearest real name when one is close.
-    static func warnings(file: String?, environment: [String: String], known: Set<String>) -> [String] {
-        var warnings: [String] = []
+    /// A key or variable that names no setting, and the real name nearest to it when one is close.
+    struct Finding {
+        let warning: String
+        let hasSuggestion: Bool
+    }
+
+    /// One finding for each key of the file at `file` and each `LATCHKEY_*` variable of `environment` that names no
+    /// setting in `known`.
+    static func findings(file: String?, environment: [String: String], known: Set<String>) -> [Finding] {
+        var findings: [Finding] = []
         let knownKeys = known.sorted()
         for key in file.map(fileKeys) ?? [] where !known.contains(key) {
-            warnings.append("\(file ?? "the file") has \(key), which is not a setting\(suggestion(key, among: knownKeys))")
+            let nearest = nearest(key, among: knownKeys)
+            findings.append(
+                Finding(
+                    warning: "\(file ?? "the file") has \(key), which is not a setting" + (nearest.map { "; did you mean \($0)?" } ?? ""),
+                    hasSuggestion: nearest != nil))
         }
         let byVariable = Dictionary(knownKeys.map { (variableName($0), $0) }, uniquingKeysWith: { first, _ in first })
         for name in environment.keys.sorted() where name.hasPrefix("LATCHKEY_") && byVariable[name] == nil {
             guard !toolingVariablePrefixes.contains(where: { name.hasPrefix($0) }) else { continue }
             let nearest = nearest(name, among: Array(byVariable.keys))
-            warnings.append("the variable \(name) is not a setting" + (nearest.map { "; did you mean \($0) (\(byVariable[$0]!))?" } ?? ""))
+            findings.append(
+                Finding(
+                    warning: "the variable \(name) is not a setting" + (nearest.map { "; did you mean \($0) (\(byVariable[$0]!))?" } ?? ""),
+                    hasSuggestion: nearest != nil))
         }
-        return warnings
+        return findings
     }
 
     /// The dotted keys of a JSON configuration file, as the loader reads them: objects nest with `.`, and an array of
@@ -86,10 +99,6 @@ enum UnknownSettings {
             }
         }
         return name
-    }
-
-    private static func suggestion(_ key: String, among known: [String]) -> String {
-        nearest(key, among: known).map { "; did you mean \($0)?" } ?? ""
     }
 
     /// The name of `candidates` nearest to `name` (case aside), when it is near enough to be a slip: at most two edits,
