@@ -25,9 +25,7 @@ struct StoreConformanceTests {
     func withStore(_ kind: Kind, _ body: (any SignInStepParts) async throws -> Void) async throws {
         switch kind {
         case .sqlite:
-            let path = NSTemporaryDirectory() + "latchkey-test-\(UUID().uuidString).sqlite"
-            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-            try await withSQLStore(.sqlite(path: path), body)
+            try await withTemporaryStore { try await body($0) }
         case .postgres:
             try await withSQLStore(.postgres(url: ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"]!), body)
         }
