@@ -8,22 +8,28 @@ import Testing
 /// `kill -9` after a change committed and before its webhook went out: the event is delivered after the restart.
 @Suite("Faults: kill -9 between a change and its webhook", .serialized, .enabled(if: loadTestsEnabled, "a load suite: LATCHKEY_LOAD_TESTS=1"))
 struct WebhookCrashTests {
-    /// A backend on loopback that takes every delivery and keeps its webhook-id and body.
+    /// A backend on loopback that keeps every delivery's webhook-id and body once it is `open`, and answers 503 before.
+    /// It listens from the start, on a port the kernel chose, so no other process can take its port in between.
     final class Backend: Sendable {
         let received = Mutex<[(id: String, body: String)]>([])
-        let port = Fleet.freePort()
+        let isOpen = Atomic<Bool>(false)
+        let port = Mutex<Int?>(nil)
 
         func run() async throws {
             let router = Router()
             router.post("/hooks") { [self] request, _ -> HTTPResponse.Status in
                 let body = try await request.body.collect(upTo: 1 << 20)
+                guard isOpen.load(ordering: .acquiring) else { return .serviceUnavailable }
                 let id = request.headers.first { $0.name.canonicalName == "webhook-id" }?.value ?? ""
                 received.withLock { $0.append((id, String(buffer: body))) }
                 return .noContent
             }
             var quiet = Logger(label: "latchkey.tests.backend")
             quiet.logLevel = .critical
-            try await Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)), logger: quiet).runService()
+            try await Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                onServerRunning: { [self] channel in port.withLock { $0 = channel.localAddress?.port } }, logger: quiet
+            ).runService(gracefulShutdownSignals: [])
         }
 
         func createdUsers() -> Set<String> {
@@ -39,12 +45,17 @@ struct WebhookCrashTests {
 
     static func scenario(sqlite: Bool) async throws {
         let backend = Backend()
-        // The backend is not listening yet: attempts before the kill are refused, or not made at all.
+        let running = Task { try await backend.run() }
+        defer { running.cancel() }
+        try await poll(until: "the backend to listen", within: .seconds(10)) { backend.port.withLock { $0 } != nil }
+        // Until the kill, the backend answers 503: attempts made before it fail and are retried on the schedule.
+        // A 2 s attempt timeout keeps the lease on deliveries claimed when the process dies at 8 × 2 s + 50 s.
         let fleet = try await Fleet(
             instances: 1,
             environment: [
-                "LATCHKEY_WEBHOOKS_0_URL": "http://127.0.0.1:\(backend.port)/hooks",
+                "LATCHKEY_WEBHOOKS_0_URL": "http://127.0.0.1:\(backend.port.withLock { $0 }!)/hooks",
                 "LATCHKEY_WEBHOOKS_0_SECRET": "whsec_" + Data(repeating: 7, count: 32).base64EncodedString(),
+                "LATCHKEY_WEBHOOK_TIMEOUT": "2",
             ], sqlite: sqlite)
         defer { fleet.stop() }
         var users: Set<String> = []
@@ -54,12 +65,12 @@ struct WebhookCrashTests {
             users.insert(try #require(me.json["id"] as? String))
         }
         fleet.kill(0)
-        let running = Task { try await backend.run() }
-        defer { running.cancel() }
+        #expect(backend.createdUsers().isEmpty)
+        backend.isOpen.store(true, ordering: .releasing)
         try await fleet.start(0)
-        // A delivery claimed when the process died waits for its lease (the timeout and 50 s).
+        // A delivery claimed when the process died waits for its lease (66 s); one refused before waits for its retry.
         try await poll(
-            until: "every user.created after the restart (received: \(backend.createdUsers().count))", within: .seconds(120), every: .milliseconds(200)
+            until: "every user.created after the restart (received: \(backend.createdUsers().count))", within: .seconds(150), every: .milliseconds(200)
         ) {
             backend.createdUsers().isSuperset(of: users)
         }
