@@ -17,6 +17,8 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v17)],
     products: [
         .library(name: "LatchkeyModels", targets: ["LatchkeyModels"]),
+        .library(name: "LatchkeyJOSE", targets: ["LatchkeyJOSE"]),
+        .library(name: "LatchkeyWebAuthn", targets: ["LatchkeyWebAuthn"]),
         .library(name: "LatchkeyCore", targets: ["LatchkeyCore"]),
         .library(name: "LatchkeyProviders", targets: ["LatchkeyProviders"]),
         .library(name: "LatchkeyEmulator", targets: ["LatchkeyEmulator"]),
@@ -59,15 +61,42 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Signed tokens and what checking them needs: JOSE, the lean JSON code, the outbound HTTP transport and the JWKS
+        // cache. An app's backend links this and the models, nothing of the server.
+        .target(
+            name: "LatchkeyJOSE",
+            dependencies: [
+                "LatchkeyModels",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Passkeys' wire formats and the relying party's checks: CBOR, COSE keys, attestation and assertion.
+        .target(
+            name: "LatchkeyWebAuthn",
+            dependencies: [
+                "LatchkeyModels",
+                "LatchkeyJOSE",
+                .product(name: "Crypto", package: "swift-crypto"),
+                // RSA public keys from their modulus and exponent (COSE keys of passkeys).
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "LatchkeyCore",
             dependencies: [
                 "LatchkeyModels",
+                "LatchkeyJOSE",
+                "LatchkeyWebAuthn",
                 "CSystemRandom",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                // RSA public keys from their modulus and exponent (COSE keys of passkeys).
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -77,6 +106,7 @@ let package = Package(
             name: "LatchkeyProviders",
             dependencies: [
                 "LatchkeyModels",
+                "LatchkeyJOSE",
                 "LatchkeyCore",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -90,11 +120,7 @@ let package = Package(
         // For the app's own Swift server: verifies Latchkey's access tokens and webhooks, nothing of the server.
         .target(
             name: "LatchkeyBackend",
-            dependencies: [
-                "LatchkeyModels",
-                "LatchkeyCore",
-                "LatchkeyProviders",
-            ],
+            dependencies: ["LatchkeyModels", "LatchkeyJOSE"],
             swiftSettings: swiftSettings
         ),
         // The same in a Hummingbird server: an authenticator middleware (hummingbird-auth).
@@ -102,6 +128,7 @@ let package = Package(
             name: "LatchkeyBackendHummingbird",
             dependencies: [
                 "LatchkeyBackend",
+                "LatchkeyJOSE",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
             ],
@@ -219,6 +246,8 @@ let package = Package(
         .target(
             name: "LatchkeyTestSupport",
             dependencies: [
+                "LatchkeyJOSE",
+                "LatchkeyWebAuthn",
                 "LatchkeyCore",
                 "LatchkeyClient",
                 "LatchkeyProviders",
@@ -271,7 +300,8 @@ let package = Package(
         .testTarget(
             name: "LatchkeyCoreTests",
             dependencies: [
-                "LatchkeyCore", "LatchkeyTestSupport", .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Crypto", package: "swift-crypto"),
+                "LatchkeyCore", "LatchkeyJOSE", "LatchkeyWebAuthn", "LatchkeyTestSupport", .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: testSwiftSettings

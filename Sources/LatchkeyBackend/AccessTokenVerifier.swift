@@ -1,7 +1,6 @@
 public import Foundation
-public import LatchkeyCore
+public import LatchkeyJOSE
 public import LatchkeyModels
-public import LatchkeyProviders
 import Synchronization
 
 /// A Latchkey access token that ``AccessTokenVerifier`` verified.

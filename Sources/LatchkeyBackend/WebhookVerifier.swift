@@ -1,5 +1,5 @@
 public import Foundation
-public import LatchkeyCore
+public import LatchkeyJOSE
 public import LatchkeyModels
 
 /// An event Latchkey sent to the app's backend, verified by ``WebhookVerifier``.
@@ -45,7 +45,7 @@ public struct WebhookVerifier: Sendable {
 
     /// `secret` is the endpoint's `whsec_…` secret, as configured at Latchkey.
     public init(secret: String, timeSource: TimeSource = .system) throws(WebhookSecretProblem) {
-        key = try WebhookEndpoint.signingKey(Secret(secret)).get()
+        key = try WebhookSignature.key(fromSecret: secret).get()
         self.timeSource = timeSource
     }
 

@@ -1,7 +1,7 @@
 public import Hummingbird
 public import HummingbirdAuth
 public import LatchkeyBackend
-import LatchkeyCore
+import LatchkeyJOSE
 
 /// Authenticates Hummingbird requests with Latchkey access tokens: a request with a valid bearer token gets it as
 /// the context's `identity`; one without a token goes on unauthenticated (add `IsAuthenticatedMiddleware` where a

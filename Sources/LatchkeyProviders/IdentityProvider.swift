@@ -1,5 +1,6 @@
 import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 public import LatchkeyModels
 
 /// What an app sends to sign in with a provider; which fields a provider needs depends on the provider.

@@ -1,6 +1,7 @@
 public import Configuration
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 public import Logging
 
 /// One provider's whole part in Latchkey, in one file: its settings (read from its own key), what `doctor` says

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import LatchkeyCore
+import LatchkeyJOSE
 import Logging
 import NIOCore
 import NIOHTTPTypes

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
+import LatchkeyJOSE
 import LatchkeyProviders
 
 /// The few pages the browser flow shows: errors that must not be redirected, the provider chooser, and the

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 public import Hummingbird
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyStore
 import Logging

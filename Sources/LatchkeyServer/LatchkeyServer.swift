@@ -1,6 +1,7 @@
 import Foundation
 public import Hummingbird
 public import LatchkeyCore
+public import LatchkeyJOSE
 import LatchkeyModels
 public import LatchkeyProviders
 import LatchkeyStore

@@ -1,4 +1,5 @@
 import LatchkeyCore
+import LatchkeyJOSE
 public import Logging
 import Synchronization
 

@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import Logging
 import ServiceLifecycle
 

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 
 /// The admin API under `/admin/v1`, for the app's backend and its support tools. Requests carry an admin key

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyProviders
 

@@ -1,6 +1,7 @@
 public import Configuration
 import Foundation
-public import LatchkeyCore
+import LatchkeyCore
+public import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyStore
 import Logging

@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 public import LatchkeyProviders
 public import LatchkeyStore
 public import Logging
@@ -226,7 +227,9 @@ extension ServerConfiguration {
                 throw setting("webhooks[\(index)].url", "is \(endpoint.url.prefix(200)): \(problem)")
             }
             guard seen.insert(endpoint.url).inserted else { throw setting("webhooks[\(index)].url", "is \(endpoint.url.prefix(200)), listed twice") }
-            if case .failure(let problem) = WebhookEndpoint.signingKey(endpoint.secret) { throw setting("webhooks[\(index)].secret", "\(problem)") }
+            if case .failure(let problem) = WebhookSignature.key(fromSecret: endpoint.secret.revealed) {
+                throw setting("webhooks[\(index)].secret", "\(problem)")
+            }
             if endpoint.events?.isEmpty == true { throw setting("webhooks[\(index)].events", "is empty; leave it out to receive every event") }
         }
     }

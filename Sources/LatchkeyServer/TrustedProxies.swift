@@ -1,5 +1,6 @@
 import Foundation
-public import LatchkeyCore
+import LatchkeyCore
+public import LatchkeyJOSE
 import NIOCore
 
 /// The reverse proxies in front of the server, and so which address of a request is its client's.

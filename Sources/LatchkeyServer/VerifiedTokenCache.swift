@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import Synchronization
 
 /// Access tokens already verified, by the SHA-256 of their exact text, until they expire.

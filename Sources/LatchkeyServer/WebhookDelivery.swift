@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 import LatchkeyProviders
 public import Logging
 import ServiceLifecycle
@@ -48,7 +49,7 @@ public struct WebhookDispatcher: Sendable {
         self.store = store
         var byURL: [String: (WebhookEndpoint, [UInt8])] = [:]
         for endpoint in endpoints {
-            if case .success(let key) = WebhookEndpoint.signingKey(endpoint.secret) { byURL[endpoint.url] = (endpoint, key) }
+            if case .success(let key) = WebhookSignature.key(fromSecret: endpoint.secret.revealed) { byURL[endpoint.url] = (endpoint, key) }
         }
         self.endpoints = byURL
         self.timeout = timeout

@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// Versioned schema changes, applied in order at start-up and by `latchkey migrate`. Never edit a shipped one.

@@ -1,4 +1,5 @@
 import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 import Synchronization
 

@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// What the admin API reads and its keys (``AdminKeyStore``).

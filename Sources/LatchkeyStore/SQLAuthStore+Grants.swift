@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// Tokens held at providers (``ProviderGrantStore``) and the calls to providers still owed (``OutboxStore``).

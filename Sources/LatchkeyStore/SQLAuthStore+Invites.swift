@@ -1,5 +1,6 @@
 package import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// Invite codes (``InviteStore``).

@@ -1,5 +1,6 @@
 import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// The keys that sign access tokens (``SigningKeyStore``).

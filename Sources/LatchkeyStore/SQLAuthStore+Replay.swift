@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// What must happen once only: notifications and identity tokens (``ReplayStore``), and the browser flow's

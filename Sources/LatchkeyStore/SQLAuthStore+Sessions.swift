@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// Sessions and their refresh tokens (``SessionStore``); rotation is in `SQLAuthStore+Rotation.swift`.

@@ -1,5 +1,6 @@
 import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// A provider account, as sign-ins look it up.

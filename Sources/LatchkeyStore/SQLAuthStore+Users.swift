@@ -1,5 +1,6 @@
 import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import SQLKit
 import Synchronization

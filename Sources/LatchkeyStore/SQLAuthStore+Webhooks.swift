@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 import SQLKit
 
 /// Events owed to the app's webhook endpoints (``WebhookStore``).

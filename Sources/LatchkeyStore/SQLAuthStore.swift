@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 public import Logging
 import PostgresNIO
 import SQLKit

@@ -1,5 +1,6 @@
 import Foundation
-public import LatchkeyCore
+import LatchkeyCore
+public import LatchkeyJOSE
 
 /// Where `SQLAuthStore` keeps its data.
 public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {

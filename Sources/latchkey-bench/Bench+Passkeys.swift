@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import LatchkeyBenchReport
 import LatchkeyCore
+import LatchkeyJOSE
 import NIOCore
 import NIOHTTP1
 

@@ -5,6 +5,7 @@ import Foundation
 import LatchkeyBenchReport
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import Logging
 import NIOCore
 import NIOHTTP1

@@ -3,6 +3,7 @@ import Foundation
 import LatchkeyBenchReport
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import NIOCore
 import NIOHTTP1
 import Synchronization

@@ -4,6 +4,7 @@ import Hummingbird
 import LatchkeyBenchReport
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import Logging
 import Synchronization
 

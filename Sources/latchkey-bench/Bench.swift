@@ -5,6 +5,7 @@ import Foundation
 import JWTKit
 import LatchkeyBenchReport
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyProviders
 
 /// `latchkey-bench`: hot paths measured against baselines in the same run, reported as ratios.

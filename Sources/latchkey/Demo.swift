@@ -7,6 +7,7 @@ import Hummingbird
 import LatchkeyBackend
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyServer
 import LatchkeyStore

@@ -2,6 +2,7 @@ import ArgumentParser
 import Configuration
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyStore

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyStore

@@ -3,6 +3,7 @@ import CMallocTuning
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyStore

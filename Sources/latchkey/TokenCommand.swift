@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyProviders
 

@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import LatchkeyJOSE
 import LatchkeyProviders
 import Synchronization
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyServer
 
 struct WebhooksCommand: AsyncParsableCommand {
@@ -77,7 +78,7 @@ struct WebhooksCommand: AsyncParsableCommand {
                     CLIError("there is no webhooks[\(urlIndex)]: \(configuration.webhooks.count) endpoint(s) configured (latchkey webhooks list)"))
             }
             let endpoint = configuration.webhooks[urlIndex]
-            guard case .success(let key) = WebhookEndpoint.signingKey(endpoint.secret) else { return }
+            guard case .success(let key) = WebhookSignature.key(fromSecret: endpoint.secret.revealed) else { return }
             let event = LifecycleEvent(kind: .webhookTest, at: Date(), userID: "test", data: ["message": .string("a test event from latchkey webhooks test")])
             let started = ContinuousClock.now
             let outcome = await WebhookDispatcher.post(

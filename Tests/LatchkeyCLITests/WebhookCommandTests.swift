@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyTestSupport
 import Testing
 
@@ -12,7 +13,7 @@ struct WebhookCommandTests {
         #expect(first.status == 0)
         let secret = first.stdout.trimmingCharacters(in: .newlines)
         #expect(first.stdout == secret + "\n")
-        #expect(try WebhookEndpoint.signingKey(Secret(secret)).get().count == 32)
+        #expect(try WebhookSignature.key(fromSecret: secret).get().count == 32)
         #expect(secret != second.stdout.trimmingCharacters(in: .newlines))
     }
 

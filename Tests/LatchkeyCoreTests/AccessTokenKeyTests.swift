@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyTestSupport
 import Synchronization
 import Testing

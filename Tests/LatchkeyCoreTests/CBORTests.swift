@@ -5,6 +5,8 @@ import Testing
 import _CryptoExtras
 
 @testable import LatchkeyCore
+@testable import LatchkeyJOSE
+@testable import LatchkeyWebAuthn
 
 @Suite("CBOR and COSE keys: the strict reader of passkey data")
 struct CBORTests {

@@ -3,6 +3,8 @@ import LatchkeyTestSupport
 import Testing
 
 @testable import LatchkeyCore
+@testable import LatchkeyJOSE
+@testable import LatchkeyWebAuthn
 
 /// Seeded mutations (``Mutations``) of the parsers that read what strangers send: compact JWS, the JOSE header,
 /// the ID-token claims (through the lean JSON parser) and the lean decoder. Each input must be accepted or refused

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import Testing
 
 @Suite("Record identifiers and random tokens")

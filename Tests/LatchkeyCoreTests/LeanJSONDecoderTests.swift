@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyTestSupport
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import Testing
 
 /// `LeanJSONEncoder` must write what Foundation's encoder writes (sorted keys, unescaped slashes, ISO 8601 dates),

@@ -1,4 +1,5 @@
 import LatchkeyCore
+import LatchkeyJOSE
 import Testing
 
 @Suite("Browser-flow clients: redirect URI matching")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import LatchkeyCore
+@testable import LatchkeyJOSE
 
 @Suite("Provider validation: grants remembered as not due")
 struct ValidationFlightsTests {

@@ -6,6 +6,8 @@ import Testing
 import _CryptoExtras
 
 @testable import LatchkeyCore
+@testable import LatchkeyJOSE
+@testable import LatchkeyWebAuthn
 
 @Suite("Passkeys: the WebAuthn relying party's checks")
 struct WebAuthnRelyingPartyTests {

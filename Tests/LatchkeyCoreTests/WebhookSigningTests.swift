@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import LatchkeyCore
+@testable import LatchkeyJOSE
 
 @Suite("Webhooks: Standard Webhooks signatures, secrets, URLs, bodies and the retry schedule")
 struct WebhookSigningTests {
@@ -10,7 +11,7 @@ struct WebhookSigningTests {
 
     @Test("the specification's example signs to its published signature, and verifies")
     func specificationVector() throws {
-        let key = try WebhookEndpoint.signingKey(Self.specSecret).get()
+        let key = try WebhookSignature.key(fromSecret: Self.specSecret.revealed).get()
         let body = #"{"test": 2432232314}"#
         let signature = WebhookSignature.sign(messageID: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: body, key: key)
         #expect(signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
@@ -33,14 +34,14 @@ struct WebhookSigningTests {
     @Test("secrets: whsec_ and at least 24 bytes of base64; a new one is 32 random bytes; the problem never repeats the secret")
     func secrets() throws {
         let fresh = WebhookEndpoint.generateSecret()
-        #expect(try WebhookEndpoint.signingKey(Secret(fresh)).get().count == 32)
+        #expect(try WebhookSignature.key(fromSecret: fresh).get().count == 32)
         #expect(fresh != WebhookEndpoint.generateSecret())
         let short = "whsec_" + Data(repeating: 7, count: 23).base64EncodedString()
         for (secret, problem) in [
             ("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", WebhookSecretProblem.missingPrefix), ("whsec_not base64!", .notBase64), (short, .tooShort(23)),
             ("", .missingPrefix),
         ] {
-            #expect(throws: problem) { try WebhookEndpoint.signingKey(Secret(secret)).get() }
+            #expect(throws: problem) { try WebhookSignature.key(fromSecret: secret).get() }
             #expect(!"\(problem)".contains(secret.dropFirst(6).prefix(8)) || secret.count < 8)
         }
     }

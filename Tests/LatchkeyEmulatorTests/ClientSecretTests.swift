@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyTestSupport
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyTestSupport
 import Synchronization

@@ -1,4 +1,5 @@
 import Foundation
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyTestSupport
 import Testing

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyTestSupport
 import Testing

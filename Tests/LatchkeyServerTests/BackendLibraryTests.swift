@@ -5,6 +5,7 @@ import HummingbirdTesting
 import LatchkeyBackend
 import LatchkeyBackendHummingbird
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer
@@ -142,7 +143,7 @@ struct BackendLibraryTests {
         let clock = MutableClock(Date())
         let sent = Mutex<[(headers: [(name: String, value: String)], body: String)]>([])
         let event = LifecycleEvent.userDeleted("user-1", reason: .providerConsentRevoked, at: clock.now)
-        let key = try WebhookEndpoint.signingKey(Secret(secret)).get()
+        let key = try WebhookSignature.key(fromSecret: secret).get()
         _ = await WebhookDispatcher.post(
             messageID: event.id, body: event.body(), to: "https://backend.example/hooks", key: key, at: clock.now, timeout: .seconds(10),
             send: { _, headers, body, _ in

@@ -1,6 +1,7 @@
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer

@@ -6,6 +6,7 @@ import LatchkeyBackendHummingbird
 import LatchkeyClient
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer
@@ -338,7 +339,7 @@ extension DocumentationExamplesTests {
     @Test("WebhookVerifier.swift: a delivery verified, and user.deleted acted on")
     func webhookVerifierExample() async throws {
         let secret = WebhookEndpoint.generateSecret()
-        let key = try WebhookEndpoint.signingKey(Secret(secret)).get()
+        let key = try WebhookSignature.key(fromSecret: secret).get()
         let sent = LifecycleEvent.userDeleted("user-1", reason: .userRequest, at: Date())
         let body = Array(sent.body().utf8)
         let headers = Dictionary(

@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer

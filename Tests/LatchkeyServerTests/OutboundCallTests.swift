@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Hummingbird
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyTestSupport
 import Logging

@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyServer
 import LatchkeyTestSupport

@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyServer
 import LatchkeyTestSupport

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyStore

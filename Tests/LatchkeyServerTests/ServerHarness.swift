@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer

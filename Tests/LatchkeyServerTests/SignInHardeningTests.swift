@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer

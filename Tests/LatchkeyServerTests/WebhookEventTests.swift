@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyServer
 import LatchkeyTestSupport
@@ -52,7 +53,7 @@ struct WebhookEventTests {
     )
     func lifecycle() async throws {
         let secret = WebhookEndpoint.generateSecret()
-        let key = try WebhookEndpoint.signingKey(Secret(secret)).get()
+        let key = try WebhookSignature.key(fromSecret: secret).get()
         try await ServerHarness.with(configure: {
             $0.webhooks = [WebhookEndpoint(url: Self.endpointURL, secret: Secret(secret))]
             $0.session.reuseGraceWindow = 0

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import LatchkeyCore
+@testable import LatchkeyJOSE
 @testable import LatchkeyStore
 
 /// Decisions about an account that two requests (or two instances) make at once: each is taken inside the store's

@@ -3,6 +3,7 @@ import SQLKit
 import Testing
 
 @testable import LatchkeyCore
+@testable import LatchkeyJOSE
 @testable import LatchkeyStore
 
 /// A sign-in claims its identity token, finds its account and writes, in one step of the store; only a new user who

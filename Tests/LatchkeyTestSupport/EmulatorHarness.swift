@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import LatchkeyCore
 import LatchkeyEmulator
+import LatchkeyJOSE
 import LatchkeyProviders
 import NIOCore
 import NIOHTTP1

@@ -3,6 +3,7 @@ import CryptoExtras
 import Foundation
 import LatchkeyClient
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyProviders
 import Synchronization
 

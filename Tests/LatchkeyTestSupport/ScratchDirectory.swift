@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import Synchronization
 
 /// Directories for a test's files, removed when the test process exits: the SQLite files, session files (which hold

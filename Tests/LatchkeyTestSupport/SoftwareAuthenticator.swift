@@ -3,7 +3,9 @@ import CryptoExtras
 import Foundation
 import LatchkeyClient
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
+import LatchkeyWebAuthn
 
 /// A CBOR writer for tests: shortest heads, definite lengths, map entries in the order given.
 public enum TestCBOR {

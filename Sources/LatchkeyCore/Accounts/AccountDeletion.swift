@@ -1,4 +1,5 @@
 import Foundation
+public import LatchkeyJOSE
 
 /// Deletes accounts as the App Store requires: every provider grant is revoked first (or queued in the
 /// outbox when a provider cannot be reached), then everything of the user goes.

@@ -1,4 +1,5 @@
 public import Foundation
+import LatchkeyJOSE
 public import LatchkeyModels
 
 /// Where Latchkey keeps users, sessions and keys: one store made of the aggregates below, `SQLAuthStore` (module

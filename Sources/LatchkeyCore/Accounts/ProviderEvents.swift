@@ -1,4 +1,5 @@
 public import Foundation
+public import LatchkeyJOSE
 
 /// What happened to a user at the provider, from a verified server-to-server notification.
 public struct ProviderAccountEvent: Sendable, Equatable {

@@ -1,4 +1,5 @@
 public import Foundation
+public import LatchkeyJOSE
 public import Logging
 import Synchronization
 

@@ -1,4 +1,5 @@
 public import Foundation
+import LatchkeyJOSE
 public import LatchkeyModels
 
 /// A person using the app. Identified by ``id`` only; e-mail is informational and never links accounts.

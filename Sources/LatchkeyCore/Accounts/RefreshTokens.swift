@@ -1,5 +1,6 @@
 public import Crypto
 import ExtrasBase64
+import LatchkeyJOSE
 import LatchkeyModels
 
 /// Latchkey's opaque refresh tokens: `lkr_` and 256 bits in base64url, stored only as SHA-256 hashes.

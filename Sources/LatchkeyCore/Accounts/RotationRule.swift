@@ -1,4 +1,5 @@
 public import Foundation
+import LatchkeyJOSE
 
 /// The rule for presenting a refresh token, on token and session records in memory.
 ///

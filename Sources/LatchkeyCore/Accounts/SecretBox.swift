@@ -1,6 +1,7 @@
 public import Crypto
 import ExtrasBase64
 import Foundation
+public import LatchkeyJOSE
 
 /// Seals secrets at rest (Apple refresh tokens, private keys) with AES-256-GCM.
 ///

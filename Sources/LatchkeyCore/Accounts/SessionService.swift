@@ -1,4 +1,5 @@
 public import Foundation
+public import LatchkeyJOSE
 public import LatchkeyModels
 public import Logging
 

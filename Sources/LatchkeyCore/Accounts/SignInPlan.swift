@@ -1,4 +1,5 @@
 public import Foundation
+import LatchkeyJOSE
 
 /// An identity token claimed for one sign-in, remembered until `expiresAt` (see ``ReplayStore``).
 public struct SignInTokenClaim: Sendable, Hashable {

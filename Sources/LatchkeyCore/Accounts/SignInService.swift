@@ -1,5 +1,6 @@
 import Crypto
 public import Foundation
+public import LatchkeyJOSE
 
 /// Sign-ins: finds or creates the user for a verified provider identity and starts a session; links and
 /// unlinks identities; single-use identity tokens; invite-only sign-up.

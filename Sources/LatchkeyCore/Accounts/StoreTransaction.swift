@@ -1,4 +1,5 @@
 public import Foundation
+import LatchkeyJOSE
 public import LatchkeyModels
 
 /// One unit of work: the operations of ``TransactionalStore/write(_:)``'s transaction, which commits when its body

@@ -1,6 +1,7 @@
 import Crypto
 import ExtrasBase64
 public import Foundation
+public import LatchkeyJOSE
 
 /// A key of the admin API. The store keeps its hash only; the key itself is shown once, when it is made.
 public struct AdminKey: Sendable, Equatable {

@@ -1,3 +1,4 @@
+import LatchkeyJOSE
 public import LatchkeyModels
 
 /// The rules for the claims an app's backend sets on a user: a JSON object of at most 4 KiB encoded, nested at

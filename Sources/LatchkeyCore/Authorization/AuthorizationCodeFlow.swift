@@ -1,5 +1,6 @@
 import Crypto
 public import Foundation
+public import LatchkeyJOSE
 import LatchkeyModels
 
 /// Latchkey as the OAuth 2.1 authorization server of its registered apps. Keeps each provider sign-in in

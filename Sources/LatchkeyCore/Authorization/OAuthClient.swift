@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LatchkeyJOSE
 import LatchkeyModels
 
 /// An app registered to use Latchkey's browser flow (`/oauth2/authorize` → `/oauth2/token`).

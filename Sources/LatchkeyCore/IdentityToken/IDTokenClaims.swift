@@ -1,4 +1,5 @@
 import Foundation
+public import LatchkeyJOSE
 
 /// The claims of an OpenID Connect ID token, read leniently where providers disagree on types
 /// (Apple sends booleans as strings or booleans) and strictly everywhere else.

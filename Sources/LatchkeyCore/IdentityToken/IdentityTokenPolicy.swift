@@ -1,4 +1,5 @@
 public import Foundation
+public import LatchkeyJOSE
 
 /// What an identity provider's tokens must look like to be accepted.
 ///

@@ -1,6 +1,7 @@
 import Crypto
 import ExtrasBase64
 public import Foundation
+public import LatchkeyJOSE
 import LatchkeyModels
 
 /// Verifies OpenID Connect identity tokens: signature against the provider's keys, then `iss`, `aud`,

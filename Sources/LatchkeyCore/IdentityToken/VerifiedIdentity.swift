@@ -1,4 +1,5 @@
 public import Foundation
+import LatchkeyJOSE
 
 /// Who a verified identity token says the user is.
 public struct VerifiedIdentity: Sendable, Equatable, Codable, AppleIdentityFacts {

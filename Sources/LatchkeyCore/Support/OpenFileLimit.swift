@@ -1,3 +1,5 @@
+import LatchkeyJOSE
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)

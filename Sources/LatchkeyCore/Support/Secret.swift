@@ -1,3 +1,5 @@
+import LatchkeyJOSE
+
 /// A configured secret — an encryption key, a private key, a client secret — that never prints.
 ///
 /// Its value is read through ``revealed`` where it is used, and only there. Every way Swift turns a value into text

@@ -1,4 +1,5 @@
 import CSystemRandom
+import LatchkeyJOSE
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,6 +1,8 @@
 import Crypto
 public import Foundation
+import LatchkeyJOSE
 public import LatchkeyModels
+import LatchkeyWebAuthn
 
 /// The `passkeys.*` settings.
 public struct PasskeySettings: Sendable, Equatable {

@@ -1,4 +1,5 @@
 public import Foundation
+import LatchkeyJOSE
 
 /// Something that happened to a user that the app's backend hears of through its webhooks. Its `data` always names
 /// the user and never holds a token, a code or a provider secret.

@@ -1,4 +1,5 @@
 public import Foundation
+import LatchkeyJOSE
 
 /// One event owed to one endpoint, kept in the store's outbox from the transaction of the change until a 2xx (or
 /// until the retry schedule gives up).

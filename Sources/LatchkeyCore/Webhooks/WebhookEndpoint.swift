@@ -1,4 +1,5 @@
 import Foundation
+import LatchkeyJOSE
 
 /// Where the app's backend hears what happens to its users: one configured webhook endpoint.
 public struct WebhookEndpoint: Sendable, Hashable {
@@ -35,33 +36,6 @@ public struct WebhookEndpoint: Sendable, Hashable {
         }
     }
 
-    /// The signing key of a `whsec_` secret, or what is wrong with it (never the secret itself).
-    public static func signingKey(_ secret: Secret) -> Result<[UInt8], WebhookSecretProblem> {
-        let text = secret.revealed.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard text.hasPrefix(secretPrefix) else { return .failure(.missingPrefix) }
-        guard let key = Data(base64Encoded: String(text.dropFirst(secretPrefix.count))) else { return .failure(.notBase64) }
-        guard key.count >= minimumKeyBytes else { return .failure(.tooShort(key.count)) }
-        return .success(Array(key))
-    }
-
     /// A new secret: `whsec_` and the base64 of 32 random bytes.
-    public static func generateSecret() -> String { secretPrefix + Data(systemRandomBytes(32)).base64EncodedString() }
-
-    public static let secretPrefix = "whsec_"
-    /// Standard Webhooks asks for 24 to 64 random bytes.
-    public static let minimumKeyBytes = 24
-}
-
-/// Why a webhook secret cannot be used.
-public enum WebhookSecretProblem: Error, Sendable, Equatable, CustomStringConvertible {
-    case missingPrefix, notBase64
-    case tooShort(Int)
-
-    public var description: String {
-        switch self {
-        case .missingPrefix: "does not begin with whsec_ (make one with `latchkey webhooks secret`)"
-        case .notBase64: "is not whsec_ followed by base64 (make one with `latchkey webhooks secret`)"
-        case .tooShort(let count): "holds \(count) bytes; use at least \(WebhookEndpoint.minimumKeyBytes) random bytes (`latchkey webhooks secret`)"
-        }
-    }
+    public static func generateSecret() -> String { WebhookSignature.secretPrefix + Data(systemRandomBytes(32)).base64EncodedString() }
 }

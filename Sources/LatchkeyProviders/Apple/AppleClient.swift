@@ -1,5 +1,6 @@
 import Foundation
-public import LatchkeyCore
+import LatchkeyCore
+public import LatchkeyJOSE
 public import Logging
 
 /// Apple's answer from `/auth/token`.

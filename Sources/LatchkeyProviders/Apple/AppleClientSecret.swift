@@ -1,7 +1,8 @@
 import Crypto
 public import Foundation
 import JWTKit
-public import LatchkeyCore
+import LatchkeyCore
+public import LatchkeyJOSE
 
 /// The credentials of a Sign in with Apple private key (the `.p8` file from the developer portal).
 public struct AppleSigningCredentials: Sendable {

@@ -1,5 +1,6 @@
 public import Foundation
 public import LatchkeyCore
+import LatchkeyJOSE
 
 /// Everything Latchkey needs to talk to Sign in with Apple.
 public struct AppleConfiguration: Sendable {

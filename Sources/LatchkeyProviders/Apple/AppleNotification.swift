@@ -1,5 +1,6 @@
 public import Foundation
-public import LatchkeyCore
+import LatchkeyCore
+public import LatchkeyJOSE
 
 /// A server-to-server notification from Sign in with Apple, verified.
 public struct AppleNotification: Sendable, Equatable {

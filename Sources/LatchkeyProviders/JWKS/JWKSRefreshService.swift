@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+public import LatchkeyJOSE
 public import Logging
 public import ServiceLifecycle
 

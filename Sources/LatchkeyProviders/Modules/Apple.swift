@@ -1,6 +1,7 @@
 public import Configuration
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 
 /// Sign in with Apple: identity tokens verified against Apple's keys; the authorization code redeemed with a client
 /// secret the team's `.p8` key signs; Apple's refresh token kept to validate the grant daily and to revoke it when the

@@ -1,6 +1,7 @@
 public import Configuration
 import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 
 /// Discord: OAuth 2.0 with PKCE (S256), no ID token; the user is `GET /api/users/@me` (the snowflake `id` is the subject,
 /// `verified` says whether the e-mail is). The refresh token is the grant; Discord rotates it on each refresh and revokes

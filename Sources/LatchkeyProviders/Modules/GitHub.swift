@@ -1,6 +1,7 @@
 public import Configuration
 import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 import LatchkeyModels
 
 /// GitHub (github.com, or a GitHub Enterprise Server by its URLs): OAuth 2.0 with PKCE, no ID token. The identity is

@@ -1,6 +1,7 @@
 public import Configuration
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 
 /// GitLab (gitlab.com, or a self-managed instance by its base URL): OpenID Connect with PKCE. The issuer is the base
 /// URL; discovery gives the endpoints and keys (RS256). Sign-ins are ID tokens (with the app's nonce) or codes; the

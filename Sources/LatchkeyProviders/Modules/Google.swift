@@ -1,6 +1,7 @@
 public import Configuration
 public import Foundation
-public import LatchkeyCore
+import LatchkeyCore
+public import LatchkeyJOSE
 
 /// Google: OpenID Connect (ID tokens from Google Sign-In, or codes with PKCE), with `azp` held to the client ids and,
 /// optionally, the Workspace domains (`hd`) allowed.

@@ -1,6 +1,7 @@
 public import Configuration
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 
 /// LINE Login v2.1: OpenID Connect (issuer `https://access.line.me`, discovery, PKCE). The app SDKs' ID tokens are
 /// ES256, verified against LINE's published keys; the web login's are HS256, signed with the channel secret, which is

@@ -1,6 +1,7 @@
 public import Configuration
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 
 /// Sign in with Slack: OpenID Connect (issuer `https://slack.com`, discovery, RS256 keys) with PKCE, whose token
 /// endpoint is a Slack Web API method (`openid.connect.token`): it answers every refusal with HTTP 200 and

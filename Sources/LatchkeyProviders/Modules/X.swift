@@ -1,6 +1,7 @@
 public import Configuration
 import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 
 /// X (formerly Twitter): OAuth 2.0 with PKCE, no ID token and no e-mail; the user is `GET /2/users/me` (`data.id` is the
 /// subject). With `offline.access` X issues a refresh token, the grant: it rotates on each refresh, and

@@ -1,6 +1,7 @@
 public import Configuration
 import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 import LatchkeyModels
 
 /// Dropbox: an authorization code redeemed with PKCE (no secret needed), then `users/get_current_account`;

@@ -1,6 +1,7 @@
 public import Configuration
 public import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 public import Logging
 
 /// Facebook Login: Limited Login ID tokens (iOS) verified locally, and classic user access tokens checked

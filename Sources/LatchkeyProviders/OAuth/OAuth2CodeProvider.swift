@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 import LatchkeyModels
 
 /// What an OAuth 2.0 provider without ID tokens is, for ``OAuth2CodeProvider``: its endpoints and scopes, how it

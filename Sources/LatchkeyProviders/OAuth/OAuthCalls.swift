@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyCore
+import LatchkeyJOSE
 
 /// What an OAuth 2.0 token endpoint answers (RFC 6749 §5.1), with the provider-specific fields Latchkey reads.
 struct OAuthTokenAnswer: Decodable, Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 public import LatchkeyCore
+public import LatchkeyJOSE
 import LatchkeyModels
 public import Logging
 import Synchronization

@@ -10,12 +10,12 @@ public enum JWSSigner {
     }
 
     /// The encoded header segment of `es256(_:keyID:key:type:)`, for a signer that signs many tokens under one key.
-    static func es256Header(keyID: String, type: String?) throws(LatchkeyError) -> String {
+    package static func es256Header(keyID: String, type: String?) throws(LatchkeyError) -> String {
         try encodeSegment(Header(alg: "ES256", kid: keyID, typ: type))
     }
 
     /// Signs `claims` with ES256 under an encoded header segment from `es256Header(keyID:type:)`.
-    static func es256(_ claims: some Encodable, header: String, key: P256.Signing.PrivateKey) throws(LatchkeyError) -> String {
+    package static func es256(_ claims: some Encodable, header: String, key: P256.Signing.PrivateKey) throws(LatchkeyError) -> String {
         let signingInput = try header + "." + encodeSegment(claims)
         let signature: P256.Signing.ECDSASignature
         do {

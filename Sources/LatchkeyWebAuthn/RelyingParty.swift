@@ -1,6 +1,7 @@
 import Crypto
 import ExtrasBase64
 import Foundation
+public import LatchkeyJOSE
 public import LatchkeyModels
 
 /// A passkey as registered: what the store keeps to check its assertions.
@@ -17,6 +18,14 @@ public struct RegisteredPasskey: Sendable, Equatable {
     /// The authenticator model (all zeroes with attestation `none` on most platforms).
     public var aaguid: [UInt8]
     public var transports: [String]
+
+    package init(
+        credentialID: [UInt8], publicKey: [UInt8], algorithm: COSEKey.Algorithm, signCount: UInt32, backupEligible: Bool, backedUp: Bool,
+        aaguid: [UInt8], transports: [String]
+    ) {
+        (self.credentialID, self.publicKey, self.algorithm, self.signCount) = (credentialID, publicKey, algorithm, signCount)
+        (self.backupEligible, self.backedUp, self.aaguid, self.transports) = (backupEligible, backedUp, aaguid, transports)
+    }
 }
 
 /// A passkey assertion that passed: what changes in the stored credential.
@@ -161,7 +170,7 @@ public struct WebAuthnRelyingParty: Sendable {
 
     /// A credential's `rawId`: base64url of 1 to 1023 bytes. An empty id would make a passkey that signs in but that
     /// nobody can name to delete.
-    static func credentialID(_ text: String) throws(LatchkeyError) -> [UInt8] {
+    package static func credentialID(_ text: String) throws(LatchkeyError) -> [UInt8] {
         let id = try decoded(text, "rawId")
         guard !id.isEmpty else { throw refusal("rawId is empty; a credential id is 1 to \(maximumCredentialIDBytes) bytes") }
         guard id.count <= maximumCredentialIDBytes else {
@@ -170,13 +179,13 @@ public struct WebAuthnRelyingParty: Sendable {
         return id
     }
 
-    static func decoded(_ text: String, _ field: String) throws(LatchkeyError) -> [UInt8] {
+    package static func decoded(_ text: String, _ field: String) throws(LatchkeyError) -> [UInt8] {
         guard text.utf8.count <= 96 * 1024, let bytes = try? Base64.decode(bytes: Array(text.utf8), options: [.base64UrlAlphabet, .omitPaddingCharacter])
         else { throw refusal("\(field) is not base64url") }
         return bytes
     }
 
-    static func refusal(_ reason: String) -> LatchkeyError { LatchkeyError(.invalidCredential, reason) }
+    package static func refusal(_ reason: String) -> LatchkeyError { LatchkeyError(.invalidCredential, reason) }
 }
 
 /// Authenticator data (WebAuthn §6.1): the rpId hash, the flags, the signature counter and, at registration, the

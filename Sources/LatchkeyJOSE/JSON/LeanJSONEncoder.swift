@@ -110,7 +110,9 @@ private enum EncodedNode {
                 case 0x0A: output.append(UInt8(ascii: "n"))
                 case 0x0D: output.append(UInt8(ascii: "r"))
                 case 0x09: output.append(UInt8(ascii: "t"))
-                case 0..<0x20: output.append(contentsOf: "u00\(lowercaseHex(CollectionOfOne(byte)))".utf8)
+                case 0..<0x20:
+                    let digits = Array("0123456789abcdef".utf8)
+                    output.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
                 default: output.append(byte)
                 }
             }

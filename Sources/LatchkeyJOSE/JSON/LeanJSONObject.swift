@@ -2,11 +2,11 @@
 ///
 /// Each accessor returns nil for an absent member (or `null`) and throws a `DecodingError` naming
 /// the member when it has the wrong type, exactly as ``LeanJSONDecoder`` would.
-struct LeanJSONObject {
+package struct LeanJSONObject {
     private let decoder: LeanDecoder
     private let members: [JSONMember]
 
-    init(parsing bytes: [UInt8]) throws {
+    package init(parsing bytes: [UInt8]) throws {
         var parser = JSONParser(bytes: bytes)
         let node = try parser.parseDocument()
         guard case .object(let members) = node else {
@@ -24,23 +24,23 @@ struct LeanJSONObject {
 
     private func path(_ name: StaticString) -> [any CodingKey] { [MemberKey(stringValue: "\(name)")] }
 
-    func string(_ name: StaticString) throws -> String? {
+    package func string(_ name: StaticString) throws -> String? {
         guard let node = node(name) else { return nil }
         return try decoder.string(node, path: path(name))
     }
 
-    func number(_ name: StaticString) throws -> Double? {
+    package func number(_ name: StaticString) throws -> Double? {
         guard let node = node(name) else { return nil }
         return try decoder.double(node, path: path(name))
     }
 
-    func integer(_ name: StaticString) throws -> Int? {
+    package func integer(_ name: StaticString) throws -> Int? {
         guard let node = node(name) else { return nil }
         return try decoder.integer(Int.self, node, path: path(name))
     }
 
     /// A boolean sent as `true` or as `"true"` (Apple does both).
-    func lenientBool(_ name: StaticString) throws -> Bool? {
+    package func lenientBool(_ name: StaticString) throws -> Bool? {
         guard let node = node(name) else { return nil }
         if case .bool(let value) = node { return value }
         switch try decoder.string(node, path: path(name)) {
@@ -51,7 +51,7 @@ struct LeanJSONObject {
     }
 
     /// A string or an array of strings (`aud`, RFC 7519 §4.1.3).
-    func stringOrStrings(_ name: StaticString) throws -> [String]? {
+    package func stringOrStrings(_ name: StaticString) throws -> [String]? {
         guard let node = node(name) else { return nil }
         if case .array(let elements) = node {
             return try elements.map { try decoder.string($0, path: path(name)) }
@@ -60,7 +60,7 @@ struct LeanJSONObject {
     }
 
     /// Decodes a member with `Codable`, for the rare structured claim.
-    func decode<T: Decodable>(_ type: T.Type, _ name: StaticString) throws -> T? {
+    package func decode<T: Decodable>(_ type: T.Type, _ name: StaticString) throws -> T? {
         guard let node = node(name) else { return nil }
         return try decoder.decode(T.self, node, path: path(name))
     }

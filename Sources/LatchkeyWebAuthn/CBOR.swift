@@ -1,3 +1,5 @@
+public import LatchkeyJOSE
+
 /// A CBOR data item (RFC 8949) of the subset WebAuthn sends: integers, byte and text strings, arrays, maps, `true`,
 /// `false` and `null`.
 public enum CBORValue: Sendable, Equatable {

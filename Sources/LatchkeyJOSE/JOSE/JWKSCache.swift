@@ -1,5 +1,4 @@
 public import Foundation
-public import LatchkeyCore
 public import Logging
 import Synchronization
 
@@ -281,7 +280,7 @@ public final class JWKSCache: VerificationKeyResolver {
 
 extension Duration {
     /// This duration as a `TimeInterval`.
-    var seconds: TimeInterval {
+    package var seconds: TimeInterval {
         let (seconds, attoseconds) = components
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }

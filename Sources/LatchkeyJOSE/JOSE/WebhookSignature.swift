@@ -1,5 +1,5 @@
 import Crypto
-public import Foundation
+import Foundation
 
 /// Standard Webhooks' signature: `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` under the endpoint's key.
 public enum WebhookSignature {
@@ -25,17 +25,31 @@ public enum WebhookSignature {
             return HMAC<SHA256>.isValidAuthenticationCode(given, authenticating: signed, using: SymmetricKey(data: key)) || found
         }
     }
+
+    /// The signing key of a `whsec_` secret, or what is wrong with it (never the secret itself).
+    public static func key(fromSecret secret: String) -> Result<[UInt8], WebhookSecretProblem> {
+        let text = secret.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard text.hasPrefix(secretPrefix) else { return .failure(.missingPrefix) }
+        guard let key = Data(base64Encoded: String(text.dropFirst(secretPrefix.count))) else { return .failure(.notBase64) }
+        guard key.count >= minimumKeyBytes else { return .failure(.tooShort(key.count)) }
+        return .success(Array(key))
+    }
+
+    public static let secretPrefix = "whsec_"
+    /// Standard Webhooks asks for 24 to 64 random bytes.
+    public static let minimumKeyBytes = 24
 }
 
-/// When a delivery that failed is tried again: Standard Webhooks' schedule, stretched past three days.
-public enum WebhookRetrySchedule {
-    /// The waits after each failed attempt: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h — ten attempts over
-    /// 75 h 35 min; each wait is lengthened by up to a fifth at random, so endpoints back from an outage are not hit at once.
-    public static let waits: [TimeInterval] = [5, 300, 1800, 7200, 18_000, 36_000, 50_400, 72_000, 86_400]
+/// Why a webhook secret cannot be used.
+public enum WebhookSecretProblem: Error, Sendable, Equatable, CustomStringConvertible {
+    case missingPrefix, notBase64
+    case tooShort(Int)
 
-    /// When to try again after the `attempts`-th attempt failed at `now`; nil when it was the last one.
-    public static func nextAttempt(after attempts: Int, at now: Date, jitter: Double = Double.random(in: 0...0.2)) -> Date? {
-        guard attempts >= 1, attempts <= waits.count else { return nil }
-        return now.addingTimeInterval(waits[attempts - 1] * (1 + min(max(jitter, 0), 0.2)))
+    public var description: String {
+        switch self {
+        case .missingPrefix: "does not begin with whsec_ (make one with `latchkey webhooks secret`)"
+        case .notBase64: "is not whsec_ followed by base64 (make one with `latchkey webhooks secret`)"
+        case .tooShort(let count): "holds \(count) bytes; use at least \(WebhookSignature.minimumKeyBytes) random bytes (`latchkey webhooks secret`)"
+        }
     }
 }

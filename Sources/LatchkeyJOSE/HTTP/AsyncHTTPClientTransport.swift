@@ -1,6 +1,5 @@
 public import AsyncHTTPClient
 import Foundation
-public import LatchkeyCore
 import NIOCore
 import NIOHTTP1
 

@@ -1,5 +1,4 @@
 import Foundation
-public import LatchkeyCore
 
 /// One outbound HTTP request, as Latchkey's provider clients make them.
 public struct OutboundRequest: Sendable {
@@ -64,6 +63,6 @@ private let formAllowed: CharacterSet = {
 }()
 
 /// One value percent-encoded as a form field's: what RFC 6749 §2.3.1 asks of a client id and secret in a Basic header.
-func formEscape(_ value: String) -> String {
+package func formEscape(_ value: String) -> String {
     value.addingPercentEncoding(withAllowedCharacters: formAllowed) ?? ""
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+public import LatchkeyJOSE
 import _CryptoExtras
 
 /// A passkey's public key, read from its COSE_Key (RFC 9052 §7, RFC 9053): ES256 on P-256, RS256 (2048 bits or more)

@@ -16,7 +16,7 @@ public enum OutboundURL {
     /// Whether the authority of `uri` has no port, or a port: 1 to 65535 in ASCII digits, with no sign and not empty
     /// after its colon. Read from the text itself: Foundation's parser lets `:99999999999999999999` through, and a port
     /// above 65535 on an IP-literal host traps inside the HTTP client.
-    static func hasPortOrNone(_ uri: String) -> Bool {
+    package static func hasPortOrNone(_ uri: String) -> Bool {
         guard let start = uri.range(of: "://")?.upperBound else { return false }
         var authority = uri[start...].prefix { !"/?#".contains($0) }
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
