@@ -3,37 +3,6 @@ public import LatchkeyCore
 public import LatchkeyJOSE
 public import LatchkeyModels
 
-/// What an app sends to sign in with a provider; which fields a provider needs depends on the provider.
-public struct ProviderCredential: Sendable {
-    /// An OpenID Connect ID token (Apple's identity token, Google's, Microsoft's, Facebook Limited Login's).
-    public var idToken: String?
-    /// The nonce the app generated, when the ID token carries one.
-    public var rawNonce: String?
-    /// An authorization code for the server to redeem.
-    public var authorizationCode: String?
-    /// The PKCE verifier of that code (RFC 7636).
-    public var codeVerifier: String?
-    /// The redirect URI the code was issued to.
-    public var redirectURI: String?
-    /// An access token the provider can be asked about (Facebook classic login, Dropbox).
-    public var accessToken: String?
-    /// Which of the provider's configured client ids the app used, when it has several (code exchange).
-    public var clientID: String?
-
-    public init(
-        idToken: String? = nil, rawNonce: String? = nil, authorizationCode: String? = nil, codeVerifier: String? = nil, redirectURI: String? = nil,
-        accessToken: String? = nil, clientID: String? = nil
-    ) {
-        self.idToken = idToken
-        self.rawNonce = rawNonce
-        self.authorizationCode = authorizationCode
-        self.codeVerifier = codeVerifier
-        self.redirectURI = redirectURI
-        self.accessToken = accessToken
-        self.clientID = clientID
-    }
-}
-
 extension ProviderCredential {
     /// The authorization code and its PKCE verifier, which a provider without ID tokens needs; `displayName` names the
     /// provider in the refusal.
@@ -45,22 +14,6 @@ extension ProviderCredential {
             throw LatchkeyError(.malformedRequest, "codeVerifier is missing or not 43–128 unreserved characters (RFC 7636 §4.1)")
         }
         return (code, verifier)
-    }
-}
-
-/// A credential the provider has vouched for.
-public struct ProviderSignIn: Sendable {
-    /// Who signed in. For providers without ID tokens, built from what the provider answered.
-    public var identity: VerifiedIdentity
-    /// The ID token that proved it, when the app sent one: it may start one session only.
-    public var singleUseToken: String?
-    /// A token the provider issued that is worth keeping to validate and revoke the grant later.
-    public var grant: String?
-
-    public init(identity: VerifiedIdentity, singleUseToken: String? = nil, grant: String? = nil) {
-        self.identity = identity
-        self.singleUseToken = singleUseToken
-        self.grant = grant
     }
 }
 
@@ -109,18 +62,9 @@ public struct BrowserSignInStart: Sendable, Equatable {
 /// A sign-in runs ``verify(_:)`` (local checks, or the one provider call that proves the credential),
 /// then the server claims ``ProviderSignIn/singleUseToken``, then ``complete(_:_:)`` does the calls that
 /// must not happen twice for one credential (such as redeeming Apple's code).
-public protocol IdentityProvider: ProviderAuthorizationLink {
-    /// The path segment and stored provider name: `apple`, `google`, or a generic provider's name.
-    var name: String { get }
+public protocol IdentityProvider: ProviderAuthorizationLink, CredentialVerifier {
     /// The body fields this provider takes, for error descriptions and the 404 listing.
     var acceptedCredentials: String { get }
-    /// Checks what the app sent.
-    func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn
-    /// Finishes the sign-in after its token was claimed; returns the sign-in with any grant obtained.
-    func complete(_ credential: ProviderCredential, _ signIn: ProviderSignIn) async throws -> ProviderSignIn
-    /// Whether ``complete(_:_:)`` calls the provider for this credential. Only then is the token claimed before it runs;
-    /// otherwise the claim is made with the sign-in's writes, in one store step.
-    func completes(_ credential: ProviderCredential) -> Bool
     /// Signing-key caches to keep fresh in the background.
     var keyCaches: [JWKSCache] { get }
     /// The provider's name for people (the chooser page's buttons).
@@ -135,17 +79,6 @@ public protocol IdentityProvider: ProviderAuthorizationLink {
     func browserName(_ answer: [String: String]) -> PersonName?
     /// The JSON body `POST /v1/auth/{name}` takes: ``ProviderSignInRequest``, or Apple's ``AppleSignInRequest``.
     var signInBody: any SignInBody.Type { get }
-}
-
-/// A person's name as a provider or an app gave it, unchecked.
-public struct PersonName: Sendable, Equatable {
-    public var givenName: String?
-    public var familyName: String?
-
-    public init(givenName: String?, familyName: String?) {
-        self.givenName = givenName
-        self.familyName = familyName
-    }
 }
 
 /// A body of `POST /v1/auth/{provider}` (and of linking): the credential, and what else the app sent with it.

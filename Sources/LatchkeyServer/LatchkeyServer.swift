@@ -38,6 +38,8 @@ public struct LatchkeyServer: Sendable {
     let logger: Logger
     let ipLimiter: RateLimiter
     let subjectLimiter: RateLimiter
+    /// Sign-ins with a provider's credential, each verified account held to the per-account rate limit.
+    let signInFlow: SignInFlow
     let verifiedTokens: VerifiedTokenCache
     let keyReloads = Cooldown(interval: 5)
 
@@ -78,15 +80,22 @@ public struct LatchkeyServer: Sendable {
         policy.webhooks = WebhookEndpoints(configuration.webhooks)
         let sessions = SessionService(
             store: store, accessTokens: accessTokens, box: box, providerLinks: registry.links, policy: policy, timeSource: timeSource, logger: logger)
+        let subjectLimiter = RateLimiter(perMinute: configuration.rateLimit.perSubject)
+        let signInFlow = SignInFlow(signIns: sessions.signIns) { provider, subject in
+            guard let wait = subjectLimiter.check("sub:\(provider):" + subject) else { return }
+            throw APIError(
+                status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s",
+                headers: [.retryAfter: String(wait)])
+        }
         return LatchkeyServer(
             configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, providers: registry,
             flows: AuthorizationCodeFlow(store: store, issuer: sessions.issuer, box: box, timeSource: timeSource),
-            passkeys: configuration.passkeys.map { PasskeyService(settings: $0, signIns: sessions.signIns, box: box) },
+            passkeys: configuration.passkeys.map { PasskeyService(settings: $0, signIns: sessions.signIns, store: store, box: box) },
             clients: Dictionary(configuration.clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first }),
             confidentialClients: Set(configuration.clients.filter { $0.kind == .confidential }.map(\.clientID)),
             appleNotifications: appleNotifications, box: box, timeSource: timeSource, logger: logger,
-            ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP), subjectLimiter: RateLimiter(perMinute: configuration.rateLimit.perSubject),
-            verifiedTokens: VerifiedTokenCache(timeSource: timeSource)
+            ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP), subjectLimiter: subjectLimiter,
+            signInFlow: signInFlow, verifiedTokens: VerifiedTokenCache(timeSource: timeSource)
         )
     }
 

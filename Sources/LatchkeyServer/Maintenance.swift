@@ -13,7 +13,7 @@ public enum KeyMaintenance {
     /// propagation delay, an access token's lifetime and leeway, by this server's settings). A key is retired only
     /// past both that and its stored `retireAfter`, which whoever rotated (`latchkey keys rotate` on an admin's
     /// machine, say) computed from its own settings and clock.
-    public static func ensureActiveKey(store: any AuthStore, box: SecretBox, now: Date, overlap: TimeInterval = 0) async throws {
+    public static func ensureActiveKey(store: any SigningKeyStore, box: SecretBox, now: Date, overlap: TimeInterval = 0) async throws {
         let keys = try await store.signingKeys()
         let successor = keys.filter { $0.state == .active }.map(\.createdAt).max() ?? .distantPast
         for var key in keys
@@ -31,7 +31,7 @@ public enum KeyMaintenance {
     /// instance has loaded it by then); the previous one signs until then and keeps verifying until `overlap` after
     /// now (``ServerConfiguration/signingKeyOverlap``, the same span ``ensureActiveKey(store:box:now:overlap:)`` keeps it for).
     @discardableResult
-    public static func rotate(store: any AuthStore, box: SecretBox, now: Date, overlap: TimeInterval) async throws -> SigningKeyRecord {
+    public static func rotate(store: any SigningKeyStore, box: SecretBox, now: Date, overlap: TimeInterval) async throws -> SigningKeyRecord {
         let previous = try await store.signingKeys().filter { $0.state == .active }
         // The new key first: an instance that looked in between would otherwise find no active key and make its own.
         let fresh = try AccessTokenKeys.generateRecord(box: box, now: now)

@@ -229,11 +229,7 @@ extension LatchkeyServer {
         }
         let name = Self.browserName(provider.browserName(answer))
         do {
-            let account = try await withVerifiedCredential(provider, credential, claimingInBody: true) { signIn, token in
-                try await sessions.signIns.resolveAccount(
-                    identity: signIn.identity, provider: provider.name, givenName: name?.givenName, familyName: name?.familyName,
-                    providerRefreshToken: signIn.grant, inviteCode: pending.inviteCode, claiming: token)
-            }
+            let account = try await signInFlow.resolveAccount(provider, credential, name: name, inviteCode: pending.inviteCode)
             let code = try await flows.issueCode(for: pending, userID: account.user.id, identityID: account.identity.id, userAgent: request.headers[.userAgent])
             metrics.signIn(provider: provider.name, outcome: account.isNewUser ? "new_user" : "ok")
             return redirectToApp(pending.redirectURI, [("code", code)], state: pending.appState)

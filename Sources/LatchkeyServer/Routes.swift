@@ -118,41 +118,13 @@ extension LatchkeyServer {
         text.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
-    /// Verifies a credential; then `body` runs with the verified sign-in. Its single-use token is claimed first when the
-    /// provider still has calls to make for the credential (redeeming Apple's code, which must not happen twice), and a
-    /// failure there releases the claim so the app may retry with the same token. Otherwise, with `claimingInBody`,
-    /// `body` gets the token to claim itself, in the store step that writes the sign-in.
-    func withVerifiedCredential<T: Sendable>(
-        _ provider: any IdentityProvider, _ credential: ProviderCredential, claimingInBody: Bool = false,
-        _ body: (_ signIn: ProviderSignIn, _ tokenToClaim: String?) async throws -> T
-    ) async throws -> T {
-        let signIn = try await provider.verify(credential)
-        if let wait = subjectLimiter.check("sub:\(provider.name):" + signIn.identity.subject) {
-            throw APIError(
-                status: .tooManyRequests, code: "rate_limited", description: "too many sign-ins for this account; retry in \(wait) s",
-                headers: [.retryAfter: String(wait)])
-        }
-        if claimingInBody, !provider.completes(credential) {
-            return try await body(try await provider.complete(credential, signIn), signIn.singleUseToken)
-        }
-        if let token = signIn.singleUseToken { try await sessions.signIns.claimSignIn(token, provider: provider.name, identity: signIn.identity) }
-        do {
-            return try await body(try await provider.complete(credential, signIn), nil)
-        } catch {
-            if let token = signIn.singleUseToken { await sessions.signIns.releaseSignIn(token, provider: provider.name, identity: signIn.identity) }
-            throw error
-        }
-    }
-
     func signIn(_ request: Request, providerName: String) async throws -> Response {
         do {
             let provider = try provider(providerName)
             let body = try await credentialBody(request, provider: provider)
-            let outcome = try await withVerifiedCredential(provider, body.credential, claimingInBody: true) { signIn, token in
-                try await sessions.signIns.signIn(
-                    identity: signIn.identity, provider: provider.name, givenName: body.givenName, familyName: body.familyName,
-                    providerRefreshToken: signIn.grant, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode, claiming: token)
-            }
+            let outcome = try await signInFlow.signIn(
+                provider, body.credential, name: PersonName(givenName: body.givenName, familyName: body.familyName), userAgent: request.headers[.userAgent],
+                inviteCode: body.inviteCode)
             metrics.signIn(provider: provider.name, outcome: outcome.isNewUser ? "new_user" : "ok")
             return Self.signInResponse(outcome)
         } catch {
@@ -170,9 +142,7 @@ extension LatchkeyServer {
         let (token, _) = try await authenticate(request)
         let provider = try provider(providerName)
         let body = try await credentialBody(request, provider: provider)
-        let identities = try await withVerifiedCredential(provider, body.credential) { signIn, _ in
-            try await sessions.signIns.link(identity: signIn.identity, provider: provider.name, userID: token.userID, providerRefreshToken: signIn.grant)
-        }
+        let identities = try await signInFlow.link(provider, body.credential, userID: token.userID)
         guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
         return JSONBody.response(Self.userResponse(user, identities))
     }

@@ -31,7 +31,7 @@ public struct WebhookDispatcher: Sendable {
     /// Sends one signed POST and says what came back.
     public typealias Send = @Sendable (_ url: String, _ headers: [(name: String, value: String)], _ body: String, _ timeout: Duration) async -> Outcome
 
-    let store: any AuthStore
+    let store: any WebhookStore
     let endpoints: [String: (endpoint: WebhookEndpoint, key: [UInt8])]
     let timeout: Duration
     let send: Send
@@ -43,7 +43,7 @@ public struct WebhookDispatcher: Sendable {
 
     /// `endpoints` must have valid secrets (``ServerConfiguration/validate()`` checked them).
     public init(
-        store: any AuthStore, endpoints: [WebhookEndpoint], timeout: Duration = .seconds(10), send: @escaping Send = WebhookDispatcher.httpSend,
+        store: any WebhookStore, endpoints: [WebhookEndpoint], timeout: Duration = .seconds(10), send: @escaping Send = WebhookDispatcher.httpSend,
         timeSource: TimeSource = .system, metrics: ServerMetrics? = nil, logger: Logger = Logger(label: "latchkey.webhooks")
     ) {
         self.store = store

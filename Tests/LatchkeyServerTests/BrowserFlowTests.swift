@@ -446,6 +446,10 @@ struct BrowserFlowTests {
             #expect(try await harness.send("GET", "/v1/me", bearer: access).status == 401)
             let refreshed = try await Self.token(harness, [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", Self.app)])
             #expect(refreshed.error == "invalid_grant")
+            // The revocation is audited with it, once: a second replay finds the session ended already.
+            _ = try await Self.redeem(harness, code, request)
+            let audits = try await harness.store.auditEvents(userID: nil, limit: 100).filter { $0.detail.contains("authorization_code_replayed") }
+            #expect(audits.map(\.kind) == ["session_revoked"])
         }
     }
 

@@ -16,6 +16,25 @@ extension StoreConformanceTests {
         return try await store.webhookDeliveries(status: nil, limit: 10_000).filter { $0.endpoint == url }
     }
 
+    /// Writes `change` and, when it happened, `notices`, in one unit of work, as the flows do; returns whether it happened.
+    func write(
+        _ store: any AuthStore, notifying notices: [WebhookDelivery], _ change: @escaping @Sendable (any StoreTransaction) async throws -> Bool
+    ) async throws -> Bool {
+        try await store.write { tx in
+            guard try await change(tx) else { return false }
+            try await tx.enqueue(notices)
+            return true
+        }
+    }
+
+    func unlink(_ store: any AuthStore, _ identityID: String, of userID: String, notifying notices: [WebhookDelivery]) async throws -> IdentityUnlink {
+        try await store.write { tx in
+            let unlink = try await tx.unlinkIdentity(id: identityID, userID: userID, reason: "test", at: Self.now)
+            if case .unlinked = unlink { try await tx.enqueue(notices) }
+            return unlink
+        }
+    }
+
     @Test("each change writes its deliveries with it; a change that does not happen writes none", arguments: kinds)
     func deliveriesWithTheirChange(kind: Kind) async throws {
         try await withStore(kind) { store in
@@ -25,24 +44,28 @@ extension StoreConformanceTests {
             // A new identity: linked and notified together; the same account linked again: neither.
             let google = LinkedIdentity(
                 id: newIdentifier(), userID: user.id, provider: "google", subject: "\(run)-g", firstSeenAt: now, lastSignInAt: now)
-            try await store.addIdentity(google, notifying: hooks.deliveries(.identity(.identityLinked, google, at: now)))
+            try await store.write { tx in
+                try await tx.addIdentity(google)
+                try await tx.enqueue(hooks.deliveries(.identity(.identityLinked, google, at: now)))
+            }
             var twice = google
             twice.id = newIdentifier()
             await #expect(throws: AuthStoreError.duplicate) {
-                try await store.addIdentity(twice, notifying: hooks.deliveries(.identity(.identityLinked, twice, at: now)))
+                try await store.write { tx in
+                    try await tx.addIdentity(twice)
+                    try await tx.enqueue(hooks.deliveries(.identity(.identityLinked, twice, at: now)))
+                }
             }
             #expect(try await deliveries(store, hooks).map(\.kind) == ["identity.linked"])
 
             // Unlinking: notified when it unlinks, not when it refuses (the last identity) or finds nothing.
             let unlinked = hooks.deliveries(.identity(.identityUnlinked, google, at: now))
-            #expect(try await store.unlinkIdentity(id: google.id, userID: user.id, reason: "test", at: now, notifying: unlinked) == .unlinked(nil))
+            #expect(try await unlink(store, google.id, of: user.id, notifying: unlinked) == .unlinked(nil))
             #expect(
-                try await store.unlinkIdentity(
-                    id: identity.id, userID: user.id, reason: "test", at: now, notifying: hooks.deliveries(.identity(.identityUnlinked, identity, at: now)))
+                try await unlink(store, identity.id, of: user.id, notifying: hooks.deliveries(.identity(.identityUnlinked, identity, at: now)))
                     == .lastIdentity)
             #expect(
-                try await store.unlinkIdentity(
-                    id: google.id, userID: user.id, reason: "test", at: now, notifying: hooks.deliveries(.identity(.identityUnlinked, google, at: now)))
+                try await unlink(store, google.id, of: user.id, notifying: hooks.deliveries(.identity(.identityUnlinked, google, at: now)))
                     == .notFound)
             #expect(try await deliveries(store, hooks).map(\.kind).sorted() == ["identity.linked", "identity.unlinked"])
 
@@ -51,15 +74,21 @@ extension StoreConformanceTests {
                 identityID: identity.id, provider: "apple", clientID: "c", sealedRefreshToken: "v1.t", lastValidatedAt: now, createdAt: now)
             try await store.saveProviderGrant(grant)
             let revoked = hooks.deliveries(.identity(.identityRevoked, identity, at: now))
-            #expect(try await !store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.other", notifying: revoked))
-            #expect(try await store.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.t", notifying: revoked))
-            try await store.updateIdentity(
-                identity, notifying: hooks.deliveries(.emailChanged(user.id, provider: "apple", email: "n@example.com", verified: true, at: now)))
-            try await store.deleteIdentity(id: identity.id, notifying: hooks.deliveries(.identity(.identityRevoked, identity, at: now)))
-            try await store.deleteIdentity(id: identity.id, notifying: hooks.deliveries(.identity(.identityRevoked, identity, at: now)))
-            try await store.updateIdentity(identity, notifying: hooks.deliveries(.emailChanged(user.id, provider: "apple", email: nil, verified: nil, at: now)))
-            try await store.deleteUser(id: user.id, notifying: hooks.deliveries(.userDeleted(user.id, reason: .admin, at: now)))
-            try await store.deleteUser(id: user.id, notifying: hooks.deliveries(.userDeleted(user.id, reason: .admin, at: now)))
+            #expect(try await !write(store, notifying: revoked) { try await $0.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.other") })
+            #expect(try await write(store, notifying: revoked) { try await $0.deleteProviderGrant(identityID: identity.id, sealedRefreshToken: "v1.t") })
+            #expect(
+                try await write(store, notifying: hooks.deliveries(.emailChanged(user.id, provider: "apple", email: "n@example.com", verified: true, at: now)))
+                {
+                    try await $0.updateIdentity(identity)
+                })
+            let identityRevoked = hooks.deliveries(.identity(.identityRevoked, identity, at: now))
+            #expect(try await write(store, notifying: identityRevoked) { try await $0.deleteIdentity(id: identity.id) })
+            #expect(try await !write(store, notifying: identityRevoked) { try await $0.deleteIdentity(id: identity.id) })
+            let emailGone = hooks.deliveries(.emailChanged(user.id, provider: "apple", email: nil, verified: nil, at: now))
+            #expect(try await !write(store, notifying: emailGone) { try await $0.updateIdentity(identity) })
+            let userDeleted = hooks.deliveries(.userDeleted(user.id, reason: .admin, at: now))
+            #expect(try await write(store, notifying: userDeleted) { try await $0.deleteUser(id: user.id) })
+            #expect(try await !write(store, notifying: userDeleted) { try await $0.deleteUser(id: user.id) })
             #expect(
                 try await deliveries(store, hooks).map(\.kind).sorted() == [
                     "identity.linked", "identity.revoked", "identity.revoked", "identity.unlinked", "user.deleted", "user.email_changed",
@@ -248,7 +277,11 @@ extension StoreConformanceTests {
             let (user, _) = try await makeUser(store)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<2 {
-                    group.addTask { try await store.deleteUser(id: user.id, notifying: hooks.deliveries(.userDeleted(user.id, reason: .admin, at: Self.now))) }
+                    group.addTask {
+                        _ = try await write(store, notifying: hooks.deliveries(.userDeleted(user.id, reason: .admin, at: Self.now))) {
+                            try await $0.deleteUser(id: user.id)
+                        }
+                    }
                 }
                 try await group.waitForAll()
             }

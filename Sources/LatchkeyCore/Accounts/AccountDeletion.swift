@@ -4,11 +4,11 @@ public import LatchkeyJOSE
 /// Deletes accounts as the App Store requires: every provider grant is revoked first (or queued in the
 /// outbox when a provider cannot be reached), then everything of the user goes.
 public struct AccountDeletion: Sendable {
-    public let store: any AuthStore
+    public let store: any UserStore & TransactionalStore
     public let grants: ProviderGrants
     public let timeSource: TimeSource
 
-    public init(store: any AuthStore, grants: ProviderGrants, timeSource: TimeSource) {
+    public init(store: any UserStore & TransactionalStore, grants: ProviderGrants, timeSource: TimeSource) {
         self.store = store
         self.grants = grants
         self.timeSource = timeSource

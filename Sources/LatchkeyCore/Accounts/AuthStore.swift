@@ -12,16 +12,13 @@ public import LatchkeyModels
 ///
 /// A flow writes its change, its audit events and the ``WebhookDelivery`` rows it owes in one unit of work,
 /// ``TransactionalStore/write(_:)``: they commit together, or none of them does.
-public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
+public protocol AuthStore: SignInStore, UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
     OneTimeRecordStore, WebhookStore, AdminKeyStore, TransactionalStore
 {
     /// Creates or upgrades the schema.
     func migrate() async throws
     /// Throws when the store cannot answer (readiness).
     func ping() async throws
-    /// A sign-in in one transaction: claims the plan's identity token (when it has one), looks up the account of its
-    /// provider and subject, and writes the plan's record for it (see ``SignInPlan``).
-    func signIn(_ plan: SignInPlan) async throws -> SignInStepResult
     /// Deletes expired refresh tokens and sign-in records, one-time records expired for a day, sessions revoked or
     /// expired for 30 days or more with all their tokens, sealed payloads of finished outbox items, and webhook
     /// deliveries finished longer ago than ``WebhookDelivery/deliveredRetention`` or ``WebhookDelivery/failedRetention``; returns how many
@@ -33,7 +30,14 @@ public protocol AuthStore: UserStore, SessionStore, ProviderGrantStore, SigningK
     @discardableResult func sweep(now: Date, unlessSweptWithin interval: TimeInterval) async throws -> Int?
 }
 
-/// The parts of ``AuthStore/signIn(_:)``, one at a time, for the conformance suite to hold each store to them; the
+/// Sign-ins, one of the two batched writes (with the grouped rotation of ``SessionStore``).
+public protocol SignInStore: Sendable {
+    /// A sign-in in one transaction: claims the plan's identity token (when it has one), looks up the account of its
+    /// provider and subject, and writes the plan's record for it (see ``SignInPlan``).
+    func signIn(_ plan: SignInPlan) async throws -> SignInStepResult
+}
+
+/// The parts of ``SignInStore/signIn(_:)``, one at a time, for the conformance suite to hold each store to them; the
 /// server only ever writes a sign-in whole.
 package protocol SignInStepParts: AuthStore {
     /// The identity with this provider and subject, its user and all the user's identities, in one read; nil when
@@ -46,45 +50,33 @@ package protocol SignInStepParts: AuthStore {
     func redeemInvite(codeHash: String, at now: Date) async throws -> Bool
 }
 
-/// One change at a time: each runs its ``StoreTransaction`` operation in a transaction of its own, and owes the
-/// deliveries it is given only when the change happened. A flow with an audit event, or several changes, uses
-/// ``TransactionalStore/write(_:)`` itself.
-extension AuthStore {
-    /// Writes what a sign-in learns about an identity (profile, claims, last sign-in); one that is gone stays gone.
-    public func updateIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery] = []) async throws {
-        try await write { tx in if try await tx.updateIdentity(identity) { try await tx.enqueue(notices) } }
+/// One change at a time, each in a transaction of its own. A flow with an audit event, a webhook delivery or several
+/// changes uses ``TransactionalStore/write(_:)`` itself, so that they commit together.
+extension TransactionalStore {
+    /// Writes what a sign-in learns about an identity (profile, claims, last sign-in); false when it is gone.
+    @discardableResult public func updateIdentity(_ identity: LinkedIdentity) async throws -> Bool {
+        try await write { try await $0.updateIdentity(identity) }
     }
 
     /// Links another identity to an existing user; `.duplicate` when that provider account is linked already (to anyone)
     /// or the identity's id is taken, `.notFound` when the user does not exist.
-    public func addIdentity(_ identity: LinkedIdentity, notifying notices: [WebhookDelivery] = []) async throws {
-        try await write { tx in
-            try await tx.addIdentity(identity)
-            try await tx.enqueue(notices)
-        }
+    public func addIdentity(_ identity: LinkedIdentity) async throws {
+        try await write { try await $0.addIdentity(identity) }
     }
 
-    /// Deletes an identity with its provider grant; the sessions it began are the caller's to revoke.
-    public func deleteIdentity(id: String, notifying notices: [WebhookDelivery] = []) async throws {
-        try await write { tx in if try await tx.deleteIdentity(id: id) { try await tx.enqueue(notices) } }
+    /// Deletes an identity with its provider grant; the sessions it began are the caller's to revoke. False when it is gone.
+    @discardableResult public func deleteIdentity(id: String) async throws -> Bool {
+        try await write { try await $0.deleteIdentity(id: id) }
     }
 
-    /// Unlinks the user's identity `id` unless it is the user's last one, deciding in the same transaction as the
-    /// delete, so that two unlinks racing cannot both succeed and leave the user with no way in. With it go its provider
-    /// grant (returned, for the caller to revoke at the provider) and the sessions it began (revoked for `reason`).
-    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date, notifying notices: [WebhookDelivery] = []) async throws
-        -> IdentityUnlink
-    {
-        try await write { tx in
-            let unlink = try await tx.unlinkIdentity(id: id, userID: userID, reason: reason, at: at)
-            if case .unlinked = unlink { try await tx.enqueue(notices) }
-            return unlink
-        }
+    /// Unlinks the user's identity `id` unless it is the user's last one (see ``StoreTransaction/unlinkIdentity(id:userID:reason:at:)``).
+    public func unlinkIdentity(id: String, userID: String, reason: String, at: Date) async throws -> IdentityUnlink {
+        try await write { try await $0.unlinkIdentity(id: id, userID: userID, reason: reason, at: at) }
     }
 
-    /// Deletes the user with their identities, provider grants and sessions; of two deletions racing, one notifies.
-    public func deleteUser(id: String, notifying notices: [WebhookDelivery] = []) async throws {
-        try await write { tx in if try await tx.deleteUser(id: id) { try await tx.enqueue(notices) } }
+    /// Deletes the user with their identities, provider grants and sessions; false when they are gone.
+    @discardableResult public func deleteUser(id: String) async throws -> Bool {
+        try await write { try await $0.deleteUser(id: id) }
     }
 
     /// Replaces the user's claims (nil or empty: none); false when there is no such user.
@@ -108,12 +100,8 @@ extension AuthStore {
     }
 
     /// Deletes the grant only if it still holds `sealedRefreshToken` (a newer sign-in's grant survives); false otherwise.
-    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String, notifying notices: [WebhookDelivery] = []) async throws -> Bool {
-        try await write { tx in
-            guard try await tx.deleteProviderGrant(identityID: identityID, sealedRefreshToken: sealedRefreshToken) else { return false }
-            try await tx.enqueue(notices)
-            return true
-        }
+    public func deleteProviderGrant(identityID: String, sealedRefreshToken: String) async throws -> Bool {
+        try await write { try await $0.deleteProviderGrant(identityID: identityID, sealedRefreshToken: sealedRefreshToken) }
     }
 
     /// Marks the invite revoked; false when there is no such invite. Revoking it again is true and keeps the first

@@ -23,11 +23,11 @@ public struct ProviderAccountEvent: Sendable, Equatable {
 /// Applies what providers report about their accounts (consent revoked, account deleted, e-mail relay
 /// changes) to the identity at that provider, once per event.
 public struct ProviderEvents: Sendable {
-    public let store: any AuthStore
+    public let store: any UserStore & ReplayStore & AuditStore & TransactionalStore
     public let policy: SessionPolicy
     public let timeSource: TimeSource
 
-    public init(store: any AuthStore, policy: SessionPolicy, timeSource: TimeSource) {
+    public init(store: any UserStore & ReplayStore & AuditStore & TransactionalStore, policy: SessionPolicy, timeSource: TimeSource) {
         self.store = store
         self.policy = policy
         self.timeSource = timeSource

@@ -41,7 +41,7 @@ extension ProviderValidation: CustomStringConvertible {
 /// disconnected the app at the provider loses the sessions it began), and revoked at the provider — at once,
 /// or through the outbox when the provider cannot be reached.
 public struct ProviderGrants: Sendable {
-    public let store: any AuthStore
+    public let store: any ProviderGrantStore & OutboxStore & TransactionalStore
     public let box: SecretBox
     /// Each provider's link, by provider name (`apple`, `google`, …).
     public let links: [String: any ProviderAuthorizationLink]
@@ -51,7 +51,8 @@ public struct ProviderGrants: Sendable {
     private let logger: Logger?
 
     public init(
-        store: any AuthStore, box: SecretBox, links: [String: any ProviderAuthorizationLink], policy: SessionPolicy, timeSource: TimeSource,
+        store: any ProviderGrantStore & OutboxStore & TransactionalStore, box: SecretBox, links: [String: any ProviderAuthorizationLink], policy: SessionPolicy,
+        timeSource: TimeSource,
         logger: Logger? = nil
     ) {
         self.store = store

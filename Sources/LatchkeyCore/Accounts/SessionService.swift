@@ -42,7 +42,7 @@ public struct IssuedTokens: Sendable, Equatable {
 
 /// Starts session families: the first refresh token and its access token.
 public struct SessionIssuer: Sendable {
-    public let store: any AuthStore
+    public let store: any SessionStore
     public let accessTokens: AccessTokenService
     public let refreshTokens: RefreshTokens
     public let policy: SessionPolicy
@@ -103,7 +103,7 @@ public struct PreparedSession: Sendable {
 /// ``events`` (provider notifications); this type rotates refresh tokens with reuse detection and ends
 /// sessions. Knows nothing of HTTP.
 public struct SessionService: Sendable {
-    public let store: any AuthStore
+    public let store: any SessionStore & TransactionalStore
     public let accessTokens: AccessTokenService
     public let refreshTokens: RefreshTokens
     public let policy: SessionPolicy

@@ -17,7 +17,7 @@ public struct SignInTokenClaim: Sendable, Hashable {
     }
 }
 
-/// A sign-in decided up to its account, which the store finds in the same transaction (``AuthStore/signIn(_:)``):
+/// A sign-in decided up to its account, which the store finds in the same transaction (``SignInStore/signIn(_:)``):
 /// the store makes ``claim``, looks up the identity of ``provider`` and ``subject``, and writes ``record(for:)`` of
 /// what it found. Everything random (identifiers, the refresh token) is drawn when the plan is made, so one account
 /// always gives the same record, and the caller learns what was written from the account alone.
@@ -159,7 +159,7 @@ public struct SignInPlan: Sendable {
     }
 }
 
-/// What ``AuthStore/signIn(_:)`` did with a plan.
+/// What ``SignInStore/signIn(_:)`` did with a plan.
 public enum SignInStepResult: Sendable, Equatable {
     /// The plan's identity token was claimed before: nothing was written.
     case tokenUsed

@@ -24,10 +24,10 @@ public struct AdminKey: Sendable, Equatable {
 
 /// Makes, checks and revokes admin API keys (`lka_` and 32 random bytes, base64url).
 public struct AdminKeys: Sendable {
-    public let store: any AuthStore
+    public let store: any AdminKeyStore
     public let timeSource: TimeSource
 
-    public init(store: any AuthStore, timeSource: TimeSource = .system) {
+    public init(store: any AdminKeyStore, timeSource: TimeSource = .system) {
         self.store = store
         self.timeSource = timeSource
     }

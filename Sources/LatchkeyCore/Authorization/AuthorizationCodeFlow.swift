@@ -66,12 +66,12 @@ public struct AuthorizationCodeFlow: Sendable {
         var idp: String?
     }
 
-    public let store: any AuthStore
+    public let store: any OneTimeRecordStore & UserStore & AuditStore & TransactionalStore
     public let issuer: SessionIssuer
     private let box: SecretBox
     private let timeSource: TimeSource
 
-    public init(store: any AuthStore, issuer: SessionIssuer, box: SecretBox, timeSource: TimeSource) {
+    public init(store: any OneTimeRecordStore & UserStore & AuditStore & TransactionalStore, issuer: SessionIssuer, box: SecretBox, timeSource: TimeSource) {
         self.store = store
         self.issuer = issuer
         self.box = box
@@ -116,7 +116,10 @@ public struct AuthorizationCodeFlow: Sendable {
         }
         let grant = try open(CodeGrant.self, record.sealedPayload)
         if record.usedAt != nil {
-            try await store.revokeSession(id: grant.sessionID, reason: "authorization_code_replayed", at: now)
+            try await store.write { tx in
+                guard try await tx.revokeSession(id: grant.sessionID, reason: "authorization_code_replayed", at: now) else { return }
+                try await tx.audit(at: now, grant.userID, "session_revoked", "session=\(grant.sessionID) reason=authorization_code_replayed")
+            }
             throw LatchkeyError(.invalidGrant, "the authorization code was already used; the session it started has been ended")
         }
         guard record.expiresAt > now else {

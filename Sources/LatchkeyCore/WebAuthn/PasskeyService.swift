@@ -45,17 +45,21 @@ public struct PasskeyService: Sendable {
     public let settings: PasskeySettings
     let relyingParty: WebAuthnRelyingParty
     let signIns: SignInService
+    let store: any OneTimeRecordStore & UserStore & AuditStore & TransactionalStore
     let box: SecretBox
 
-    public init(settings: PasskeySettings, signIns: SignInService, box: SecretBox) {
+    /// - Parameter store: challenges (one-time records), users and their passkey identities, and audits.
+    public init(
+        settings: PasskeySettings, signIns: SignInService, store: any OneTimeRecordStore & UserStore & AuditStore & TransactionalStore, box: SecretBox
+    ) {
         self.settings = settings
         relyingParty = WebAuthnRelyingParty(
             rpID: settings.rpID, origins: Set(settings.origins), requireUserVerification: settings.userVerification == .required)
         self.signIns = signIns
+        self.store = store
         self.box = box
     }
 
-    private var store: any AuthStore { signIns.store }
     private var now: Date { signIns.timeSource.now }
 
     // MARK: - Adding a passkey to an account
@@ -156,10 +160,14 @@ public struct PasskeyService: Sendable {
 
     /// Marks a passkey whose counter went backwards: no sign-in with it succeeds again.
     private func block(_ identity: LinkedIdentity) async throws {
-        var blocked = identity
-        blocked.claims[Claim.cloneSuspectedAt] = Self.timestamp(now)
-        try await store.updateIdentity(blocked)
-        try await store.audit(at: now, identity.userID, "passkey.clone_suspected", "credential=\(identity.subject.prefix(16))")
+        let now = now
+        var changed = identity
+        changed.claims[Claim.cloneSuspectedAt] = Self.timestamp(now)
+        let blocked = changed
+        try await store.write { tx in
+            guard try await tx.updateIdentity(blocked) else { return }
+            try await tx.audit(at: now, identity.userID, "passkey.clone_suspected", "credential=\(identity.subject.prefix(16))")
+        }
     }
 
     // MARK: - Signing up
