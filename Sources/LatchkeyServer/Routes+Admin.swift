@@ -65,14 +65,7 @@ extension LatchkeyServer {
         }
     }
 
-    private func auditAdmin(_ key: AdminKey, _ userID: String?, _ kind: String, _ detail: String = "") async throws {
-        try await store.audit(Self.adminEvent(key, userID, kind, detail, at: timeSource.now))
-    }
-
-    /// What an admin key did, for the audit log.
-    private static func adminEvent(_ key: AdminKey, _ userID: String?, _ kind: String, _ detail: String = "", at: Date) -> AuditEvent {
-        AuditEvent(at: at, userID: userID, kind: kind, detail: "key=\(key.name)" + (detail.isEmpty ? "" : " " + detail))
-    }
+    private var administration: Administration { sessions.administration }
 
     // MARK: - Users
 
@@ -100,11 +93,7 @@ extension LatchkeyServer {
 
     func adminDeleteUser(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
-        _ = try await requireUser(id)
-        let now = timeSource.now
-        let report = try await sessions.deletion.deleteAccount(userID: id, reason: .admin) { report in
-            [Self.adminEvent(key, id, "admin_user_deleted", "revoked=\(report.revoked) queued=\(report.queued)", at: now)]
-        }
+        guard let report = try await administration.deleteUser(id: id, by: .key(key.name)) else { throw Self.noSuch("user", id) }
         return JSONBody.response(["deleted": 1, "tokensRevoked": report.revoked, "revocationsPending": report.queued])
     }
 
@@ -130,44 +119,30 @@ extension LatchkeyServer {
         if let problem = UserClaims.problem(claims, encodedSize: try LeanJSONEncoder().encode(claims).count) {
             throw APIError(status: .badRequest, code: "invalid_claims", description: problem)
         }
-        let audited = Self.adminEvent(key, id, "admin_claims_set", "names=\(claims.keys.sorted().joined(separator: ",").prefix(200))", at: timeSource.now)
-        let set = try await store.write { tx in
-            guard try await tx.setUserClaims(userID: id, claims: claims) else { return false }
-            try await tx.audit(audited)
-            return true
-        }
-        guard set else { throw APIError(status: .notFound, code: "not_found", description: "no user \(id.prefix(64))") }
+        guard try await administration.setClaims(userID: id, claims: claims, by: .key(key.name)) else { throw Self.noSuch("user", id) }
         return JSONBody.response(["claims": claims])
     }
 
     func adminRevokeSessions(_ request: Request, userID: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
-        _ = try await requireUser(userID)
-        let now = timeSource.now
-        let count = try await store.write { tx in
-            let count = try await tx.revokeSessions(userID: userID, reason: "revoked_by_admin", at: now)
-            try await tx.audit(Self.adminEvent(key, userID, "admin_sessions_revoked", "sessions=\(count)", at: now))
-            return count
-        }
+        guard let count = try await administration.revokeSessions(userID: userID, by: .key(key.name)) else { throw Self.noSuch("user", userID) }
         return JSONBody.response(["revokedSessions": count])
     }
 
     func adminRevokeSession(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
-        let now = timeSource.now
-        let revoked: Bool? = try await store.write { tx in
-            guard let session = try await tx.session(id: id) else { return nil }
-            guard try await tx.revokeSession(id: id, reason: "revoked_by_admin", at: now) else { return false }
-            try await tx.audit(Self.adminEvent(key, session.userID, "admin_session_revoked", "session=\(id)", at: now))
-            return true
-        }
-        guard let revoked else { throw APIError(status: .notFound, code: "not_found", description: "no session \(id.prefix(64))") }
+        guard let revoked = try await administration.revokeSession(id: id, by: .key(key.name)) else { throw Self.noSuch("session", id) }
         return JSONBody.response(["revokedSessions": revoked ? 1 : 0])
     }
 
     private func requireUser(_ id: String) async throws -> UserAccount {
-        guard let user = try await store.user(id: id) else { throw APIError(status: .notFound, code: "not_found", description: "no user \(id.prefix(64))") }
+        guard let user = try await store.user(id: id) else { throw Self.noSuch("user", id) }
         return user
+    }
+
+    /// 404 for an id that names nothing (cut, as the caller chose it).
+    static func noSuch(_ what: String, _ id: String) -> APIError {
+        APIError(status: .notFound, code: "not_found", description: "no \(what) \(id.prefix(64))")
     }
 
     // MARK: - Audit
@@ -199,9 +174,8 @@ extension LatchkeyServer {
         if let note = body.note, note.count > 200 || note.contains("\u{0}") {
             throw APIError.invalidRequest("note is at most 200 characters, none of them NUL")
         }
-        let (invite, code) = try await sessions.signIns.createInvite(
-            maxUses: maxUses, expiresAt: body.expiresIn.map { timeSource.now.addingTimeInterval(TimeInterval($0)) }, note: body.note)
-        try await auditAdmin(key, nil, "admin_invite_created", "invite=\(invite.id)")
+        let (invite, code) = try await administration.createInvite(
+            maxUses: maxUses, expiresAt: body.expiresIn.map { timeSource.now.addingTimeInterval(TimeInterval($0)) }, note: body.note, by: .key(key.name))
         return JSONBody.response(Self.inviteResponse(invite, code: code), status: .created)
     }
 
@@ -212,13 +186,7 @@ extension LatchkeyServer {
 
     func adminRevokeInvite(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
-        let now = timeSource.now
-        let revoked = try await store.write { tx in
-            guard try await tx.revokeInvite(id: id, at: now) else { return false }
-            try await tx.audit(Self.adminEvent(key, nil, "admin_invite_revoked", "invite=\(id)", at: now))
-            return true
-        }
-        guard revoked else { throw APIError(status: .notFound, code: "not_found", description: "no invite \(id.prefix(64))") }
+        guard try await administration.revokeInvite(id: id, by: .key(key.name)) else { throw Self.noSuch("invite", id) }
         return Response(status: .noContent)
     }
 
@@ -239,12 +207,11 @@ extension LatchkeyServer {
 
     func adminRetryDelivery(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
-        guard try await store.retryWebhookDelivery(id: id, at: timeSource.now) else {
+        guard try await administration.retryDelivery(id: id, by: .key(key.name)) else {
             throw APIError(
                 status: .notFound, code: "not_found",
                 description: "no failed delivery \(id.prefix(80)) (a pending one is sent on its schedule, a delivered one not again)")
         }
-        try await auditAdmin(key, nil, "admin_delivery_retried", "delivery=\(id)")
         return JSONBody.response(["retrying": id], status: .accepted)
     }
 

@@ -5,18 +5,6 @@ import SQLKit
 
 /// Invite codes (``InviteStore``).
 extension SQLAuthStore {
-    public func createInvite(_ invite: Invite) async throws {
-        try await sqlWrite { db in
-            try await db.raw(
-                """
-                INSERT INTO invites (code_hash, id, created_at, expires_at, max_uses, uses, revoked_at, note)
-                VALUES (\(bind: invite.codeHash), \(bind: invite.id), \(bind: invite.createdAt.millis), \(bind: invite.expiresAt?.millis), \(bind: invite.maxUses),
-                  \(bind: invite.uses), \(bind: invite.revokedAt?.millis), \(bind: invite.note))
-                """
-            ).run()
-        }
-    }
-
     public func invites() async throws -> [Invite] {
         try await read { db in
             try await db.raw("SELECT * FROM invites ORDER BY created_at").all().map { row in

@@ -98,17 +98,6 @@ extension SQLAuthStore {
         }
     }
 
-    public func retryWebhookDelivery(id: String, at: Date) async throws -> Bool {
-        try await sqlWrite { db in
-            try await !db.raw(
-                """
-                UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = \(bind: at.millis), finished_at = NULL
-                WHERE id = \(bind: id) AND status = 'failed' RETURNING id
-                """
-            ).all().isEmpty
-        }
-    }
-
     static func webhookDelivery(_ row: any SQLRow) throws -> WebhookDelivery {
         WebhookDelivery(
             id: try row.decode(column: "id", as: String.self), messageID: try row.decode(column: "message_id", as: String.self),

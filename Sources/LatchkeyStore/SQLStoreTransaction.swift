@@ -117,6 +117,25 @@ struct SQLStoreTransaction: StoreTransaction {
         return found
     }
 
+    func createInvite(_ invite: Invite) async throws {
+        try await db.raw(
+            """
+            INSERT INTO invites (code_hash, id, created_at, expires_at, max_uses, uses, revoked_at, note)
+            VALUES (\(bind: invite.codeHash), \(bind: invite.id), \(bind: invite.createdAt.millis), \(bind: invite.expiresAt?.millis), \(bind: invite.maxUses),
+              \(bind: invite.uses), \(bind: invite.revokedAt?.millis), \(bind: invite.note))
+            """
+        ).run()
+    }
+
+    func retryWebhookDelivery(id: String, at: Date) async throws -> Bool {
+        try await !db.raw(
+            """
+            UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = \(bind: at.millis), finished_at = NULL
+            WHERE id = \(bind: id) AND status = 'failed' RETURNING id
+            """
+        ).all().isEmpty
+    }
+
     private func lockUser(_ userID: String) async throws {
         if postgres { try await db.raw("SELECT id FROM users WHERE id = \(bind: userID) FOR UPDATE").run() }
     }

@@ -167,7 +167,10 @@ struct UsersCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withServer { server, _ in
                 _ = try await requireUser(id, server)
-                let report = try await server.sessions.deletion.deleteAccount(userID: id, reason: .admin)
+                guard let report = try await server.sessions.administration.deleteUser(id: id, by: .cli) else {
+                    FileHandle.standardError.write(Data("no user \(id)\n".utf8))
+                    throw ExitStatus.failure
+                }
                 if options.json {
                     Printer(json: true).emit([
                         "deleted": id, "tokensRevoked": report.revoked, "revocationsPending": report.queued, "appleTokensRevoked": report.revoked,
@@ -206,12 +209,10 @@ struct SessionsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await options.withServer { server, _ in
-                let now = Date()
-                // As DELETE /admin/v1/users/{id}/sessions audits it, with the CLI in place of the admin key, in one transaction.
-                let count = try await server.store.write { tx in
-                    let count = try await tx.revokeSessions(userID: user, reason: "revoked_by_admin", at: now)
-                    try await tx.audit(AuditEvent(at: now, userID: user, kind: "admin_sessions_revoked", detail: "by=cli sessions=\(count)"))
-                    return count
+                // As DELETE /admin/v1/users/{id}/sessions does it, audited with the CLI in place of the admin key.
+                guard let count = try await server.sessions.administration.revokeSessions(userID: user, by: .cli) else {
+                    FileHandle.standardError.write(Data("no user \(user)\n".utf8))
+                    throw ExitStatus.failure
                 }
                 if options.json { Printer(json: true).emit(["user": user, "revokedSessions": count]) } else { print("revoked \(count) session(s) of \(user)") }
             }
@@ -247,8 +248,8 @@ struct InvitesCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await options.withServer { server, configuration in
-                let (invite, code) = try await server.sessions.signIns.createInvite(
-                    maxUses: uses, expiresAt: expiresIn.map { Date().addingTimeInterval(TimeInterval($0)) }, note: note)
+                let (invite, code) = try await server.sessions.administration.createInvite(
+                    maxUses: uses, expiresAt: expiresIn.map { Date().addingTimeInterval(TimeInterval($0)) }, note: note, by: .cli)
                 if options.json {
                     var object: [String: Any] = ["id": invite.id, "code": code, "maxUses": invite.maxUses]
                     if let expiresAt = invite.expiresAt { object["expiresAt"] = Int(expiresAt.timeIntervalSince1970) }
@@ -309,13 +310,7 @@ struct InvitesCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await options.withServer { server, _ in
-                let now = Date()
-                let revoked = try await server.store.write { tx in
-                    guard try await tx.revokeInvite(id: id, at: now) else { return false }
-                    try await tx.audit(AuditEvent(at: now, userID: nil, kind: "admin_invite_revoked", detail: "by=cli invite=\(id)"))
-                    return true
-                }
-                guard revoked else {
+                guard try await server.sessions.administration.revokeInvite(id: id, by: .cli) else {
                     FileHandle.standardError.write(Data("no invite \(id)\n".utf8))
                     throw ExitStatus.failure
                 }

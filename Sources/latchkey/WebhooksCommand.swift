@@ -108,7 +108,7 @@ struct WebhooksCommand: AsyncParsableCommand {
         @Argument(help: "The delivery id (GET /admin/v1/webhooks/deliveries, or the server's log).") var id: String
 
         func run() async throws {
-            let found = try await options.withServer { server, _ in try await server.store.retryWebhookDelivery(id: id, at: Date()) }
+            let found = try await options.withServer { server, _ in try await server.sessions.administration.retryDelivery(id: id, by: .cli) }
             let printer = Printer(json: options.json)
             guard found else {
                 throw printer.fail("not_found", "no failed delivery \(id.prefix(80)) (a pending one is sent on its schedule, a delivered one not again)")

@@ -233,6 +233,8 @@ struct DoctorAndAdminTests {
         let audited = try await store.auditEvents(userID: nil, limit: 50)
         await store.close()
         #expect(audited.contains { $0.kind == "admin_invite_revoked" && $0.detail == "by=cli invite=\(second)" }, "\(audited.map(\.kind))")
+        // Made through the same administration service as POST /admin/v1/invites, so audited as it is.
+        #expect(audited.filter { $0.kind == "admin_invite_created" && $0.detail.hasPrefix("by=cli invite=") }.count == 2, "\(audited.map(\.kind))")
         let listed = try await CLI.run(["invites", "list", "--json"] + config, directory: directory).json["invites"] as? [[String: Any]] ?? []
         #expect(listed.count == 2)
         #expect(listed.first { $0["id"] as? String == second }?["state"] as? String == "revoked")
@@ -302,6 +304,13 @@ struct DoctorAndAdminTests {
             #expect(try await harness.requestLog().contains { $0["endpoint"] as? String == "/auth/revoke" && $0["status"] as? Int == 200 })
             #expect(try await CLI.run(["users", "list", "--config", configPath]).stdout.contains("no users"))
             #expect(try await CLI.run(["users", "delete", user.id, "--config", configPath]).status == 1)
+            let afterDeletion = try await SQLAuthStore.open(.sqlite(path: directory + "/latchkey.sqlite"))
+            let deletionAudits = try await afterDeletion.auditEvents(userID: user.id, limit: 50)
+            await afterDeletion.close()
+            #expect(deletionAudits.contains { $0.kind == "admin_user_deleted" && $0.detail == "by=cli revoked=1 queued=0" }, "\(deletionAudits.map(\.kind))")
+            // Revoking the sessions of a user there is not fails, as DELETE /admin/v1/users/{id}/sessions answers 404.
+            let unknown = try await CLI.run(["sessions", "revoke", "--user", user.id, "--config", configPath])
+            #expect(unknown.status == 1 && unknown.stderr.contains("no user"), "\(unknown.stdout)\(unknown.stderr)")
         }
     }
 

@@ -125,11 +125,10 @@ extension StoreConformanceTests {
     @Test("one new user's sign-up sent twice at once spends one use of the invite", arguments: kinds)
     func inviteSpentOnce(kind: Kind) async throws {
         try await withTwoStores(kind) { first, second in
-            let services = (
-                try await sessionService(first, requireInvite: true).signIns, try await sessionService(second, requireInvite: true).signIns
-            )
+            let (firstService, secondService) = (try await sessionService(first, requireInvite: true), try await sessionService(second, requireInvite: true))
+            let services = (firstService.signIns, secondService.signIns)
             for attempt in 0..<10 {
-                let (invite, code) = try await services.0.createInvite(maxUses: 5)
+                let (invite, code) = try await firstService.administration.createInvite(maxUses: 5, by: .cli)
                 let subject = "\(run)-invite-\(attempt)"
                 async let one = services.0.signIn(identity: googleIdentity(subject), provider: "google", inviteCode: code, claiming: "h.\(subject)-1.s")
                 async let other = services.1.signIn(identity: googleIdentity(subject), provider: "google", inviteCode: code, claiming: "h.\(subject)-2.s")
@@ -143,8 +142,9 @@ extension StoreConformanceTests {
     @Test("sign-up refuses a missing, unknown or used-up invite and spends nothing", arguments: kinds)
     func inviteRefusals(kind: Kind) async throws {
         try await withStore(kind) { store in
-            let signIns = try await sessionService(store, requireInvite: true).signIns
-            let (invite, code) = try await signIns.createInvite(maxUses: 1)
+            let service = try await sessionService(store, requireInvite: true)
+            let signIns = service.signIns
+            let (invite, code) = try await service.administration.createInvite(maxUses: 1, by: .cli)
             for (index, sent) in [nil, "inv_unknown"].enumerated() {
                 let refused = await #expect(throws: LatchkeyError.self) {
                     try await signIns.signIn(identity: googleIdentity("\(run)-refused-\(index)"), provider: "google", inviteCode: sent)

@@ -112,7 +112,8 @@ extension StoreConformanceTests {
     @Test("sign-up by invite: without one nothing is written and the token may be used again; with one the user is created", arguments: kinds)
     func inviteSignUp(kind: Kind) async throws {
         try await withStore(kind) { store in
-            let signIns = try await sessionService(store, requireInvite: true).signIns
+            let service = try await sessionService(store, requireInvite: true)
+            let signIns = service.signIns
             let identity = googleIdentity("\(run)-invited")
             for code in [nil, "inv_unknown"] {
                 let refused = await #expect(throws: LatchkeyError.self) {
@@ -121,7 +122,7 @@ extension StoreConformanceTests {
                 #expect(refused?.code == .signupClosed)
             }
             #expect(try await store.account(provider: "google", subject: identity.subject) == nil)
-            let (_, code) = try await signIns.createInvite()
+            let (_, code) = try await service.administration.createInvite(by: .cli)
             let created = try await signIns.signIn(identity: identity, provider: "google", inviteCode: code, claiming: "h.invited.s")
             #expect(created.isNewUser)
             // Known now: no invite needed, and the used invite is not asked for.

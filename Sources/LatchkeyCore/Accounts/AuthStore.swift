@@ -104,6 +104,16 @@ extension TransactionalStore {
         try await write { try await $0.deleteProviderGrant(identityID: identityID, sealedRefreshToken: sealedRefreshToken) }
     }
 
+    /// Saves a new invite; `.duplicate` (and nothing written) when its id or its code's hash is taken.
+    public func createInvite(_ invite: Invite) async throws {
+        try await write { try await $0.createInvite(invite) }
+    }
+
+    /// Makes a failed delivery due at `at` again (see ``StoreTransaction/retryWebhookDelivery(id:at:)``).
+    public func retryWebhookDelivery(id: String, at: Date) async throws -> Bool {
+        try await write { try await $0.retryWebhookDelivery(id: id, at: at) }
+    }
+
     /// Marks the invite revoked; false when there is no such invite. Revoking it again is true and keeps the first
     /// revocation's time.
     public func revokeInvite(id: String, at: Date) async throws -> Bool {
@@ -210,8 +220,6 @@ public protocol OneTimeRecordStore: Sendable {
 
 /// Invite codes for invite-only sign-up.
 public protocol InviteStore: Sendable {
-    /// `.duplicate` (and nothing written) when the id or the code's hash is taken.
-    func createInvite(_ invite: Invite) async throws
     func invites() async throws -> [Invite]
 }
 
@@ -243,9 +251,6 @@ public protocol WebhookStore: Sendable {
     func webhookDeliveries(status: WebhookDelivery.Status?, limit: Int) async throws -> [WebhookDelivery]
     /// How many deliveries each endpoint has in each status.
     func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount]
-    /// Makes a failed delivery due at `at` again, with its attempts counted afresh; false when there is no failed
-    /// delivery `id` (a pending one is sent on its schedule, a delivered one not again).
-    func retryWebhookDelivery(id: String, at: Date) async throws -> Bool
 }
 
 /// A count of ``WebhookStore/webhookDeliveryCounts()``.

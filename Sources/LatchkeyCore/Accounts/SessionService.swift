@@ -99,7 +99,8 @@ public struct PreparedSession: Sendable {
 }
 
 /// Latchkey sessions, composed of one type per job: ``signIns`` (sign-in, linking, invites), ``grants``
-/// (provider tokens, their daily validation, revocation and the outbox), ``deletion`` (account deletion) and
+/// (provider tokens, their daily validation, revocation and the outbox), ``deletion`` (account deletion),
+/// ``administration`` (what `/admin/v1` and the CLI change) and
 /// ``events`` (provider notifications); this type rotates refresh tokens with reuse detection and ends
 /// sessions. Knows nothing of HTTP.
 public struct SessionService: Sendable {
@@ -112,6 +113,8 @@ public struct SessionService: Sendable {
     public let grants: ProviderGrants
     public let signIns: SignInService
     public let deletion: AccountDeletion
+    /// The administrative changes of `/admin/v1` and the CLI.
+    public let administration: Administration
     public let events: ProviderEvents
     private let logger: Logger?
 
@@ -129,6 +132,7 @@ public struct SessionService: Sendable {
         grants = ProviderGrants(store: store, box: box, links: providerLinks, policy: policy, timeSource: timeSource, logger: logger)
         signIns = SignInService(store: store, grants: grants, issuer: issuer, policy: policy, timeSource: timeSource)
         deletion = AccountDeletion(store: store, grants: grants, timeSource: timeSource)
+        administration = Administration(store: store, deletion: deletion, timeSource: timeSource)
         events = ProviderEvents(store: store, policy: policy, timeSource: timeSource)
     }
 

@@ -1,5 +1,5 @@
 import Crypto
-public import Foundation
+import Foundation
 public import LatchkeyJOSE
 
 /// Sign-ins: finds or creates the user for a verified provider identity and starts a session; links and
@@ -143,16 +143,6 @@ public struct SignInService: Sendable {
     }
 
     // MARK: - Invites
-
-    /// Makes an invite code that lets `maxUses` new users sign up until `expiresAt`. The code is shown once;
-    /// only its hash is stored.
-    public func createInvite(maxUses: Int = 1, expiresAt: Date? = nil, note: String? = nil) async throws -> (invite: Invite, code: String) {
-        let code = "inv_" + lowercaseHex(systemRandomBytes(16))
-        let invite = Invite(
-            id: newIdentifier(), codeHash: sha256Hex(code), createdAt: timeSource.now, expiresAt: expiresAt, maxUses: max(1, maxUses), note: note)
-        try await store.createInvite(invite)
-        return (invite, code)
-    }
 
     // MARK: - Linking
 

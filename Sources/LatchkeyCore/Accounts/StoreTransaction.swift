@@ -42,8 +42,13 @@ public protocol StoreTransaction: Sendable {
     func deleteUser(id: String) async throws -> Bool
     /// Replaces the user's claims (nil or empty: none); false when the user is gone.
     func setUserClaims(userID: String, claims: [String: JSONValue]?) async throws -> Bool
+    /// Saves a new invite; `.duplicate` when its id or its code's hash is taken.
+    func createInvite(_ invite: Invite) async throws
     /// Revokes an invite; false when there is none with this id.
     func revokeInvite(id: String, at: Date) async throws -> Bool
+    /// Makes a failed delivery due at `at` again, with its attempts counted afresh; false when there is no failed
+    /// delivery `id` (a pending one is sent on its schedule, a delivered one not again).
+    func retryWebhookDelivery(id: String, at: Date) async throws -> Bool
 }
 
 extension StoreTransaction {
