@@ -8,13 +8,6 @@ import LatchkeyModels
 /// (`Authorization: Bearer lka_…`, made with `latchkey admin-keys create`); while no key exists the API is off and
 /// every path answers 404. A read-only key may only read. Every write is an audit event naming its key.
 extension LatchkeyServer {
-    static let adminRoutes: [(method: String, path: String)] = [
-        ("GET", "/admin/v1/users"), ("GET", "/admin/v1/users/{id}"), ("DELETE", "/admin/v1/users/{id}"), ("PUT", "/admin/v1/users/{id}/claims"),
-        ("DELETE", "/admin/v1/users/{id}/sessions"), ("DELETE", "/admin/v1/sessions/{id}"), ("GET", "/admin/v1/audit"),
-        ("POST", "/admin/v1/invites"), ("GET", "/admin/v1/invites"), ("DELETE", "/admin/v1/invites/{id}"),
-        ("GET", "/admin/v1/webhooks/deliveries"), ("POST", "/admin/v1/webhooks/deliveries/{id}/retry"),
-    ]
-
     var adminKeys: AdminKeys { AdminKeys(store: store, timeSource: timeSource) }
 
     func addAdminRoutes(to router: Router<LatchkeyRequestContext>) {

@@ -5,12 +5,6 @@ import LatchkeyJOSE
 import LatchkeyModels
 
 extension LatchkeyServer {
-    static let passkeyRoutes: [(method: String, path: String)] = [
-        ("POST", "/v1/me/passkeys/options"), ("POST", "/v1/me/passkeys"), ("GET", "/v1/me/passkeys"), ("DELETE", "/v1/me/passkeys/{id}"),
-        ("POST", "/v1/auth/passkey/options"), ("POST", "/v1/auth/passkey"), ("POST", "/v1/auth/passkey/signup/options"),
-        ("POST", "/v1/auth/passkey/signup"), ("POST", "/oauth2/passkey"),
-    ]
-
     func addPasskeyRoutes(to router: Router<LatchkeyRequestContext>) {
         router.post("/oauth2/passkey") { request, _ in try await passkeyAuthorization(request) }
         router.post("/v1/me/passkeys/options") { request, _ in

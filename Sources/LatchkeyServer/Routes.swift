@@ -6,18 +6,11 @@ import LatchkeyModels
 import LatchkeyProviders
 
 extension LatchkeyServer {
-    /// Every route the server serves; `/openapi.json` documents exactly these (a test holds them together).
-    public static let routes: [(method: String, path: String)] =
-        [
-            ("POST", "/v1/auth/apple"), ("POST", "/v1/auth/{provider}"), ("POST", "/v1/token"), ("POST", "/v1/logout"),
-            ("GET", "/v1/me"), ("DELETE", "/v1/me"), ("GET", "/v1/me/sessions"), ("DELETE", "/v1/me/sessions/{id}"),
-            ("POST", "/v1/me/identities/{provider}"), ("DELETE", "/v1/me/identities/{provider}/{subject}"),
-            ("POST", "/v1/apple/notifications"),
-            ("GET", "/.well-known/jwks.json"), ("GET", "/.well-known/openid-configuration"),
-            ("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/openapi.json"),
-            ("GET", "/oauth2/authorize"), ("GET", "/oauth2/callback/{provider}"), ("POST", "/oauth2/callback/{provider}"), ("POST", "/oauth2/token"),
-            ("POST", "/oauth2/revoke"), ("GET", "/.well-known/oauth-authorization-server"),
-        ] + passkeyRoutes + adminRoutes
+    /// Every route the router serves, read from Hummingbird's router, paths as OpenAPI writes them (`{id}`);
+    /// `/openapi.json` documents exactly these (a test holds them together).
+    public var routes: [(method: String, path: String)] {
+        makeRouter().routes.map { ($0.method.rawValue, $0.path.description) }
+    }
 
     func addRoutes(to router: Router<LatchkeyRequestContext>) {
         // Apple's own path predates the others: the same handler, named in logs and metrics as before.

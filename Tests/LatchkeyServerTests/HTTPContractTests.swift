@@ -188,7 +188,7 @@ struct HTTPContractTests {
             let paths = try #require(document["paths"] as? [String: [String: Any]])
             // The admin API answers 404 to everything while no admin key exists.
             let (_, adminKey) = try await AdminKeys(store: harness.store).create(name: "routes", readOnly: true)
-            for (method, path) in LatchkeyServer.routes {
+            for (method, path) in harness.server.routes {
                 #expect(paths[path]?[method.lowercased()] != nil, "\(method) \(path) is missing from /openapi.json")
                 let concrete = path.replacingOccurrences(of: "{id}", with: "x").replacingOccurrences(of: "{provider}", with: "apple")
                     .replacingOccurrences(of: "{subject}", with: "x")
@@ -196,7 +196,7 @@ struct HTTPContractTests {
                 #expect(answer.error != "not_found" || path.contains("{id}") || path.contains("{subject}"), "\(method) \(path) is not served")
             }
             let documented = paths.flatMap { path, operations in operations.keys.map { "\($0.uppercased()) \(path)" } }
-            #expect(Set(documented) == Set(LatchkeyServer.routes.map { "\($0.method) \($0.path)" }))
+            #expect(Set(documented) == Set(harness.server.routes.map { "\($0.method) \($0.path)" }))
         }
     }
 

@@ -19,6 +19,7 @@ struct RouterHarness: Sendable {
     let client: any TestClientProtocol
     let providers: InMemoryTransport
     let store: SQLAuthStore
+    let server: LatchkeyServer
 
     static func with(configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: @Sendable (RouterHarness) async throws -> Void) async throws {
         var configuration = ServerConfiguration()
@@ -41,7 +42,7 @@ struct RouterHarness: Sendable {
                 configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), transport: providers,
                 timeSource: MutableClock(Date()).source, logger: logger)
             try await server.makeApplication().test(.router) { client in
-                try await body(RouterHarness(client: client, providers: providers, store: store))
+                try await body(RouterHarness(client: client, providers: providers, store: store, server: server))
             }
         }
     }
