@@ -66,7 +66,6 @@ let package = Package(
         .target(
             name: "LatchkeyJOSE",
             dependencies: [
-                "LatchkeyModels",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
@@ -139,6 +138,7 @@ let package = Package(
             dependencies: [
                 "LatchkeyModels",
                 "LatchkeyCore",
+                "LatchkeyJOSE",
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "PostgresKit", package: "postgres-kit"),
@@ -152,6 +152,7 @@ let package = Package(
             dependencies: [
                 "LatchkeyModels",
                 "LatchkeyCore",
+                "LatchkeyJOSE",
                 "LatchkeyProviders",
                 "LatchkeyStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -202,6 +203,7 @@ let package = Package(
             dependencies: [
                 "LatchkeyModels",
                 "LatchkeyCore",
+                "LatchkeyJOSE",
                 "LatchkeyProviders",
                 "LatchkeyEmulator",
                 "LatchkeyStore",
@@ -225,6 +227,7 @@ let package = Package(
             name: "latchkey-bench",
             dependencies: [
                 "LatchkeyCore",
+                "LatchkeyJOSE",
                 "LatchkeyProviders",
                 "LatchkeyEmulator",
                 "LatchkeyBenchReport",

@@ -392,7 +392,7 @@ struct BrowserFlowTests {
             let back = Self.fields(of: try #require(refused.headers["location"]))
             #expect(back["error"] == "access_denied")
             #expect(back["error_description"]?.contains("invit") == true, "\(back)")
-            let (_, code) = try await harness.server.sessions.signIns.createInvite()
+            let (_, code) = try await harness.server.sessions.administration.createInvite(by: .cli)
             let request = AppRequest(extra: [("invite_code", code)])
             #expect(try await Self.redeem(harness, try Self.code(try await Self.run(harness, request), request), request).status == 200)
         }

@@ -143,7 +143,7 @@ struct ProviderSignInTests {
             let refused = try await harness.googleSignIn(email: "fay@example.com")
             #expect(refused.status == 403)
             #expect(refused.error == "signup_closed")
-            let (_, code) = try await harness.server.sessions.signIns.createInvite(maxUses: 1, note: "beta")
+            let (_, code) = try await harness.server.sessions.administration.createInvite(maxUses: 1, note: "beta", by: .cli)
             let wrong = try await harness.googleSignIn(email: "fay@example.com", extra: ["inviteCode": "inv_nope"])
             #expect(wrong.error == "signup_closed")
             let invited = try await harness.googleSignIn(email: "fay@example.com", extra: ["inviteCode": code])
@@ -155,7 +155,7 @@ struct ProviderSignInTests {
             let sub = try await harness.emulator.createUser(email: "hal@example.com")
             let apple = try await harness.emulator.nativeSignIn(sub: sub, nonce: sha256Hex("n"))
             #expect(try await harness.post("/v1/auth/apple", json: ["identityToken": apple.identityToken, "rawNonce": "n"]).error == "signup_closed")
-            let (_, second) = try await harness.server.sessions.signIns.createInvite()
+            let (_, second) = try await harness.server.sessions.administration.createInvite(by: .cli)
             let retried = try await harness.post("/v1/auth/apple", json: ["identityToken": apple.identityToken, "rawNonce": "n", "inviteCode": second])
             #expect(retried.status == 200, "\(retried.text)")
         }

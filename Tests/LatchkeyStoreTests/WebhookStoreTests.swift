@@ -48,8 +48,9 @@ extension StoreConformanceTests {
                 try await tx.addIdentity(google)
                 try await tx.enqueue(hooks.deliveries(.identity(.identityLinked, google, at: now)))
             }
-            var twice = google
-            twice.id = newIdentifier()
+            var again = google
+            again.id = newIdentifier()
+            let twice = again
             await #expect(throws: AuthStoreError.duplicate) {
                 try await store.write { tx in
                     try await tx.addIdentity(twice)
