@@ -17,8 +17,7 @@ extension LatchkeyClient {
 
     /// The user's live sessions (`GET /v1/me/sessions`); `current` marks this one.
     public func sessions() async throws -> [SessionResponse] {
-        struct Sessions: Decodable { let sessions: [SessionResponse] }
-        return try await call("GET", "v1/me/sessions", as: Sessions.self).sessions
+        try await call("GET", "v1/me/sessions", as: SessionList.self).sessions
     }
 
     /// Ends one of the user's sessions, another device's say (`DELETE /v1/me/sessions/{id}`).

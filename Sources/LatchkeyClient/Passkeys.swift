@@ -24,8 +24,7 @@ extension LatchkeyClient {
 
     /// The account's passkeys, oldest first (`GET /v1/me/passkeys`).
     public func passkeys() async throws -> [PasskeyResponse] {
-        struct List: Decodable { let passkeys: [PasskeyResponse] }
-        return try await call("GET", "v1/me/passkeys", as: List.self).passkeys
+        try await call("GET", "v1/me/passkeys", as: PasskeyList.self).passkeys
     }
 
     /// Deletes one of the account's passkeys (`DELETE /v1/me/passkeys/{id}`); never the last way in (`last_identity`).

@@ -170,3 +170,60 @@ public struct SessionResponse: Codable, Sendable, Equatable {
         self.current = current
     }
 }
+
+/// `GET /healthz` (`ok`: the process answers) and `GET /readyz` (`ready`: its database answers too).
+public struct StatusResponse: Codable, Sendable, Equatable {
+    public var status: String
+
+    public init(status: String) { self.status = status }
+}
+
+/// `GET /v1/me/sessions`: the user's active sessions.
+public struct SessionList: Codable, Sendable, Equatable {
+    public var sessions: [SessionResponse]
+
+    public init(sessions: [SessionResponse]) { self.sessions = sessions }
+}
+
+/// How many sessions a request ended: `POST /v1/logout`, and the admin API's session revocations.
+public struct RevokedSessionsResponse: Codable, Sendable, Equatable {
+    public var revokedSessions: Int
+
+    public init(revokedSessions: Int) { self.revokedSessions = revokedSessions }
+}
+
+/// `DELETE /v1/me`: the account is deleted, its provider grants revoked or queued for revocation.
+public struct AccountDeletionResponse: Codable, Sendable, Equatable {
+    /// Always 1.
+    public var deleted: Int
+    /// Provider grants revoked now.
+    public var tokensRevoked: Int
+    /// Revocations a provider did not take now, retried in the background.
+    public var revocationsPending: Int
+    /// The same as ``tokensRevoked`` (its name predates other providers).
+    public var appleTokensRevoked: Int
+    /// The same as ``revocationsPending`` (its name predates other providers).
+    public var appleRevocationsPending: Int
+
+    public init(tokensRevoked: Int, revocationsPending: Int) {
+        deleted = 1
+        self.tokensRevoked = tokensRevoked
+        self.revocationsPending = revocationsPending
+        appleTokensRevoked = tokensRevoked
+        appleRevocationsPending = revocationsPending
+    }
+}
+
+/// `POST /v1/apple/notifications`: what the notification did (`processed`, `duplicate` or `unknownSubject`).
+public struct AppleNotificationResponse: Codable, Sendable, Equatable {
+    public var status: String
+
+    public init(status: String) { self.status = status }
+}
+
+/// Where the browser goes next, for a page that posts JSON instead of following a redirect (`POST /oauth2/passkey`).
+public struct RedirectResponse: Codable, Sendable, Equatable {
+    public var redirectTo: String
+
+    public init(redirectTo: String) { self.redirectTo = redirectTo }
+}

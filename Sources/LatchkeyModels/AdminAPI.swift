@@ -166,3 +166,47 @@ public struct WebhookDeliveryResponse: Codable, Sendable, Equatable {
         self.finishedAt = finishedAt
     }
 }
+
+/// `DELETE /admin/v1/users/{id}`: the user is deleted, their provider grants revoked or queued for revocation.
+public struct AdminUserDeletion: Codable, Sendable, Equatable {
+    /// Always 1.
+    public var deleted: Int
+    /// Provider grants revoked now.
+    public var tokensRevoked: Int
+    /// Revocations a provider did not take now, retried in the background.
+    public var revocationsPending: Int
+
+    public init(tokensRevoked: Int, revocationsPending: Int) {
+        deleted = 1
+        self.tokensRevoked = tokensRevoked
+        self.revocationsPending = revocationsPending
+    }
+}
+
+/// `PUT /admin/v1/users/{id}/claims`: the user's claims as set.
+public struct ClaimsResponse: Codable, Sendable, Equatable {
+    public var claims: [String: JSONValue]
+
+    public init(claims: [String: JSONValue]) { self.claims = claims }
+}
+
+/// `GET /admin/v1/invites`: every invite, oldest first, without codes.
+public struct InviteList: Codable, Sendable, Equatable {
+    public var invites: [InviteResponse]
+
+    public init(invites: [InviteResponse]) { self.invites = invites }
+}
+
+/// `GET /admin/v1/webhooks/deliveries`: the latest deliveries, newest first.
+public struct WebhookDeliveryList: Codable, Sendable, Equatable {
+    public var deliveries: [WebhookDeliveryResponse]
+
+    public init(deliveries: [WebhookDeliveryResponse]) { self.deliveries = deliveries }
+}
+
+/// `POST /admin/v1/webhooks/deliveries/{id}/retry`: which delivery is due again.
+public struct DeliveryRetry: Codable, Sendable, Equatable {
+    public var retrying: String
+
+    public init(retrying: String) { self.retrying = retrying }
+}

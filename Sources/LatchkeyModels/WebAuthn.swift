@@ -238,3 +238,10 @@ public enum Base64URL {
         try? Base64.decode(bytes: Array(text.utf8), options: [.base64UrlAlphabet, .omitPaddingCharacter])
     }
 }
+
+/// `GET /v1/me/passkeys`: the user's passkeys, oldest first.
+public struct PasskeyList: Codable, Sendable, Equatable {
+    public var passkeys: [PasskeyResponse]
+
+    public init(passkeys: [PasskeyResponse]) { self.passkeys = passkeys }
+}

@@ -87,7 +87,7 @@ extension LatchkeyServer {
     func adminDeleteUser(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
         guard let report = try await administration.deleteUser(id: id, by: .key(key.name)) else { throw Self.noSuch("user", id) }
-        return JSONBody.response(["deleted": 1, "tokensRevoked": report.revoked, "revocationsPending": report.queued])
+        return JSONBody.response(AdminUserDeletion(tokensRevoked: report.revoked, revocationsPending: report.queued))
     }
 
     /// Replaces the user's claims with the JSON object in the body (`{}` clears them); the next access token minted
@@ -113,19 +113,19 @@ extension LatchkeyServer {
             throw APIError(status: .badRequest, code: "invalid_claims", description: problem)
         }
         guard try await administration.setClaims(userID: id, claims: claims, by: .key(key.name)) else { throw Self.noSuch("user", id) }
-        return JSONBody.response(["claims": claims])
+        return JSONBody.response(ClaimsResponse(claims: claims))
     }
 
     func adminRevokeSessions(_ request: Request, userID: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
         guard let count = try await administration.revokeSessions(userID: userID, by: .key(key.name)) else { throw Self.noSuch("user", userID) }
-        return JSONBody.response(["revokedSessions": count])
+        return JSONBody.response(RevokedSessionsResponse(revokedSessions: count))
     }
 
     func adminRevokeSession(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
         guard let revoked = try await administration.revokeSession(id: id, by: .key(key.name)) else { throw Self.noSuch("session", id) }
-        return JSONBody.response(["revokedSessions": revoked ? 1 : 0])
+        return JSONBody.response(RevokedSessionsResponse(revokedSessions: revoked ? 1 : 0))
     }
 
     private func requireUser(_ id: String) async throws -> UserAccount {
@@ -174,7 +174,7 @@ extension LatchkeyServer {
 
     func adminListInvites(_ request: Request) async throws -> Response {
         _ = try await requireAdminKey(request, writing: false)
-        return JSONBody.response(["invites": try await store.invites().map { Self.inviteResponse($0, code: nil) }])
+        return JSONBody.response(InviteList(invites: try await store.invites().map { Self.inviteResponse($0, code: nil) }))
     }
 
     func adminRevokeInvite(_ request: Request, id: String) async throws -> Response {
@@ -195,7 +195,7 @@ extension LatchkeyServer {
             status = parsed
         }
         let deliveries = try await store.webhookDeliveries(status: status, limit: try Self.limit(fields))
-        return JSONBody.response(["deliveries": deliveries.map(Self.deliveryResponse)])
+        return JSONBody.response(WebhookDeliveryList(deliveries: deliveries.map(Self.deliveryResponse)))
     }
 
     func adminRetryDelivery(_ request: Request, id: String) async throws -> Response {
@@ -205,7 +205,7 @@ extension LatchkeyServer {
                 status: .notFound, code: "not_found",
                 description: "no failed delivery \(id.prefix(80)) (a pending one is sent on its schedule, a delivered one not again)")
         }
-        return JSONBody.response(["retrying": id], status: .accepted)
+        return JSONBody.response(DeliveryRetry(retrying: id), status: .accepted)
     }
 
     // MARK: - Shapes

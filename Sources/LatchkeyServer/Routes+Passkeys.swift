@@ -30,7 +30,7 @@ extension LatchkeyServer {
         }
         router.get("/v1/me/passkeys") { request, _ in
             let (token, _) = try await authenticate(request)
-            return JSONBody.response(["passkeys": try await passkeyService().passkeys(userID: token.userID)])
+            return JSONBody.response(PasskeyList(passkeys: try await passkeyService().passkeys(userID: token.userID)))
         }
         router.delete("/v1/me/passkeys/:id") { request, context in
             let (token, _) = try await authenticate(request)
@@ -78,7 +78,7 @@ extension LatchkeyServer {
         case .success(let valid): authorization = valid
         case .failure(let refusal):
             guard let location = refusal.response.headers[.location] else { throw APIError.invalidRequest(refusal.description) }
-            return JSONBody.response(["redirectTo": location])
+            return JSONBody.response(RedirectResponse(redirectTo: location))
         }
         guard authorization.client.allows(provider: PasskeyService.provider) else {
             throw APIError.invalidRequest("passkeys are not among the providers of the client \(authorization.client.clientID.prefix(100))")
@@ -96,7 +96,7 @@ extension LatchkeyServer {
         let code = try await flows.issueCode(for: pending, userID: account.user.id, identityID: account.identity.id, userAgent: request.headers[.userAgent])
         metrics.signIn(provider: PasskeyService.provider, outcome: "ok")
         let redirect = redirectToApp(authorization.redirectURI, [("code", code)], state: authorization.appState)
-        return JSONBody.response(["redirectTo": redirect.headers[.location] ?? authorization.redirectURI])
+        return JSONBody.response(RedirectResponse(redirectTo: redirect.headers[.location] ?? authorization.redirectURI))
     }
 
     private func passkeyService() throws -> PasskeyService {

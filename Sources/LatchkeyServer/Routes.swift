@@ -39,11 +39,11 @@ extension LatchkeyServer {
         }
         addOAuthRoutes(to: router)
         addAdminRoutes(to: router)
-        router.get("/healthz") { _, _ in JSONBody.response(["status": "ok"]) }
+        router.get("/healthz") { _, _ in JSONBody.response(StatusResponse(status: "ok")) }
         router.get("/readyz") { _, _ in
             do {
                 try await store.ping()
-                return JSONBody.response(["status": "ready"])
+                return JSONBody.response(StatusResponse(status: "ready"))
             } catch {
                 return JSONBody.error(APIError(status: .serviceUnavailable, code: "temporarily_unavailable", description: "the database cannot be reached"))
             }
@@ -243,7 +243,7 @@ extension LatchkeyServer {
         let bytes = try await request.bytes(limit: configuration.maximumBodySize)
         let all = bytes.isEmpty ? false : (try decodeJSON(Body.self, bytes).all ?? false)
         let count = try await sessions.logout(sessionID: token.sessionID, userID: token.userID, all: all)
-        return JSONBody.response(["revokedSessions": count])
+        return JSONBody.response(RevokedSessionsResponse(revokedSessions: count))
     }
 
     func me(_ request: Request) async throws -> Response {
@@ -263,7 +263,7 @@ extension LatchkeyServer {
                 id: $0.id, clientId: $0.clientID, createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, expiresAt: $0.absoluteExpiresAt, userAgent: $0.userAgent,
                 current: $0.id == token.sessionID)
         }
-        return JSONBody.response(["sessions": sessions])
+        return JSONBody.response(SessionList(sessions: sessions))
     }
 
     func deleteSession(_ request: Request, id: String) async throws -> Response {
@@ -277,11 +277,7 @@ extension LatchkeyServer {
     func deleteMe(_ request: Request) async throws -> Response {
         let (token, _) = try await authenticate(request)
         let report = try await sessions.deletion.deleteAccount(userID: token.userID)
-        // appleTokensRevoked and appleRevocationsPending predate other providers; they count every provider's grants.
-        return JSONBody.response([
-            "deleted": 1, "tokensRevoked": report.revoked, "revocationsPending": report.queued, "appleTokensRevoked": report.revoked,
-            "appleRevocationsPending": report.queued,
-        ])
+        return JSONBody.response(AccountDeletionResponse(tokensRevoked: report.revoked, revocationsPending: report.queued))
     }
 
     // MARK: - Apple notifications
@@ -310,7 +306,7 @@ extension LatchkeyServer {
                 id: notification.id, provider: "apple", kind: kind, subject: notification.event.subject,
                 occurredAt: notification.event.eventTime.timeIntervalSince1970 > 0 ? notification.event.eventTime : nil))
         metrics.notification(provider: "apple", type: notification.event.type.description, outcome: "\(outcome)")
-        return JSONBody.response(["status": "\(outcome)"])
+        return JSONBody.response(AppleNotificationResponse(status: "\(outcome)"))
     }
 
     // MARK: - Helpers

@@ -79,7 +79,7 @@ struct WebhooksCommand: AsyncParsableCommand {
             }
             let endpoint = configuration.webhooks[urlIndex]
             guard case .success(let key) = WebhookSignature.key(fromSecret: endpoint.secret.revealed) else { return }
-            let event = LifecycleEvent(kind: .webhookTest, at: Date(), userID: "test", data: ["message": .string("a test event from latchkey webhooks test")])
+            let event = LifecycleEvent.test(at: Date())
             let started = ContinuousClock.now
             let outcome = await WebhookDispatcher.post(
                 messageID: event.id, body: event.body(), to: endpoint.url, key: key, at: Date(),

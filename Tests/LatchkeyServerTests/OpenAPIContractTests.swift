@@ -55,6 +55,39 @@ struct OpenAPIContractTests {
             roundTripped == Set(OpenAPI.wireTypes.keys), "wire types without a documented example: \(Set(OpenAPI.wireTypes.keys).subtracting(roundTripped))")
     }
 
+    @Test("webhooks: every event type is documented, and every body the server sends, with and without its optional members, conforms")
+    func webhooksDocumented() async throws {
+        let document = try await OpenAPI.fetch()
+        let hooks = document.root["webhooks"]?.objectValue ?? [:]
+        #expect(Set(hooks.keys) == Set(LifecycleEvent.Kind.allCases.map(\.rawValue)))
+        let now = Date(timeIntervalSince1970: 1_768_469_400.125)
+        let identity = LinkedIdentity(id: "i", userID: "u", provider: "apple", subject: "001234.abc.1234", firstSeenAt: now, lastSignInAt: now)
+        let session = SessionFamily(
+            id: "s", userID: "u", identityID: "i", clientID: "com.example.app", createdAt: now, lastUsedAt: now, absoluteExpiresAt: now)
+        var events: [LifecycleEvent] = [
+            .userCreated("u", provider: "apple", at: now), .identity(.identityLinked, identity, at: now),
+            .identity(.identityUnlinked, identity, at: now, reason: "user_request"),
+            .identity(.identityRevoked, userID: "u", identityID: "i", provider: "apple", subject: nil, at: now, reason: "consent-revoked"),
+            .emailChanged("u", provider: "google", email: nil, verified: nil, at: now),
+            .emailChanged("u", provider: "apple", email: "jane@privaterelay.appleid.com", verified: true, forwarding: false, at: now),
+            .reuseDetected(session, ip: nil, userAgent: nil, at: now), .reuseDetected(session, ip: "203.0.113.7", userAgent: "ExampleApp/1.4", at: now),
+            .test(at: now),
+        ]
+        for reason in [LifecycleEvent.DeletionReason.userRequest, .admin, .providerAccountDeleted, .providerConsentRevoked] {
+            events.append(.userDeleted("u", reason: reason, at: now))
+        }
+        #expect(Set(events.map(\.kind)) == Set(LifecycleEvent.Kind.allCases))
+        for event in events {
+            let media = hooks[event.kind.rawValue]?["post"]?["requestBody"]?["content"]?["application/json"]
+            let schema = try #require(media?["schema"], "\(event.kind.rawValue) documents no body")
+            let errors = document.checker.errors(try Value.parse(Array(event.body().utf8)), schema, at: "\(event.kind.rawValue) as sent")
+            #expect(errors.isEmpty, "\(errors.joined(separator: "; "))")
+            let example = try #require(media?["example"], "\(event.kind.rawValue) has no example")
+            #expect(document.checker.errors(example, schema, at: "\(event.kind.rawValue) example").isEmpty)
+            #expect(example["type"]?.stringValue == event.kind.rawValue)
+        }
+    }
+
     @Test("every wire type's members are exactly its schema's properties, at every depth; its non-optional members are required")
     func wireTypesMatchSchemas() async throws {
         let document = try await OpenAPI.fetch()
@@ -75,96 +108,110 @@ struct OpenAPIContractTests {
             id: "u", email: "jane@example.com", emailVerified: true, givenName: "Jane", familyName: "Appleseed", createdAt: date, identities: [identity],
             sessions: [adminSession], claims: claims)
         let event = AuditEventResponse(id: "e", at: date, userId: "u", type: "admin_claims_set", detail: "key=support names=plan")
+        let session = SessionResponse(
+            id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", current: true)
+        let invite = InviteResponse(id: "i", code: "inv_x", maxUses: 5, uses: 1, createdAt: date, expiresAt: date, revokedAt: date, note: "beta testers")
+        let delivery = WebhookDeliveryResponse(
+            id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: "u", status: "pending",
+            attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
+        let passkey = PasskeyResponse(id: "p", name: "Jane's iPhone", createdAt: date, lastUsedAt: date, backedUp: true, cloneSuspected: true)
+        let minimalPasskey = PasskeyResponse(id: "p", name: "n", createdAt: date, backedUp: false)
         // Every optional member set, and every array non-empty, so every member is encoded (checked by reflection below).
-        let full: [(String, any Encodable)] = [
-            (
-                "AppleSignInRequest",
-                AppleSignInRequest(
-                    identityToken: "t", authorizationCode: "c", rawNonce: "n", fullName: .init(givenName: "Jane", familyName: "Appleseed"),
-                    redirectUri: "https://app.example.com/callback", inviteCode: "inv_x")
-            ),
-            (
-                "ProviderSignInRequest",
-                ProviderSignInRequest(
-                    idToken: "t", rawNonce: "n", authorizationCode: "c", codeVerifier: "v", redirectUri: "com.example.app:/oauth2redirect", accessToken: "a",
-                    clientId: "web", inviteCode: "inv_x")
-            ),
-            ("FullName", AppleSignInRequest.FullName(givenName: "Jane", familyName: "Appleseed")),
-            ("TokenPairResponse", tokens),
-            ("SignInResponse", SignInResponse(tokens: tokens, user: user, isNewUser: true)),
-            ("UserResponse", user),
-            ("IdentityResponse", identity),
-            (
-                "SessionResponse",
-                SessionResponse(
-                    id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", current: true)
-            ),
-            ("Error", OAuthErrorResponse(error: "invalid_grant", errorDescription: "no")),
-            ("Claims", claims),
-            ("AdminUserResponse", adminUser),
-            ("AdminUserList", AdminUserList(users: [adminUser], nextCursor: "u")),
-            ("AdminSessionResponse", adminSession),
-            ("AuditEventResponse", event),
-            ("AuditEventList", AuditEventList(events: [event], nextCursor: "e")),
-            (
-                "InviteResponse",
-                InviteResponse(
-                    id: "i", code: "inv_x", maxUses: 5, uses: 1, createdAt: date, expiresAt: date, revokedAt: date, note: "beta testers")
-            ),
-            ("InviteRequest", InviteRequest(maxUses: 5, expiresIn: 3600, note: "beta testers")),
-            (
-                "WebhookDeliveryResponse",
-                WebhookDeliveryResponse(
-                    id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: "u", status: "pending",
-                    attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
-            ),
-        ]
+        let full: [(String, any Encodable)] =
+            [
+                (
+                    "AppleSignInRequest",
+                    AppleSignInRequest(
+                        identityToken: "t", authorizationCode: "c", rawNonce: "n", fullName: .init(givenName: "Jane", familyName: "Appleseed"),
+                        redirectUri: "https://app.example.com/callback", inviteCode: "inv_x")
+                ),
+                (
+                    "ProviderSignInRequest",
+                    ProviderSignInRequest(
+                        idToken: "t", rawNonce: "n", authorizationCode: "c", codeVerifier: "v", redirectUri: "com.example.app:/oauth2redirect",
+                        accessToken: "a",
+                        clientId: "web", inviteCode: "inv_x")
+                ),
+                ("FullName", AppleSignInRequest.FullName(givenName: "Jane", familyName: "Appleseed")),
+                ("TokenPairResponse", tokens),
+                ("SignInResponse", SignInResponse(tokens: tokens, user: user, isNewUser: true)),
+                ("UserResponse", user),
+                ("IdentityResponse", identity),
+                (
+                    "SessionResponse",
+                    SessionResponse(
+                        id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", current: true)
+                ),
+                ("Error", OAuthErrorResponse(error: "invalid_grant", errorDescription: "no")),
+                ("Claims", claims),
+                ("AdminUserResponse", adminUser),
+                ("AdminUserList", AdminUserList(users: [adminUser], nextCursor: "u")),
+                ("AdminSessionResponse", adminSession),
+                ("AuditEventResponse", event),
+                ("AuditEventList", AuditEventList(events: [event], nextCursor: "e")),
+                (
+                    "InviteResponse",
+                    InviteResponse(
+                        id: "i", code: "inv_x", maxUses: 5, uses: 1, createdAt: date, expiresAt: date, revokedAt: date, note: "beta testers")
+                ),
+                ("InviteRequest", InviteRequest(maxUses: 5, expiresIn: 3600, note: "beta testers")),
+                (
+                    "WebhookDeliveryResponse",
+                    WebhookDeliveryResponse(
+                        id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: "u", status: "pending",
+                        attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
+                ),
+            ] + OpenAPI.answers(date: date, session: session, claims: claims, delivery: delivery, invite: invite, passkey: passkey)
         // Every optional member nil and every array empty: what is left must be required. An answer omits exactly its nil
         // members, so it requires exactly the rest, except members the server always sends though the type allows leaving them out;
         // a request may require more than its type (the server refuses it later, with a documented code).
         let alwaysSent: [String: Set<String>] = ["Error": ["error_description"]]
-        let minimal: [(String, any Encodable)] = [
-            ("AppleSignInRequest", AppleSignInRequest(identityToken: "t")),
-            ("ProviderSignInRequest", ProviderSignInRequest()),
-            ("FullName", AppleSignInRequest.FullName()),
-            ("TokenPairResponse", tokens),
-            (
-                "SignInResponse",
-                SignInResponse(
-                    tokens: tokens,
-                    user: UserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: []),
-                    isNewUser: false)
-            ),
-            ("UserResponse", UserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: [])),
-            (
-                "IdentityResponse",
-                IdentityResponse(
-                    provider: "apple", subject: "s", email: nil, isPrivateEmail: nil, realUserStatus: nil, emailForwardingEnabled: nil, firstSeenAt: date)
-            ),
-            ("SessionResponse", SessionResponse(id: "s", clientId: "c", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: nil, current: false)),
-            ("Error", OAuthErrorResponse(error: "invalid_grant")),
-            ("Claims", [String: JSONValue]()),
-            (
-                "AdminUserResponse",
-                AdminUserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: [])
-            ),
-            ("AdminUserList", AdminUserList(users: [], nextCursor: nil)),
-            (
-                "AdminSessionResponse",
-                AdminSessionResponse(
-                    id: "s", clientId: "c", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: nil, revokedAt: nil, revocationReason: nil)
-            ),
-            ("AuditEventResponse", AuditEventResponse(id: "e", at: date, userId: nil, type: "user_created", detail: "")),
-            ("AuditEventList", AuditEventList(events: [], nextCursor: nil)),
-            ("InviteResponse", InviteResponse(id: "i", code: nil, maxUses: 1, uses: 0, createdAt: date, expiresAt: nil, revokedAt: nil, note: nil)),
-            ("InviteRequest", InviteRequest()),
-            (
-                "WebhookDeliveryResponse",
-                WebhookDeliveryResponse(
-                    id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: nil, status: "pending",
-                    attempts: 0, nextAttemptAt: nil, lastError: nil, createdAt: date, finishedAt: nil)
-            ),
-        ]
+        let minimal: [(String, any Encodable)] =
+            [
+                ("AppleSignInRequest", AppleSignInRequest(identityToken: "t")),
+                ("ProviderSignInRequest", ProviderSignInRequest()),
+                ("FullName", AppleSignInRequest.FullName()),
+                ("TokenPairResponse", tokens),
+                (
+                    "SignInResponse",
+                    SignInResponse(
+                        tokens: tokens,
+                        user: UserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: []),
+                        isNewUser: false)
+                ),
+                ("UserResponse", UserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: [])),
+                (
+                    "IdentityResponse",
+                    IdentityResponse(
+                        provider: "apple", subject: "s", email: nil, isPrivateEmail: nil, realUserStatus: nil, emailForwardingEnabled: nil, firstSeenAt: date)
+                ),
+                (
+                    "SessionResponse",
+                    SessionResponse(id: "s", clientId: "c", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: nil, current: false)
+                ),
+                ("Error", OAuthErrorResponse(error: "invalid_grant")),
+                ("Claims", [String: JSONValue]()),
+                (
+                    "AdminUserResponse",
+                    AdminUserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: [])
+                ),
+                ("AdminUserList", AdminUserList(users: [], nextCursor: nil)),
+                (
+                    "AdminSessionResponse",
+                    AdminSessionResponse(
+                        id: "s", clientId: "c", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: nil, revokedAt: nil, revocationReason: nil)
+                ),
+                ("AuditEventResponse", AuditEventResponse(id: "e", at: date, userId: nil, type: "user_created", detail: "")),
+                ("AuditEventList", AuditEventList(events: [], nextCursor: nil)),
+                ("InviteResponse", InviteResponse(id: "i", code: nil, maxUses: 1, uses: 0, createdAt: date, expiresAt: nil, revokedAt: nil, note: nil)),
+                ("InviteRequest", InviteRequest()),
+                (
+                    "WebhookDeliveryResponse",
+                    WebhookDeliveryResponse(
+                        id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: nil, status: "pending",
+                        attempts: 0, nextAttemptAt: nil, lastError: nil, createdAt: date, finishedAt: nil)
+                ),
+            ] + OpenAPI.answers(date: date, session: session, claims: claims, delivery: delivery, invite: invite, passkey: minimalPasskey)
         #expect(Set(full.map(\.0)) == Set(OpenAPI.wireTypes.keys))
         for (name, value) in full {
             #expect(OpenAPI.unsetMembers(value).isEmpty, "\(name): set \(OpenAPI.unsetMembers(value)) in this test")
@@ -618,7 +665,29 @@ struct OpenAPI: Sendable {
         "Claims": [String: JSONValue].self, "AdminUserResponse": AdminUserResponse.self, "AdminUserList": AdminUserList.self,
         "AdminSessionResponse": AdminSessionResponse.self, "AuditEventResponse": AuditEventResponse.self, "AuditEventList": AuditEventList.self,
         "InviteResponse": InviteResponse.self, "InviteRequest": InviteRequest.self, "WebhookDeliveryResponse": WebhookDeliveryResponse.self,
+        "Health": StatusResponse.self, "Ready": StatusResponse.self, "SessionList": SessionList.self, "LogoutResponse": RevokedSessionsResponse.self,
+        "RevokedSessions": RevokedSessionsResponse.self, "AccountDeletion": AccountDeletionResponse.self,
+        "AppleNotificationResponse": AppleNotificationResponse.self, "Redirect": RedirectResponse.self, "AdminUserDeletion": AdminUserDeletion.self,
+        "ClaimsResponse": ClaimsResponse.self, "InviteList": InviteList.self, "WebhookDeliveryList": WebhookDeliveryList.self,
+        "DeliveryRetry": DeliveryRetry.self, "Passkey": PasskeyResponse.self, "PasskeyList": PasskeyList.self,
     ]
+
+    /// The answers that wrap other wire types or a count, built from `passkey` and the others given.
+    static func answers(
+        date: Date, session: SessionResponse, claims: [String: JSONValue], delivery: WebhookDeliveryResponse, invite: InviteResponse,
+        passkey: PasskeyResponse
+    ) -> [(String, any Encodable)] {
+        [
+            ("Health", StatusResponse(status: "ok")), ("Ready", StatusResponse(status: "ready")), ("SessionList", SessionList(sessions: [session])),
+            ("LogoutResponse", RevokedSessionsResponse(revokedSessions: 2)), ("RevokedSessions", RevokedSessionsResponse(revokedSessions: 1)),
+            ("AccountDeletion", AccountDeletionResponse(tokensRevoked: 1, revocationsPending: 1)),
+            ("AppleNotificationResponse", AppleNotificationResponse(status: "processed")),
+            ("Redirect", RedirectResponse(redirectTo: "com.example.app:/oauth2redirect?code=c")),
+            ("AdminUserDeletion", AdminUserDeletion(tokensRevoked: 1, revocationsPending: 0)), ("ClaimsResponse", ClaimsResponse(claims: claims)),
+            ("InviteList", InviteList(invites: [invite])), ("WebhookDeliveryList", WebhookDeliveryList(deliveries: [delivery])),
+            ("DeliveryRetry", DeliveryRetry(retrying: delivery.id)), ("Passkey", passkey), ("PasskeyList", PasskeyList(passkeys: [passkey])),
+        ]
+    }
 
     static func ref(_ name: String) -> Value { .object(["$ref": .string("#/components/schemas/\(name)")]) }
 

@@ -118,6 +118,11 @@ extension LifecycleEvent {
         return LifecycleEvent(id: id, kind: .userEmailChanged, at: at, userID: userID, data: data)
     }
 
+    /// What `latchkey webhooks test` sends: `webhook.test`, for the user `test`.
+    public static func test(at: Date) -> LifecycleEvent {
+        LifecycleEvent(kind: .webhookTest, at: at, userID: "test", data: ["message": .string("a test event from latchkey webhooks test")])
+    }
+
     /// A refresh token came back after its successor was used: the session was revoked.
     public static func reuseDetected(_ session: SessionFamily, ip: String?, userAgent: String?, at: Date) -> LifecycleEvent {
         LifecycleEvent(
