@@ -92,6 +92,24 @@ struct UnitOfWorkTests {
                 Self.refused(try await harness.send("DELETE", "/admin/v1/users/\(jane.user.id)/sessions", bearer: admin), "revoking sessions")
                 Self.refused(try await harness.send("DELETE", "/admin/v1/sessions/\(jane.accessTokenSessionID)", bearer: admin), "revoking a session")
                 #expect(try await harness.store.session(id: jane.accessTokenSessionID)?.isRevoked == false)
+                Self.refused(try await harness.send("POST", "/admin/v1/invites", body: "{}", bearer: admin), "creating an invite")
+                #expect(try await harness.store.invites().isEmpty)
+            }
+            // The same with an invite and a failed delivery to act on, and a user to delete.
+            let invite = try await harness.send("POST", "/admin/v1/invites", body: "{}", bearer: admin)
+            let inviteID = try #require(invite.json["id"] as? String, "\(invite.text)")
+            let failed = try #require(try await harness.store.webhookDeliveries(status: .pending, limit: 1).first)
+            try await harness.store.sqlWrite { db in
+                try await db.raw("UPDATE webhook_deliveries SET status = 'failed' WHERE id = \(bind: failed.id)").run()
+            }
+            let (_, carol) = try await harness.signedIn(email: "carol@example.com")
+            try await Self.withFailingAudits(harness, "more admin actions") {
+                Self.refused(try await harness.send("DELETE", "/admin/v1/invites/\(inviteID)", bearer: admin), "revoking an invite")
+                #expect(try await harness.store.invites().first?.revokedAt == nil)
+                Self.refused(try await harness.send("POST", "/admin/v1/webhooks/deliveries/\(failed.id)/retry", bearer: admin), "retrying a delivery")
+                #expect(try await harness.store.webhookDeliveries(status: .failed, limit: 10).contains { $0.id == failed.id })
+                Self.refused(try await harness.send("DELETE", "/admin/v1/users/\(carol.user.id)", bearer: admin), "deleting a user")
+                #expect(try await harness.store.user(id: carol.user.id) != nil)
             }
 
             // A provider's account event: Bob's last identity and Bob stay.
