@@ -228,6 +228,7 @@ let package = Package(
             dependencies: [
                 "LatchkeyCore",
                 "LatchkeyJOSE",
+                "LatchkeyWebAuthn",
                 "LatchkeyProviders",
                 "LatchkeyEmulator",
                 "LatchkeyBenchReport",

@@ -7,6 +7,7 @@ import LatchkeyBenchReport
 import LatchkeyCore
 import LatchkeyJOSE
 import LatchkeyProviders
+import LatchkeyWebAuthn
 
 /// `latchkey-bench`: hot paths measured against baselines in the same run, reported as ratios.
 @main
@@ -109,7 +110,25 @@ struct Bench: AsyncParsableCommand {
             BenchRow(
                 name: "jws_header_16kib_bytes_parsed", opsPerSecond: largeRate, baselineName: "jws_header_apple_bytes_parsed", baselineOpsPerSecond: normalRate,
                 unit: .bytesPerSecond))
+
+        // A passkey's CBOR map is checked for repeated keys as it is read: that must cost the same per entry however
+        // many entries came before (a scan of the entries so far made 4 times the entries cost 16 times as much).
+        let (bigMap, smallMap) = (Self.cborMap(entries: 16_000), Self.cborMap(entries: 4000))
+        let bigRate = try await measure(seconds: seconds) { _ = try CBORReader.value(bigMap) } * Double(bigMap.count)
+        let smallRate = try await measure(seconds: seconds) { _ = try CBORReader.value(smallMap) } * Double(smallMap.count)
+        rows.append(
+            BenchRow(
+                name: "cbor_map_16000_entries_bytes_parsed", opsPerSecond: bigRate, baselineName: "cbor_map_4000_entries_bytes_parsed",
+                baselineOpsPerSecond: smallRate, unit: .bytesPerSecond))
         return rows
+    }
+
+    /// A CBOR map of `entries` distinct two-byte integer keys with one-byte values (16,000 fill 64 KiB, the most a
+    /// passkey's data may hold).
+    static func cborMap(entries: Int) -> [UInt8] {
+        var bytes: [UInt8] = [0xB9, UInt8(entries >> 8), UInt8(entries & 0xFF)]
+        for key in 0..<entries { bytes += [0x19, UInt8((key + 256) >> 8), UInt8((key + 256) & 0xFF), 0x00] }
+        return bytes
     }
 
     /// Runs `body` repeatedly for about `seconds` after a short warm-up and returns operations per second.

@@ -50,22 +50,17 @@ struct CBORTests {
         return bytes
     }
 
-    @Test("a map's repeated keys are found in time linear in its size: four times the entries take well under sixteen times as long")
-    func largeMapsAreLinear() throws {
-        func fastest(_ bytes: [UInt8]) throws -> Duration {
-            var best = Duration.seconds(60)
-            for _ in 0..<5 {
-                let started = ContinuousClock.now
-                _ = try CBORReader.value(bytes)
-                best = min(best, ContinuousClock.now - started)
-            }
-            return best
-        }
-        let (small, large) = (Self.largeMap(4000), Self.largeMap(16_000))
+    @Test("the largest map 64 KiB holds is read, a repeated key is found however far apart, and K and KELVIN SIGN are one key")
+    func largeMapsAndRepeatedKeys() throws {
+        // Reading it in time linear in its size is a benchmark row (`cbor_map_16000_entries_bytes_parsed`), not a
+        // timed assertion here.
+        let large = Self.largeMap(16_000)
         #expect(large.count < CBORReader.maximumSize)
-        let ratio = try fastest(large) / fastest(small)
-        // Linear is 4; a scan of the entries so far (the former check) is 16.
-        #expect(ratio < 9, "16,000 entries took \(ratio) times as long as 4,000")
+        guard case .map(let entries) = try CBORReader.value(large) else {
+            Issue.record("16,000 entries did not read as a map")
+            return
+        }
+        #expect(entries.count == 16_000)
         // The set still finds a repeated key (the last entry's key made the 6th's), and text keys that are one Swift
         // string (K and U+212A KELVIN SIGN) are one key, as look-ups by name compare them.
         var repeated = Self.largeMap(300)

@@ -65,14 +65,15 @@ struct OutboundCallTests {
             await #expect(throws: LatchkeyError.self) {
                 _ = try await transport.status(of: OutboundRequest(method: "POST", url: base + "/drip", body: [], timeout: .seconds(1)))
             }
-            // Without a whole-call deadline the attempt lasts the minute of the drip.
-            #expect(ContinuousClock.now - started < .seconds(15))
+            // Without a whole-call deadline the attempt lasts the minute of the drip; with it, the second it is given
+            // (the bound leaves room for a machine busy with other builds).
+            #expect(ContinuousClock.now - started < .seconds(30))
 
             let providerStarted = ContinuousClock.now
             await #expect(throws: LatchkeyError.self) {
                 _ = try await AsyncHTTPClientTransport().send(OutboundRequest(method: "POST", url: base + "/drip", timeout: .seconds(1)))
             }
-            #expect(ContinuousClock.now - providerStarted < .seconds(15))
+            #expect(ContinuousClock.now - providerStarted < .seconds(30))
         }
     }
 
