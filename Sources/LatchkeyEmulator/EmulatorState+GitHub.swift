@@ -58,7 +58,7 @@ extension EmulatorState {
         guard revokeGrant else {
             return ["token": .string(accessToken), "scopes": .array(record.scopes.map(Claim.string)), "user": .object(try githubUser(accessToken))]
         }
-        for token in accessTokensByAuthorization[Self.consentKey(user.id, CodeRecord.Provider.github.rawValue)] ?? []
+        for token in accessTokensByAuthorization[Self.consentKey(user.id, CodeRecord.Provider.github.name)] ?? []
         where accessTokens.record(token, now: now)?.clientID == clientID {
             accessTokens.update(token, now: now) { $0.revoked = true }
         }

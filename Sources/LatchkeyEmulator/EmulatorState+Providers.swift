@@ -104,7 +104,7 @@ extension EmulatorState {
     {
         let style = style(provider)
         return issueAccessToken(
-            clientID: clientID, teamID: provider.rawValue, userID: user.id, refreshToken: refreshToken,
+            clientID: clientID, teamID: provider.name, userID: user.id, refreshToken: refreshToken,
             token: Identifiers.providerToken(style.accessPrefix, provider.profile.accessTokenLength), lifetime: TimeInterval(style.accessLifetime),
             scopes: scopes)
     }
@@ -160,7 +160,7 @@ extension EmulatorState {
             let scopes = record.scopes.sorted()
             addGrant(
                 GrantRecord(
-                    refreshToken: refreshToken, provider: provider, userID: user.id, clientID: clientID, teamID: provider.rawValue, createdAt: now,
+                    refreshToken: refreshToken, provider: provider, userID: user.id, clientID: clientID, teamID: provider.name, createdAt: now,
                     scopes: scopes))
             return try await tokenAnswer(
                 provider, user: user, clientID: clientID, scopes: scopes, nonce: record.nonce, grant: refreshToken, newRefreshToken: true, issuer: issuer)
@@ -177,7 +177,7 @@ extension EmulatorState {
                 grantToken = Identifiers.providerToken(style.refreshPrefix, 64)
                 addGrant(
                     GrantRecord(
-                        refreshToken: grantToken, provider: provider, userID: user.id, clientID: clientID, teamID: provider.rawValue, createdAt: now,
+                        refreshToken: grantToken, provider: provider, userID: user.id, clientID: clientID, teamID: provider.name, createdAt: now,
                         scopes: grant.scopes))
                 if refresh == .rotates { grants[token]?.revoked = true }
             }
@@ -259,7 +259,7 @@ extension EmulatorState {
     /// A live access token of `provider` and its user; nil when unknown, revoked, expired or the user is gone.
     func liveAccessToken(_ token: String, _ provider: CodeRecord.Provider) -> (AccessTokenRecord, UserRecord)? {
         let now = self.now
-        guard let record = accessTokens.record(token, now: now), record.teamID == provider.rawValue, !record.revoked, now < record.expiresAt,
+        guard let record = accessTokens.record(token, now: now), record.teamID == provider.name, !record.revoked, now < record.expiresAt,
             let userID = record.userID, let user = users[userID]
         else { return nil }
         return (record, user)
@@ -269,7 +269,7 @@ extension EmulatorState {
     /// token issued from it). False when the token is unknown, or belongs to another client than `clientID`.
     func revokeProviderToken(_ token: String, _ provider: CodeRecord.Provider, clientID: String? = nil) -> Bool {
         let now = self.now
-        let access = accessTokens.record(token, now: now).flatMap { $0.teamID == provider.rawValue ? $0 : nil }
+        let access = accessTokens.record(token, now: now).flatMap { $0.teamID == provider.name ? $0 : nil }
         let grant = grants[token].flatMap { $0.provider == provider ? $0 : nil } ?? access?.refreshToken.flatMap { grants[$0] }
         guard let owner = grant?.clientID ?? access?.clientID, clientID == nil || clientID == owner else { return false }
         // A token revoked already is one the provider no longer knows (Google: 400 invalid_token).
@@ -277,7 +277,7 @@ extension EmulatorState {
         if access != nil { accessTokens.update(token, now: now) { $0.revoked = true } }
         guard let grant else { return true }
         grants[grant.refreshToken]?.revoked = true
-        for issued in accessTokensByAuthorization[Self.consentKey(grant.userID, provider.rawValue)] ?? []
+        for issued in accessTokensByAuthorization[Self.consentKey(grant.userID, provider.name)] ?? []
         where accessTokens.record(issued, now: now)?.refreshToken == grant.refreshToken {
             accessTokens.update(issued, now: now) { $0.revoked = true }
         }
@@ -288,7 +288,7 @@ extension EmulatorState {
     func revokeAppAuthorization(_ token: String, _ provider: CodeRecord.Provider) -> Bool {
         guard let (record, user) = liveAccessToken(token, provider) else { return false }
         let now = self.now
-        for issued in accessTokensByAuthorization[Self.consentKey(user.id, provider.rawValue)] ?? []
+        for issued in accessTokensByAuthorization[Self.consentKey(user.id, provider.name)] ?? []
         where accessTokens.record(issued, now: now)?.clientID == record.clientID {
             accessTokens.update(issued, now: now) { $0.revoked = true }
         }

@@ -59,7 +59,7 @@ actor EmulatorState {
     func keys(_ provider: CodeRecord.Provider) throws(ProviderOAuthError) -> SigningKeyRing {
         if let ring = keyRings[provider] { return ring }
         guard let makeKeyID = provider.profile.keyID else {
-            throw ProviderOAuthError(status: 500, code: "server_error", description: "\(provider.rawValue) has no signing keys")
+            throw ProviderOAuthError(status: 500, code: "server_error", description: "\(provider.name) has no signing keys")
         }
         do {
             let ring = try SigningKeyRing(makeKeyID: makeKeyID)
@@ -141,7 +141,7 @@ actor EmulatorState {
         let other = Identifiers.ProviderSubjects(userID: userID)
         return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) }
             + ProviderProfiles.all.filter { $0.provider != .apple }.flatMap { profile in
-                (profile.lookupSubjects?(other) ?? [profile.subject(other)]).map { ($0, profile.provider.rawValue) }
+                (profile.lookupSubjects?(other) ?? [profile.subject(other)]).map { ($0, profile.provider.name) }
             }
     }
 

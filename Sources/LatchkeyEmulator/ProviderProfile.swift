@@ -97,15 +97,59 @@ struct ProviderProfile: Sendable {
     }
 }
 
-/// The stand-ins the emulator serves, in the order their routes are added.
+/// The stand-ins the emulator serves, in the order their routes are added: one line per provider.
 enum ProviderProfiles {
     static let all: [ProviderProfile] = [.apple, .google, .microsoft, .facebook, .dropbox, .github, .discord, .x, .gitlab, .slack, .line, .oidc]
 
-    private static let byProvider = Dictionary(uniqueKeysWithValues: all.map { ($0.provider, $0) })
+    private static let byName = Dictionary(uniqueKeysWithValues: all.map { ($0.provider.name, $0) })
 
-    static subscript(_ provider: CodeRecord.Provider) -> ProviderProfile { byProvider[provider]! }
+    /// The stand-in named `name` (`gitlab`), if the emulator has one.
+    static func named(_ name: String) -> ProviderProfile? { byName[name] }
+
+    static subscript(_ provider: CodeRecord.Provider) -> ProviderProfile { byName[provider.name]! }
 }
 
 extension CodeRecord.Provider {
     var profile: ProviderProfile { ProviderProfiles[self] }
+}
+
+/// A provider the emulator stands in for, as tests and tools see it: found by the name the server's provider module
+/// has (`gitlab`), with what a sign-in minted by the control API (`POST /emulator/authorizations`) hands the app, as
+/// that provider's app SDK would.
+public struct EmulatedProvider: Sendable, Hashable, CustomStringConvertible {
+    /// What a provider's app SDK hands an app after a sign-in.
+    public enum AppCredential: String, Sendable, Hashable, CaseIterable {
+        /// An ID token (`idToken`; Apple's `identityToken`), with the nonce the app asked for.
+        case idToken
+        /// An authorization code (`authorizationCode`), bound to the app's PKCE challenge when it sent one.
+        case authorizationCode
+        /// An access token (`accessToken`) the provider answers questions about.
+        case accessToken
+    }
+
+    /// The stand-in's path under the emulator's base URL and the control API's `provider`.
+    public let name: String
+    public let displayName: String
+    /// What its minted sign-ins hand the app.
+    public let appCredentials: Set<AppCredential>
+
+    init(_ profile: ProviderProfile) {
+        name = profile.provider.name
+        displayName = profile.displayName
+        appCredentials =
+            switch profile.appSignIn {
+            case .apple, .idTokenAndCode: [.idToken, .authorizationCode]
+            case .code: [.authorizationCode]
+            case .codeAndAccessToken: [.authorizationCode, .accessToken]
+            case .accessTokenAndIDToken: [.accessToken, .idToken]
+            }
+    }
+
+    /// Every stand-in the emulator serves.
+    public static let all = ProviderProfiles.all.map(EmulatedProvider.init)
+
+    /// The stand-in for the provider named `name`, if the emulator has one.
+    public static func named(_ name: String) -> EmulatedProvider? { ProviderProfiles.named(name).map(EmulatedProvider.init) }
+
+    public var description: String { name }
 }

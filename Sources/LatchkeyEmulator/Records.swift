@@ -22,11 +22,17 @@ struct ConsentRecord: Sendable {
 }
 
 struct CodeRecord: Sendable {
-    enum Provider: String, Sendable, CaseIterable {
-        case apple, google, microsoft, facebook, dropbox, oidc, github, discord, x, gitlab, slack, line
+    /// A stand-in, by its name: the path it is served under (`/gitlab`), the `provider` of the control API, and the name
+    /// of the provider module it stands in for on the server's side. Each stand-in's file names its own
+    /// (`static let gitlab = Self("gitlab")`) beside its ``ProviderProfile``.
+    struct Provider: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+
+        init(_ name: String) { self.name = name }
 
         /// The name the sign-in pages show.
         var displayName: String { profile.displayName }
+        var description: String { name }
     }
     let code: String
     let provider: Provider

@@ -1,6 +1,10 @@
 import Foundation
 import Hummingbird
 
+extension CodeRecord.Provider {
+    static let apple = Self("apple")
+}
+
 extension ProviderProfile {
     /// Sign in with Apple at the emulator's root: its teams, apps, client secrets and notifications are the emulator's
     /// own (``EmulatorState``); the profile names it and adds its routes.

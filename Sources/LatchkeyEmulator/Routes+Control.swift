@@ -59,8 +59,8 @@ extension Emulator {
 
         control.post("/authorizations") { request, context in
             let body = try await decode(AuthorizationRequest.self, request, context)
-            guard let provider = CodeRecord.Provider(rawValue: body.provider ?? "apple") else {
-                return controlError("provider is one of \(CodeRecord.Provider.allCases.map(\.rawValue).joined(separator: ", "))")
+            guard let provider = ProviderProfiles.named(body.provider ?? "apple")?.provider else {
+                return controlError("provider is one of \(ProviderProfiles.all.map(\.provider.name).joined(separator: ", "))")
             }
             guard let (user, _) = await state.user(bySubject: body.sub) else { return controlError("no user with sub \(body.sub)", status: .notFound) }
             if provider != .apple { return await providerAuthorization(provider, user: user, body, request) }
@@ -106,11 +106,12 @@ extension Emulator {
                 _ = try await state.rotateKeys()
                 return HTTPAnswer.json(try await state.jwks(.apple))
             }
-            guard let body = try? JSONDecoder().decode(Body.self, from: Data(Array(buffer: data))), let provider = CodeRecord.Provider(rawValue: body.provider)
+            guard let body = try? JSONDecoder().decode(Body.self, from: Data(Array(buffer: data))),
+                let provider = ProviderProfiles.named(body.provider)?.provider
             else {
                 return controlError("the body is {\"provider\": …} naming a provider")
             }
-            guard try await state.rotateKeys([provider]) else { return controlError("\(provider.rawValue) has no signing keys") }
+            guard try await state.rotateKeys([provider]) else { return controlError("\(provider.name) has no signing keys") }
             return HTTPAnswer.json(try await state.jwks(provider))
         }
 
@@ -153,7 +154,7 @@ extension Emulator {
         }
         answer["googleSub"] = .string(Identifiers.googleSubject(userID: user.id))
         var subjects: [String: Claim] = [:]
-        for provider in CodeRecord.Provider.allCases { subjects[provider.rawValue] = .string(await state.subject(of: user, provider: provider)) }
+        for provider in ProviderProfiles.all.map(\.provider) { subjects[provider.name] = .string(await state.subject(of: user, provider: provider)) }
         answer["subjects"] = .object(subjects)
         answer["microsoftTenant"] = .string(user.microsoftTenant)
         if let given = user.givenName { answer["givenName"] = .string(given) }
@@ -166,16 +167,16 @@ extension Emulator {
         -> Response
     {
         guard configuration.oauthClient(provider, body.clientId) != nil else {
-            return controlError("client id \(body.clientId) is not registered for \(provider.rawValue)")
+            return controlError("client id \(body.clientId) is not registered for \(provider.name)")
         }
         let method = body.codeChallenge == nil ? nil : (body.codeChallengeMethod ?? "S256")
         if let method, !(provider.profile.allowsPlainChallenge ? ["S256", "plain"] : ["S256"]).contains(method) {
-            return controlError("codeChallengeMethod \(method) is not supported by \(provider.rawValue)")
+            return controlError("codeChallengeMethod \(method) is not supported by \(provider.name)")
         }
         let authorization = EmulatorState.ProviderAuthorization(
             provider: provider, userID: user.id, clientID: body.clientId, redirectURI: body.redirectUri, nonce: body.nonce,
             scopes: body.scopes ?? provider.profile.defaultScopes, codeChallenge: body.codeChallenge, codeChallengeMethod: method,
-            oidcIssuer: request.baseURL + (provider.profile.ownIssuerPath ? "/" + provider.rawValue : "/oidc"))
+            oidcIssuer: request.baseURL + (provider.profile.ownIssuerPath ? "/" + provider.name : "/oidc"))
         do throws(ProviderOAuthError) {
             let signIn = try await state.providerSignIn(authorization)
             var answer: [String: Claim] = ["sub": .string(signIn.subject)]

@@ -1,6 +1,10 @@
 import Foundation
 import Hummingbird
 
+extension CodeRecord.Provider {
+    static let discord = Self("discord")
+}
+
 extension ProviderProfile {
     /// Discord at `/discord`: plain OAuth 2.0 with rotating refresh tokens, no ID tokens.
     static let discord: ProviderProfile = {

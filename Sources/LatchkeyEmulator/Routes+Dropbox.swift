@@ -2,6 +2,10 @@ import Foundation
 import Hummingbird
 import NIOCore
 
+extension CodeRecord.Provider {
+    static let dropbox = Self("dropbox")
+}
+
 extension ProviderProfile {
     /// Dropbox at `/dropbox`: codes with PKCE, no ID tokens, the account ids in the token answer, an RPC API.
     static let dropbox: ProviderProfile = {

@@ -2,6 +2,10 @@ import Foundation
 import Hummingbird
 import NIOCore
 
+extension CodeRecord.Provider {
+    static let facebook = Self("facebook")
+}
+
 extension ProviderProfile {
     /// Facebook at `/facebook`: Limited Login ID tokens (no `email_verified`) and classic user access tokens, checked
     /// by `debug_token` and `/me`.

@@ -2,6 +2,10 @@ import Foundation
 import Hummingbird
 import NIOCore
 
+extension CodeRecord.Provider {
+    static let github = Self("github")
+}
+
 extension ProviderProfile {
     /// GitHub at `/github`: OAuth apps, codes of 20 hex digits, tokens that do not expire, no ID tokens.
     static let github: ProviderProfile = {

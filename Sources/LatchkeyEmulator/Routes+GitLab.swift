@@ -1,6 +1,10 @@
 import Foundation
 import Hummingbird
 
+extension CodeRecord.Provider {
+    static let gitlab = Self("gitlab")
+}
+
 extension ProviderProfile {
     /// GitLab at `/gitlab`, its own issuer: public applications, the OpenID Connect stand-in's rules.
     static let gitlab: ProviderProfile = {

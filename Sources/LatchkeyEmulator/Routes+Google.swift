@@ -2,6 +2,10 @@ import Crypto
 import Foundation
 import Hummingbird
 
+extension CodeRecord.Provider {
+    static let google = Self("google")
+}
+
 extension ProviderProfile {
     /// Google at `/google`: its issuer, codes that live ten minutes, `plain` PKCE allowed, `azp` and `hd` in its ID tokens.
     static let google: ProviderProfile = {

@@ -3,6 +3,10 @@ import Foundation
 import Hummingbird
 import JWTKit
 
+extension CodeRecord.Provider {
+    static let line = Self("line")
+}
+
 extension ProviderProfile {
     /// LINE Login at `/line`, its own issuer: channels whose 32-character secret signs the web login's HS256 ID tokens;
     /// the app SDK's are ES256 (``EmulatorState/lineIDToken(_:clientID:webLogin:)``).

@@ -5,6 +5,10 @@ import NIOCore
 /// Microsoft's template issuer: `{tenantid}` stands for the token's `tid`.
 let microsoftIssuerTemplate = "https://login.microsoftonline.com/{tenantid}/v2.0"
 
+extension CodeRecord.Provider {
+    static let microsoft = Self("microsoft")
+}
+
 extension ProviderProfile {
     /// The Microsoft identity platform v2.0 at `/microsoft/{tenant}`: tenant issuers from a template, keys without `alg`,
     /// a new refresh token on each refresh (the old one stays usable), `plain` PKCE allowed.

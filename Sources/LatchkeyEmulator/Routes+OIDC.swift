@@ -2,6 +2,10 @@ import Foundation
 import Hummingbird
 import NIOCore
 
+extension CodeRecord.Provider {
+    static let oidc = Self("oidc")
+}
+
 extension ProviderProfile {
     /// A generic OpenID Connect issuer at `/oidc`: public clients, refresh tokens that rotate when the configuration
     /// says so.

@@ -10,7 +10,7 @@ extension Emulator {
         _ provider: Provider, authorize: String, token: String, keys: String, revocation: String?, codeChallengeMethods: [String],
         to router: Router<BasicRequestContext>
     ) {
-        let prefix = "/" + provider.rawValue
+        let prefix = "/" + provider.name
         router.get(RouterPath(prefix + "/.well-known/openid-configuration")) { request, _ in
             await providerDocument(request) {
                 let issuer = request.baseURL + prefix

@@ -1,6 +1,10 @@
 import Foundation
 import Hummingbird
 
+extension CodeRecord.Provider {
+    static let slack = Self("slack")
+}
+
 extension ProviderProfile {
     /// Sign in with Slack at `/slack`, its own issuer.
     static let slack: ProviderProfile = {

@@ -1,6 +1,10 @@
 import Foundation
 import Hummingbird
 
+extension CodeRecord.Provider {
+    static let x = Self("x")
+}
+
 extension ProviderProfile {
     /// X at `/x`: OAuth 2.0 with PKCE, codes that live 30 seconds, rotating refresh tokens, no ID tokens.
     static let x: ProviderProfile = {
