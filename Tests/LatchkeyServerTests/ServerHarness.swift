@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Configuration
 import Foundation
 import Hummingbird
 import LatchkeyCore
@@ -65,32 +66,19 @@ struct ServerHarness: Sendable {
         let emulator = try await EmulatorHarness.start(emulatorConfiguration)
         var configuration = ServerConfiguration()
         configuration.port = 0
-        configuration.apple = .init(
-            teamID: Fixtures.teamID, keyID: Fixtures.keyID, privateKeyPEM: Fixtures.p8, clientIDs: [Fixtures.bundleID, Fixtures.servicesID],
-            baseURL: emulator.emulator.baseURL)
-        // Every provider, at the emulator: Google also takes the Google-only test client.
         let base = emulator.emulator.baseURL
         let everywhere = EmulatorHarness.providerClientID
         configuration.openIDProviders = [
             .generic(name: "oidc", displayName: "Emulated OpenID Connect", issuer: emulator.emulator.oidcIssuer, clientIDs: [everywhere])
         ]
-        var facebook = FacebookConfiguration(appID: everywhere, appSecret: everywhere + "-secret")
-        facebook.graphURL = base + "/facebook"
-        facebook.jwksURL = base + "/facebook/.well-known/oauth/openid/jwks/"
-        var dropbox = DropboxConfiguration(appKey: everywhere)
-        dropbox.apiURL = base + "/dropbox"
-        dropbox.authorizeURL = base + "/dropbox/oauth2/authorize"
-        configuration.providerModules += [
-            GoogleModule(.google(clientIDs: [EmulatorHarness.googleClientID, everywhere], discoveryURL: base + "/google/.well-known/openid-configuration")),
-            MicrosoftModule(.microsoft(clientIDs: [everywhere], authority: base + "/microsoft")),
-            facebook, dropbox,
-            GitHubModule(clientID: everywhere, clientSecret: everywhere + "-secret", baseURL: base + "/github", apiURL: base + "/github/api"),
-            GitLabModule(clientIDs: [everywhere], baseURL: base + "/gitlab"),
-            SlackModule(clientIDs: [everywhere], clientSecret: everywhere + "-secret", issuer: base + "/slack"),
-            DiscordModule(clientID: everywhere, baseURL: base + "/discord"),
-            XModule(clientID: everywhere, clientSecret: everywhere + "-secret", authorizeURL: base + "/x/i/oauth2/authorize", apiURL: base + "/x"),
-            LINEModule(channelIDs: [everywhere], channelSecret: everywhere + LINEModule.emulatedSecretSuffix, issuer: base + "/line"),
-        ]
+        // Every module of ProviderModules.all, at the emulator, as `serve --dev` configures it. Apple also takes the
+        // fixtures' bundle id and Services ID (the browser flow's), Google the Google-only test client.
+        configuration.providerModules = try emulatedModules(
+            emulator: base, clientIDs: [everywhere],
+            overrides: [
+                "apple.clientIds": [Fixtures.bundleID, Fixtures.servicesID, everywhere].joined(separator: ","), "apple.servicesId": Fixtures.servicesID,
+                "google.clientIds": [EmulatorHarness.googleClientID, everywhere].joined(separator: ","), "google.webClientId": everywhere,
+            ])
         configuration.rateLimit.perClientIP = 10_000
         configuration.rateLimit.perSubject = 10_000
         // The emulator answers a daily validation at once; on a loaded machine it may still take longer than the
@@ -126,6 +114,23 @@ struct ServerHarness: Sendable {
             emulator: emulator, server: server, store: store, baseURL: baseURL, clock: clock, encryptionKey: encryptionKey, group: group, task: task,
             path: path, http: http
         )
+    }
+
+    /// Every module of ``ProviderModules/all`` pointed at the emulator at `base`, read as the server reads its settings:
+    /// the settings `serve --dev` gives each module (``ProviderModules/emulatedSettings(emulatorBaseURL:clientIDs:)``),
+    /// Apple's team and key from the fixtures, and `overrides` (full keys) on top.
+    static func emulatedModules(emulator base: String, clientIDs: [String], overrides: [String: String] = [:]) throws -> [any ProviderModule] {
+        let settings = ProviderModules.emulatedSettings(emulatorBaseURL: base, clientIDs: clientIDs)
+            .merging([
+                "apple.teamId": Fixtures.teamID, "apple.keyId": Fixtures.keyID, "apple.privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"),
+                "apple.baseUrl": base,
+            ]) { $1 }
+            .merging(overrides) { $1 }
+        let values = Dictionary(
+            uniqueKeysWithValues: settings.map {
+                (AbsoluteConfigKey($0.key.split(separator: ".").map(String.init)), ConfigValue(.string($0.value), isSecret: false))
+            })
+        return try ProviderModules.configured(ConfigReader(provider: InMemoryProvider(values: values)))
     }
 
     /// The SQLite file behind ``store``.

@@ -17,7 +17,8 @@ public struct EmulatorHarness: Sendable {
 
     public static let redirectURI = "https://app.example.com/callback"
     public static let googleClientID = "google-ios-client"
-    /// Registered at Google, Microsoft, Facebook (secret `"\(providerClientID)-secret"`), Dropbox and the OpenID Connect issuer.
+    /// Registered at every stand-in (``EmulatorConfiguration/addClientEverywhere(_:redirectURIs:)``), and as an app of the
+    /// fixture team at Apple: one client id that signs in with any provider.
     public static let providerClientID = "com.example.everywhere"
 
     /// The fixture team (``Fixtures/teamID`` with the `.p8` of ``Fixtures/keyID``), the bundle id and the Services ID.
@@ -28,6 +29,7 @@ public struct EmulatorHarness: Sendable {
         configuration.addApp(clientID: Fixtures.servicesID, teamID: Fixtures.teamID, redirectURIs: [redirectURI])
         configuration.googleClients = [.init(clientID: googleClientID, redirectURIs: [redirectURI])]
         configuration.addClientEverywhere(providerClientID, redirectURIs: [redirectURI])
+        configuration.addApp(clientID: providerClientID, teamID: Fixtures.teamID, redirectURIs: [redirectURI])
         configuration.notificationInitialBackoff = .milliseconds(20)
         return configuration
     }
