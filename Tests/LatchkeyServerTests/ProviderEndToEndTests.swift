@@ -12,48 +12,13 @@ import Testing
 /// to `POST /v1/auth/{provider}` as it would.
 @Suite("Server: every provider end to end")
 struct ProviderEndToEndTests {
-    /// How an app signs in with each provider, and with which of the user's subjects.
-    enum Credential: String, CaseIterable, CustomTestStringConvertible {
-        case googleIDToken, googleCode, microsoftIDToken, microsoftCode, oidcIDToken, oidcCode, facebookLimitedLogin, facebookClassic, dropboxCode,
-            githubCode, discordCode, xCode, gitlabIDToken, gitlabCode, slackIDToken, slackCode, lineIDToken, lineCode
-        var testDescription: String { rawValue }
+    typealias Credential = ProviderContractTests.Credential
 
-        var provider: String {
-            switch self {
-            case .googleIDToken, .googleCode: "google"
-            case .microsoftIDToken, .microsoftCode: "microsoft"
-            case .oidcIDToken, .oidcCode: "oidc"
-            case .facebookLimitedLogin, .facebookClassic: "facebook"
-            case .dropboxCode: "dropbox"
-            case .githubCode: "github"
-            case .discordCode: "discord"
-            case .xCode: "x"
-            case .gitlabIDToken, .gitlabCode: "gitlab"
-            case .slackIDToken, .slackCode: "slack"
-            case .lineIDToken, .lineCode: "line"
-            }
-        }
-
-        var usesCode: Bool {
-            [.googleCode, .microsoftCode, .oidcCode, .dropboxCode, .githubCode, .discordCode, .xCode, .gitlabCode, .slackCode, .lineCode].contains(self)
-        }
-    }
-
-    /// A fresh credential from the emulator for the user with `subjects`, as the body the app sends.
-    static func body(_ credential: Credential, _ harness: ServerHarness, subjects: [String: Any], clientID: String = EmulatorHarness.providerClientID)
-        async throws -> [String: any Sendable]
-    {
-        let sub = try #require(subjects[credential.provider] as? String)
-        if credential.usesCode {
-            let verifier = PKCE.makeVerifier()
-            let minted = try await harness.emulator.providerSignIn(
-                credential.provider, sub: sub, clientID: clientID, ["codeChallenge": PKCE.challenge(for: verifier)])
-            return ["authorizationCode": try #require(minted["authorizationCode"] as? String), "codeVerifier": verifier, "clientId": clientID]
-        }
-        let nonce = PKCE.makeVerifier()
-        let minted = try await harness.emulator.providerSignIn(credential.provider, sub: sub, clientID: clientID, ["nonce": sha256Hex(nonce)])
-        if credential == .facebookClassic { return ["accessToken": try #require(minted["accessToken"] as? String)] }
-        return ["idToken": try #require(minted["idToken"] as? String), "rawNonce": nonce]
+    /// A fresh credential of `kind` from the emulator's stand-in for `provider`, as the body the app sends.
+    static func body(
+        _ provider: String, _ kind: Credential, _ harness: ServerHarness, subjects: [String: Any], clientID: String = EmulatorHarness.providerClientID
+    ) async throws -> [String: any Sendable] {
+        try await ProviderContractTests.body(provider, kind, harness, subjects: subjects, clientID: clientID)
     }
 
     static func newUser(_ harness: ServerHarness, _ fields: [String: any Sendable] = [:]) async throws -> [String: Any] {
@@ -61,50 +26,20 @@ struct ProviderEndToEndTests {
         return try #require(answer["subjects"] as? [String: Any])
     }
 
-    @Test("first sign-in creates the user, the second finds it; the session works", arguments: Credential.allCases)
-    func signInTwice(credential: Credential) async throws {
-        try await ServerHarness.with { harness in
-            let subjects = try await Self.newUser(harness)
-            let first = try await harness.post("/v1/auth/\(credential.provider)", json: try await Self.body(credential, harness, subjects: subjects))
-            #expect(first.status == 200, "\(first.text)")
-            let created = try first.decode(SignInResponse.self)
-            #expect(created.isNewUser)
-            #expect(created.user.identities.map(\.provider) == [credential.provider])
-            #expect(created.user.identities.first?.subject == subjects[credential.provider] as? String)
-            let second = try await harness.post("/v1/auth/\(credential.provider)", json: try await Self.body(credential, harness, subjects: subjects))
-            try await harness.expectReturningUser(second, created)
-        }
-    }
-
-    @Test(
-        "an ID token issued to another app is refused with unexpected_audience",
-        arguments: [Credential.googleIDToken, .microsoftIDToken, .oidcIDToken, .facebookLimitedLogin])
-    func wrongAudience(credential: Credential) async throws {
-        var emulator = EmulatorHarness.configuration()
-        emulator.addClientEverywhere("com.example.stranger")
-        try await ServerHarness.with(emulator: emulator) { harness in
-            let subjects = try await Self.newUser(harness)
-            let body = try await Self.body(credential, harness, subjects: subjects, clientID: "com.example.stranger")
-            let answer = try await harness.post("/v1/auth/\(credential.provider)", json: body)
-            #expect(answer.status == 401, "\(answer.text)")
-            #expect(answer.error == "unexpected_audience")
-        }
-    }
-
     @Test("expired and re-signed ID tokens, a replayed ID token, a replayed code and a wrong verifier are refused")
     func refusals() async throws {
         try await ServerHarness.with { harness in
             let subjects = try await Self.newUser(harness)
             // Expired: the server's clock is two hours ahead of the token.
-            let stale = try await Self.body(.microsoftIDToken, harness, subjects: subjects)
+            let stale = try await Self.body("microsoft", .idToken, harness, subjects: subjects)
             harness.clock.advance(7200)
             let expired = try await harness.post("/v1/auth/microsoft", json: stale)
             #expect(expired.error == "token_expired", "\(expired.text)")
             harness.clock.advance(-7200)
 
             // Another token's signature over these claims.
-            let body = try await Self.body(.oidcIDToken, harness, subjects: subjects)
-            let other = try await Self.body(.oidcIDToken, harness, subjects: try await Self.newUser(harness))
+            let body = try await Self.body("oidc", .idToken, harness, subjects: subjects)
+            let other = try await Self.body("oidc", .idToken, harness, subjects: try await Self.newUser(harness))
             let token = try #require(body["idToken"] as? String)
             let forged =
                 token.split(separator: ".").prefix(2).joined(separator: ".") + "." + (try #require((other["idToken"] as? String)?.split(separator: ".").last))
@@ -115,13 +50,13 @@ struct ProviderEndToEndTests {
             #expect(try await harness.post("/v1/auth/oidc", json: body).status == 200)
             #expect(try await harness.post("/v1/auth/oidc", json: body).error == "token_already_used")
 
-            let code = try await Self.body(.dropboxCode, harness, subjects: subjects)
+            let code = try await Self.body("dropbox", .code, harness, subjects: subjects)
             #expect(try await harness.post("/v1/auth/dropbox", json: code).status == 200)
             let replayed = try await harness.post("/v1/auth/dropbox", json: code)
             #expect(replayed.status == 400)
             #expect(replayed.error == "invalid_grant")
 
-            var wrongVerifier = try await Self.body(.microsoftCode, harness, subjects: subjects)
+            var wrongVerifier = try await Self.body("microsoft", .code, harness, subjects: subjects)
             wrongVerifier["codeVerifier"] = PKCE.makeVerifier()
             let mismatch = try await harness.post("/v1/auth/microsoft", json: wrongVerifier)
             #expect(mismatch.status == 400)
@@ -144,11 +79,11 @@ struct ProviderEndToEndTests {
         }
         try await ServerHarness.with(configure: configure) { harness in
             let personal = try await Self.newUser(harness)  // the consumers tenant by default
-            let refused = try await harness.post("/v1/auth/microsoft", json: try await Self.body(.microsoftIDToken, harness, subjects: personal))
+            let refused = try await harness.post("/v1/auth/microsoft", json: try await Self.body("microsoft", .idToken, harness, subjects: personal))
             #expect(refused.status == 401)
             #expect(refused.error == "unexpected_issuer", "\(refused.text)")
             let work = try await Self.newUser(harness, ["microsoftTenant": "72f988bf-86f1-41af-91ab-2d7cd011db47"])
-            #expect(try await harness.post("/v1/auth/microsoft", json: try await Self.body(.microsoftIDToken, harness, subjects: work)).status == 200)
+            #expect(try await harness.post("/v1/auth/microsoft", json: try await Self.body("microsoft", .idToken, harness, subjects: work)).status == 200)
         }
     }
 
@@ -163,7 +98,8 @@ struct ProviderEndToEndTests {
             configuration.openIDProviders[index] = mismatched
         }
         try await ServerHarness.with(configure: configure) { harness in
-            let answer = try await harness.post("/v1/auth/oidc", json: try await Self.body(.oidcIDToken, harness, subjects: try await Self.newUser(harness)))
+            let answer = try await harness.post(
+                "/v1/auth/oidc", json: try await Self.body("oidc", .idToken, harness, subjects: try await Self.newUser(harness)))
             #expect(answer.status == 502)
             #expect(answer.error == "invalid_configuration")
             #expect((answer.json["error_description"] as? String)?.contains("oidc.oidc.issuer") == true, "\(answer.text)")
@@ -174,7 +110,7 @@ struct ProviderEndToEndTests {
     func revokedAtProvider() async throws {
         try await ServerHarness.with { harness in
             let subjects = try await Self.newUser(harness)
-            let body = try await Self.body(.facebookClassic, harness, subjects: subjects)
+            let body = try await Self.body("facebook", .accessToken, harness, subjects: subjects)
             let session = try await harness.post("/v1/auth/facebook", json: body).decode(SignInResponse.self)
             let token = try #require(body["accessToken"] as? String)
             #expect(try await harness.emulator.send("DELETE", "/facebook/me/permissions?access_token=\(token)").status == 200)
@@ -193,7 +129,7 @@ struct ProviderEndToEndTests {
         emulator.oidcRotatesRefreshTokens = true
         try await ServerHarness.with(emulator: emulator) { harness in
             let subjects = try await Self.newUser(harness)
-            let session = try await harness.post("/v1/auth/oidc", json: try await Self.body(.oidcCode, harness, subjects: subjects))
+            let session = try await harness.post("/v1/auth/oidc", json: try await Self.body("oidc", .code, harness, subjects: subjects))
             #expect(session.status == 200, "\(session.text)")
             var refreshToken = try session.decode(SignInResponse.self).refreshToken
             let subject = try #require(subjects["oidc"] as? String)
@@ -218,7 +154,7 @@ struct ProviderEndToEndTests {
     func deletionAfterRevocationAtProvider() async throws {
         try await ServerHarness.with { harness in
             let subjects = try await Self.newUser(harness)
-            let tokens = try await harness.post("/v1/auth/google", json: try await Self.body(.googleCode, harness, subjects: subjects)).decode(
+            let tokens = try await harness.post("/v1/auth/google", json: try await Self.body("google", .code, harness, subjects: subjects)).decode(
                 SignInResponse.self)
             let subject = try #require(subjects["google"] as? String)
             let identity = try #require(try await harness.store.identity(provider: "google", subject: subject))
@@ -238,12 +174,13 @@ struct ProviderEndToEndTests {
     func deletionRevokesEverywhere() async throws {
         try await ServerHarness.with { harness in
             let subjects = try await Self.newUser(harness)
-            let first = try await harness.post("/v1/auth/google", json: try await Self.body(.googleCode, harness, subjects: subjects))
+            let first = try await harness.post("/v1/auth/google", json: try await Self.body("google", .code, harness, subjects: subjects))
             let tokens = try first.decode(SignInResponse.self)
-            for credential in [Credential.microsoftCode, .oidcCode, .facebookClassic, .dropboxCode, .lineCode] {
+            let linking: [(String, Credential)] = [("microsoft", .code), ("oidc", .code), ("facebook", .accessToken), ("dropbox", .code), ("line", .code)]
+            for (provider, credential) in linking {
                 let linked = try await harness.post(
-                    "/v1/me/identities/\(credential.provider)", json: try await Self.body(credential, harness, subjects: subjects), bearer: tokens.accessToken)
-                #expect(linked.status == 200, "\(credential): \(linked.text)")
+                    "/v1/me/identities/\(provider)", json: try await Self.body(provider, credential, harness, subjects: subjects), bearer: tokens.accessToken)
+                #expect(linked.status == 200, "\(provider): \(linked.text)")
             }
             _ = try await harness.emulator.send("DELETE", "/emulator/requests")
             let deletion = try await harness.send("DELETE", "/v1/me", bearer: tokens.accessToken)
