@@ -293,7 +293,7 @@ let package = Package(
         .testTarget(
             name: "LatchkeyCLITests",
             dependencies: [
-                "LatchkeyStore", "LatchkeyEmulator", "LatchkeyTestSupport",
+                "LatchkeyStore", "LatchkeyEmulator", "LatchkeyProviders", "LatchkeyTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

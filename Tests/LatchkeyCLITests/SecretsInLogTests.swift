@@ -1,4 +1,5 @@
 import Foundation
+import LatchkeyProviders
 import LatchkeyTestSupport
 import Testing
 
@@ -8,23 +9,33 @@ import Testing
 struct SecretsInLogTests {
     static let secrets = [
         "encryptionKey": "c2VjcmV0LWVuY3J5cHRpb24ta2V5LTMyLWJ5dGVzISE=",
-        "google": "google-secret-9f2c41d7e3",
-        "microsoft": "microsoft-secret-6b0e83a5c1",
         "oidc": "oidc-secret-2d7f19c4e8",
-        "facebook": "facebook-secret-4a8c62e0b9",
-        "dropbox": "dropbox-secret-8e1b57d3f6",
-        "github": "github-secret-71d0a4c9e2",
-        "gitlab": "gitlab-secret-3e85b1f06d",
-        "slack": "slack-secret-c40f92e7a1",
-        "discord": "discord-secret-5a2d7e8c03",
-        "x": "x-secret-9b61c3f4d8",
-        "line": "line-channel-secret-0d4e8a2f6b1c9e73",
         "client": "confidential-client-secret-5c9a",
         // A webhook endpoint's secret, and (checked below) its key without the prefix.
         "webhook": "whsec_d2ViaG9vay1zaWduaW5nLWtleS0zMi1ieXRlcy1sb25nISE=",
         // Under a misspelt key: the warning that names the key must not quote its value.
         "misspelt": "misspelt-secret-7f3e2a9d1c",
     ]
+
+    /// Every module of the registry but Apple (whose key is the fixture's .p8 file), configured as `serve --dev` points it
+    /// at an emulator, here at `nowhere`, with a value of its own (32 characters or more) for each secret setting: a
+    /// setting read inline or from a file (`clientSecret / clientSecretFile`). By module name, and the secrets by full key.
+    static func modules(at nowhere: String) -> (settings: [String: [String: String]], secrets: [String: String]) {
+        var settings: [String: [String: String]] = [:]
+        var secrets: [String: String] = [:]
+        for module in ProviderModules.all where module.name != AppleModule.name {
+            var values = module.emulatedSettings(baseURL: nowhere + "/" + module.name, clientIDs: ["\(module.name)-app"])
+            for setting in module.settings {
+                let keys = setting.key.components(separatedBy: " / ")
+                guard keys.count == 2, keys[1] == keys[0] + "File" else { continue }
+                let secret = "\(module.name)-\(keys[0])-" + String(UUID().uuidString.filter(\.isHexDigit).lowercased().prefix(24))
+                values[keys[0]] = secret
+                secrets[module.name + "." + keys[0]] = secret
+            }
+            settings[module.name] = values
+        }
+        return (settings, secrets)
+    }
 
     /// The private key's base64 lines: any one of them in the log gives part of the key away.
     static var privateKeyLines: [String] {
@@ -38,32 +49,25 @@ struct SecretsInLogTests {
         let directory = CLI.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let nowhere = "http://127.0.0.1:9"
-        let config: [String: Any] = [
+        let modules = Self.modules(at: nowhere)
+        #expect(modules.secrets.count >= 2, "the registry's secret settings: \(modules.secrets.keys.sorted())")
+        var config: [String: Any] = [
             "mode": "production", "publicUrl": "https://auth.example.com", "port": 0, "encryptionKey": Self.secrets["encryptionKey"]!,
             "log": ["level": "trace", "format": format], "database": ["url": directory + "/latchkey.sqlite"],
             "apple": [
                 "teamId": Fixtures.teamID, "keyId": Fixtures.keyID, "privateKeyFile": Fixtures.path("AuthKey_TESTKEY123.p8"), "clientIds": Fixtures.bundleID,
                 "baseUrl": nowhere,
             ],
-            "google": ["clientIds": "g.apps", "clientSecret": Self.secrets["google"]!, "discoveryUrl": nowhere + "/google"],
-            "microsoft": ["clientIds": "m-app", "clientSecret": Self.secrets["microsoft"]!, "authority": nowhere + "/microsoft"],
             "oidc": ["providers": "corp", "corp": ["issuer": nowhere + "/oidc", "clientIds": "corp-app", "clientSecret": Self.secrets["oidc"]!]],
-            "facebook": ["appId": "fb-app", "appSecret": Self.secrets["facebook"]!, "graphUrl": nowhere, "jwksUrl": nowhere + "/jwks"],
-            "dropbox": ["appKey": "db-app", "appSecret": Self.secrets["dropbox"]!, "apiUrl": nowhere],
-            "github": [
-                "clientId": "gh-app", "clientSecret": Self.secrets["github"]!, "clientSecrte": Self.secrets["misspelt"]!, "baseUrl": nowhere,
-                "apiUrl": nowhere,
-            ],
-            "gitlab": ["clientIds": "gl-app", "clientSecret": Self.secrets["gitlab"]!, "baseUrl": nowhere + "/gitlab"],
-            "slack": ["clientIds": "sl-app", "clientSecret": Self.secrets["slack"]!, "issuer": nowhere + "/slack"],
-            "discord": ["clientId": "dc-app", "clientSecret": Self.secrets["discord"]!, "baseUrl": nowhere],
-            "x": ["clientId": "x-app", "clientSecret": Self.secrets["x"]!, "authorizeUrl": nowhere, "apiUrl": nowhere],
-            "line": ["channelIds": "1657000000", "channelSecret": Self.secrets["line"]!, "issuer": nowhere + "/line"],
             "clients": [
                 ["clientId": "web", "redirectUris": "https://app.example.com/cb", "type": "confidential", "clientSecret": Self.secrets["client"]!]
             ],
             "webhooks": [["url": nowhere + "/hooks", "secret": Self.secrets["webhook"]!]],
         ]
+        config.merge(modules.settings) { own, _ in own }
+        var github = try #require(config["github"] as? [String: String], "GitHub is the module the misspelt key goes under")
+        github["clientSecrte"] = Self.secrets["misspelt"]!
+        config["github"] = github
         try CLI.write(config, to: directory + "/latchkey.json")
         _ = try await CLI.run(["migrate", "--config", directory + "/latchkey.json"], directory: directory)
         let log = try await Self.serveOnce(config: directory + "/latchkey.json", directory: directory)
@@ -71,7 +75,9 @@ struct SecretsInLogTests {
         // The test means something only if trace lines were written, services' among them.
         #expect(log.contains("trace") && log.contains("MaintenanceService") && log.contains("WebhookDeliveryService"), "\(log.suffix(2000))")
         #expect(log.contains("github.clientSecrte, which is not a setting; did you mean github.clientSecret?"), "\(log.suffix(2000))")
-        for (name, secret) in Self.secrets { #expect(!log.contains(secret), "the \(name) secret is in the log") }
+        for (name, secret) in Self.secrets.merging(modules.secrets, uniquingKeysWith: { $1 }) {
+            #expect(!log.contains(secret), "the \(name) secret is in the log")
+        }
         #expect(!log.contains(Self.secrets["webhook"]!.dropFirst("whsec_".count)), "the webhook signing key is in the log")
         for line in Self.privateKeyLines { #expect(!log.contains(line), "a line of the Apple private key is in the log") }
     }
