@@ -11,8 +11,8 @@ struct RotationRequest: Sendable {
     let now: Date
     let graceWindow: TimeInterval
     let accepting: (@Sendable (SessionFamily) -> Bool)?
-    /// The webhook deliveries of a session this presentation revokes for reuse.
-    let onReuse: (@Sendable (SessionFamily) -> ChangeRecords)?
+    /// What revoking the session for reuse writes with it.
+    let reuse: ReuseNotice?
 }
 
 extension SQLAuthStore {
@@ -97,8 +97,8 @@ extension SQLAuthStore {
         }
         var records = ChangeRecords()
         for (request, result) in zip(requests, results) {
-            guard case .reuseDetected(let family) = result, let onReuse = request.onReuse else { continue }
-            let more = onReuse(family)
+            guard case .reuseDetected(let family) = result, let reuse = request.reuse else { continue }
+            let more = reuse.records(for: family)
             records.audits += more.audits
             records.deliveries += more.deliveries
         }

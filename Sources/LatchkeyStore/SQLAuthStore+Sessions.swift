@@ -18,10 +18,10 @@ extension SQLAuthStore {
 
     public func rotate(
         presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?,
-        onReuse: (@Sendable (SessionFamily) -> ChangeRecords)?
+        reuse: ReuseNotice?
     ) async throws -> RotationResult {
         let request = RotationRequest(
-            presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting, onReuse: onReuse)
+            presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting, reuse: reuse)
         return try await Self.translatingErrors { try await rotations.submit(request) }
     }
 

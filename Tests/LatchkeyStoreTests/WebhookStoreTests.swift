@@ -121,23 +121,23 @@ extension StoreConformanceTests {
             let hooks = endpoints("reuse")
             let (user, identity) = try await makeUser(store)
             let family = try await makeSession(store, user: user, identity: identity, hash: "\(run)-r0")
-            let onReuse: @Sendable (SessionFamily) -> ChangeRecords = { family in
-                ChangeRecords(deliveries: hooks.deliveries(.reuseDetected(family, ip: "192.0.2.1", userAgent: "UA", at: Self.now)))
-            }
+            let reuse = ReuseNotice(at: Self.now, origin: RequestOrigin(ip: "192.0.2.1", userAgent: "UA"), webhooks: hooks)
             let first = successor(family, parent: "\(run)-r0", hash: "\(run)-r1")
             let rotated = try await store.rotate(
-                presentedHash: "\(run)-r0", successor: first, now: Self.now, graceWindow: 0, accepting: nil, onReuse: onReuse)
+                presentedHash: "\(run)-r0", successor: first, now: Self.now, graceWindow: 0, accepting: nil, reuse: reuse)
             #expect(rotated == .rotated(try #require(try await store.session(id: family.id))))
             _ = try await store.rotate(
                 presentedHash: "\(run)-r1", successor: successor(family, parent: "\(run)-r1", hash: "\(run)-r2"), now: Self.now, graceWindow: 0,
-                accepting: nil, onReuse: onReuse)
+                accepting: nil, reuse: reuse)
             #expect(try await deliveries(store, hooks).isEmpty)
             let replay = try await store.rotate(
                 presentedHash: "\(run)-r0", successor: successor(family, parent: "\(run)-r0"), now: Self.now.addingTimeInterval(1), graceWindow: 0,
-                accepting: nil, onReuse: onReuse)
+                accepting: nil, reuse: reuse)
             guard case .reuseDetected = replay else { throw CancellationError() }
             let written = try await deliveries(store, hooks)
             #expect(written.map(\.kind) == ["session.reuse_detected"])
+            let audited = try await store.auditEvents(userID: user.id, limit: 10).filter { $0.kind == "refresh_token_reuse" }
+            #expect(audited.map(\.detail) == ["session=\(family.id); the session was revoked"])
             #expect(written.first?.payload.contains(#""sessionId":"\#(family.id)""#) == true)
         }
     }

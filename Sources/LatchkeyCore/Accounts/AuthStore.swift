@@ -153,10 +153,10 @@ public protocol SessionStore: Sendable {
     /// Rotates the presented token to `successor` atomically (see ``RotationResult``). With `accepting`, the token's
     /// session is read in the same step, and one it refuses is left as it is (``RotationResult/declined(_:)``).
     /// `.duplicate` (and nothing changed) when a rotation's successor names a token that is stored already. A session
-    /// revoked for reuse writes `onReuse`'s audit events and deliveries with its revocation.
+    /// revoked for reuse writes the records of `reuse` (``ReuseNotice/records(for:)``) with its revocation.
     func rotate(
         presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?,
-        onReuse: (@Sendable (SessionFamily) -> ChangeRecords)?
+        reuse: ReuseNotice?
     ) async throws -> RotationResult
     func session(id: String) async throws -> SessionFamily?
     func sessions(userID: String) async throws -> [SessionFamily]
@@ -342,13 +342,13 @@ public enum AuthStoreError: Error, Sendable, Equatable, CustomStringConvertible 
 extension SessionStore {
     /// Rotates the presented token to `successor` atomically, whatever its session (see ``RotationResult``).
     public func rotate(presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval) async throws -> RotationResult {
-        try await rotate(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: nil, onReuse: nil)
+        try await rotate(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: nil, reuse: nil)
     }
 
     /// Rotates without notifying anyone of a reuse.
     public func rotate(
         presentedHash: String, successor: RefreshTokenRecord, now: Date, graceWindow: TimeInterval, accepting: (@Sendable (SessionFamily) -> Bool)?
     ) async throws -> RotationResult {
-        try await rotate(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting, onReuse: nil)
+        try await rotate(presentedHash: presentedHash, successor: successor, now: now, graceWindow: graceWindow, accepting: accepting, reuse: nil)
     }
 }

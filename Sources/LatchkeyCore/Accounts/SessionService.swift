@@ -161,17 +161,10 @@ public struct SessionService: Sendable {
                 idleExpiresAt: now.addingTimeInterval(policy.refreshIdleLifetime))
             // The store hands out the same successor within the window only while that successor is unused.
             let window = max(policy.reuseGraceWindow, policy.unusedSuccessorRecovery)
-            let webhooks = policy.webhooks
             // The reuse's audit event and deliveries commit with the session's revocation, or not at all.
-            let onReuse: @Sendable (SessionFamily) -> ChangeRecords = { family in
-                ChangeRecords(
-                    audits: [
-                        AuditEvent(at: now, userID: family.userID, kind: "refresh_token_reuse", detail: "session=\(family.id); the session was revoked")
-                    ],
-                    deliveries: webhooks.deliveries(.reuseDetected(family, ip: origin.ip, userAgent: origin.userAgent, at: now)))
-            }
             return try await store.rotate(
-                presentedHash: hash, successor: successorRecord, now: now, graceWindow: window, accepting: accepting, onReuse: onReuse)
+                presentedHash: hash, successor: successorRecord, now: now, graceWindow: window, accepting: accepting,
+                reuse: ReuseNotice(at: now, origin: origin, webhooks: policy.webhooks))
         }
         // Most refreshes in one step: the session is read as it is rotated, when it is this client's and its provider
         // authorization is known to need no validation now. The others read it first, and may ask the provider.

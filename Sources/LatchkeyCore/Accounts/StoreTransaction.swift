@@ -59,7 +59,7 @@ extension StoreTransaction {
 }
 
 /// What a change writes beside itself, in its own transaction: the audit events it leaves and the webhook deliveries
-/// it owes (see ``SessionStore/rotate(presentedHash:successor:now:graceWindow:accepting:onReuse:)``).
+/// it owes (see ``SessionStore/rotate(presentedHash:successor:now:graceWindow:accepting:reuse:)``).
 public struct ChangeRecords: Sendable, Equatable {
     public var audits: [AuditEvent]
     public var deliveries: [WebhookDelivery]
@@ -67,6 +67,30 @@ public struct ChangeRecords: Sendable, Equatable {
     public init(audits: [AuditEvent] = [], deliveries: [WebhookDelivery] = []) {
         self.audits = audits
         self.deliveries = deliveries
+    }
+}
+
+/// What a rotation writes when the presented token turns out reused, with the revocation of its session: the audit
+/// event and the `session.reuse_detected` deliveries, made for that session (see ``records(for:)``).
+public struct ReuseNotice: Sendable {
+    /// When the token was presented.
+    public var at: Date
+    /// Where it came from.
+    public var origin: RequestOrigin
+    /// The endpoints that hear of it.
+    public var webhooks: WebhookEndpoints
+
+    public init(at: Date, origin: RequestOrigin, webhooks: WebhookEndpoints) {
+        self.at = at
+        self.origin = origin
+        self.webhooks = webhooks
+    }
+
+    /// The audit event and deliveries of revoking `family` for reuse.
+    public func records(for family: SessionFamily) -> ChangeRecords {
+        ChangeRecords(
+            audits: [AuditEvent(at: at, userID: family.userID, kind: "refresh_token_reuse", detail: "session=\(family.id); the session was revoked")],
+            deliveries: webhooks.deliveries(.reuseDetected(family, ip: origin.ip, userAgent: origin.userAgent, at: at)))
     }
 }
 
