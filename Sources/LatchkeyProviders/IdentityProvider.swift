@@ -65,6 +65,8 @@ public struct BrowserSignInStart: Sendable, Equatable {
 public protocol IdentityProvider: ProviderAuthorizationLink, CredentialVerifier {
     /// The body fields this provider takes, for error descriptions and the 404 listing.
     var acceptedCredentials: String { get }
+    /// The kinds of credential it takes (what ``acceptedCredentials`` says for people).
+    var credentialKinds: Set<CredentialKind> { get }
     /// Signing-key caches to keep fresh in the background.
     var keyCaches: [JWKSCache] { get }
     /// The provider's name for people (the chooser page's buttons).

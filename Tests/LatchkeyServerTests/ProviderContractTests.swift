@@ -21,6 +21,14 @@ struct ProviderContractTests {
         case code = "code with PKCE verifier"
         case accessToken = "access token"
 
+        init(_ kind: CredentialKind) {
+            switch kind {
+            case .idToken: self = .idToken
+            case .authorizationCode: self = .code
+            case .accessToken: self = .accessToken
+            }
+        }
+
         /// What the provider's app SDK hands the app for it, in the emulator's words.
         var minted: EmulatedProvider.AppCredential {
             switch self {
@@ -45,11 +53,17 @@ struct ProviderContractTests {
 
     // MARK: What a provider takes, and what its app SDK hands the app
 
-    /// The kinds `provider` takes, read from the body fields it names (``IdentityProvider/acceptedCredentials``: one
-    /// `{…}` per way to sign in).
+    /// The kinds `provider` takes (``IdentityProvider/credentialKinds``).
     static func accepted(by provider: any IdentityProvider) -> Set<Credential> {
+        Set(provider.credentialKinds.map(Credential.init))
+    }
+
+    /// The kinds the body fields `provider` names for people take (``IdentityProvider/acceptedCredentials``: one `{…}`
+    /// per way to sign in), which must be the kinds it takes.
+    static func named(by provider: any IdentityProvider) -> Set<Credential> {
         var kinds: Set<Credential> = []
-        for fields in fieldGroups(provider) {
+        for group in provider.acceptedCredentials.components(separatedBy: " or ") {
+            let fields = Set(group.split { !$0.isLetter }.map(String.init))
             if !fields.isDisjoint(with: ["idToken", "identityToken"]) { kinds.insert(.idToken) }
             if fields.contains("codeVerifier") { kinds.insert(.code) }
             if fields.contains("accessToken") { kinds.insert(.accessToken) }
@@ -57,12 +71,8 @@ struct ProviderContractTests {
         return kinds
     }
 
-    /// The field names of each way to sign in `provider` names.
-    static func fieldGroups(_ provider: any IdentityProvider) -> [Set<String>] {
-        provider.acceptedCredentials.components(separatedBy: " or ").map { group in
-            Set(group.split { !$0.isLetter }.map(String.init))
-        }
-    }
+    /// Whether `provider` takes Apple's body: `identityToken`, with the code Apple's SDK hands beside it.
+    static func takesAppleBody(_ provider: any IdentityProvider) -> Bool { provider.signInBody == AppleSignInRequest.self }
 
     /// A fresh credential of `kind` from the emulator's stand-in for `provider`, for the user with `subjects`, as the body
     /// the app sends: the field names are the ones the provider says it takes.
@@ -70,7 +80,7 @@ struct ProviderContractTests {
         _ provider: String, _ kind: Credential, _ harness: ServerHarness, subjects: [String: Any], clientID: String = EmulatorHarness.providerClientID
     ) async throws -> [String: any Sendable] {
         let sub = try #require(subjects[provider] as? String, "the emulator's user has no \(provider) subject")
-        let groups = try fieldGroups(#require(harness.server.providers[provider], "\(provider) is not configured"))
+        let apple = takesAppleBody(try #require(harness.server.providers[provider], "\(provider) is not configured"))
         switch kind {
         case .code:
             let verifier = PKCE.makeVerifier()
@@ -80,11 +90,9 @@ struct ProviderContractTests {
             let nonce = PKCE.makeVerifier()
             let minted = try await harness.emulator.providerSignIn(provider, sub: sub, clientID: clientID, ["nonce": sha256Hex(nonce)])
             let token = try #require((minted["idToken"] ?? minted["identityToken"]) as? String, "\(minted)")
-            let fields = groups.first { !$0.isDisjoint(with: ["idToken", "identityToken"]) } ?? []
-            let field = fields.contains("identityToken") ? "identityToken" : "idToken"
-            var body: [String: any Sendable] = [field: token, "rawNonce": nonce]
+            var body: [String: any Sendable] = [apple ? "identityToken" : "idToken": token, "rawNonce": nonce]
             // The code the SDK hands with the ID token, where the provider takes them together (Apple).
-            if fields.contains("authorizationCode"), let code = minted["authorizationCode"] as? String { body["authorizationCode"] = code }
+            if apple, let code = minted["authorizationCode"] as? String { body["authorizationCode"] = code }
             return body
         case .accessToken:
             let minted = try await harness.emulator.providerSignIn(provider, sub: sub, clientID: clientID)
@@ -116,6 +124,15 @@ struct ProviderContractTests {
         let standIn = try Self.standIn(module)
         #expect(standIn.displayName == ProviderModules.all.first { $0.name == module }?.displayName)
         #expect(!standIn.appCredentials.isEmpty)
+    }
+
+    @Test("what a module's provider tells people it takes is what it takes", arguments: modules)
+    func acceptedCredentialsSayWhatItTakes(module: String) async throws {
+        try await ServerHarness.with { harness in
+            let provider = try #require(harness.server.providers[module], "\(module) is not configured by its emulatedSettings")
+            #expect(!provider.credentialKinds.isEmpty)
+            #expect(Self.named(by: provider) == Self.accepted(by: provider), "\(module): \(provider.acceptedCredentials)")
+        }
     }
 
     @Test("every stand-in but the generic OpenID Connect issuer is a module's")

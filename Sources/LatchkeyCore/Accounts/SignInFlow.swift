@@ -59,6 +59,16 @@ public struct PersonName: Sendable, Equatable {
     }
 }
 
+/// The kinds of credential an app can send `POST /v1/auth/{provider}`; each provider takes some of them.
+public enum CredentialKind: String, Sendable, Hashable, CaseIterable {
+    /// An OpenID Connect ID token with the app's nonce (Apple's identity token among them).
+    case idToken
+    /// An authorization code with its PKCE verifier, for the server to redeem.
+    case authorizationCode
+    /// An access token the provider can be asked about.
+    case accessToken
+}
+
 /// What ``SignInFlow`` needs of a provider: to check a credential an app sent, and to finish it at the provider.
 public protocol CredentialVerifier: Sendable {
     /// The path segment and stored provider name: `apple`, `google`, or a generic provider's name.

@@ -32,6 +32,7 @@ public struct AppleIdentityProvider: IdentityProvider {
     public var name: String { "apple" }
     public var displayName: String { "Apple" }
     public var acceptedCredentials: String { "{identityToken, rawNonce, authorizationCode?, redirectUri?, fullName?}" }
+    public var credentialKinds: Set<CredentialKind> { [.idToken] }
     public var keyCaches: [JWKSCache] { [keys] }
     public var signsInWithBrowser: Bool { true }
 

@@ -96,6 +96,7 @@ struct GitHubProvider: IdentityProvider {
     var displayName: String { GitHubModule.displayName }
     var signsInWithBrowser: Bool { true }
     var acceptedCredentials: String { "{authorizationCode, codeVerifier, redirectUri}" }
+    var credentialKinds: Set<CredentialKind> { [.authorizationCode] }
 
     func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? {
         BrowserSignInStart(

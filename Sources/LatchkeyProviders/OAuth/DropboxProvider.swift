@@ -39,6 +39,7 @@ public struct DropboxProvider: IdentityProvider {
     public var displayName: String { "Dropbox" }
     public var signsInWithBrowser: Bool { true }
     public var acceptedCredentials: String { "{authorizationCode, codeVerifier, redirectUri}" + (configuration.acceptAccessTokens ? " or {accessToken}" : "") }
+    public var credentialKinds: Set<CredentialKind> { configuration.acceptAccessTokens ? [.authorizationCode, .accessToken] : [.authorizationCode] }
 
     /// The code flow with PKCE, asking for a refresh token (`token_access_type=offline`) to revoke on deletion.
     public func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? {

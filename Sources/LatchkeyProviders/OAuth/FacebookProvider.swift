@@ -52,6 +52,7 @@ public struct FacebookProvider: IdentityProvider {
     public var name: String { "facebook" }
     public var displayName: String { "Facebook" }
     public var acceptedCredentials: String { "{idToken, rawNonce?} (Limited Login) or {accessToken} (classic login)" }
+    public var credentialKinds: Set<CredentialKind> { [.idToken, .accessToken] }
     public var keyCaches: [JWKSCache] { [keys] }
 
     public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {

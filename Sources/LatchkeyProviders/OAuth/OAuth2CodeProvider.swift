@@ -41,6 +41,7 @@ struct OAuth2CodeProvider: IdentityProvider {
     var displayName: String { profile.displayName }
     var signsInWithBrowser: Bool { true }
     var acceptedCredentials: String { "{authorizationCode, codeVerifier, redirectUri}" }
+    var credentialKinds: Set<CredentialKind> { [.authorizationCode] }
 
     func browserSignIn(_ request: BrowserSignInRequest) async throws -> BrowserSignInStart? {
         BrowserSignInStart(

@@ -162,6 +162,7 @@ public final class OpenIDProvider: IdentityProvider {
     public var displayName: String { configuration.displayName }
     public var signsInWithBrowser: Bool { true }
     public var acceptedCredentials: String { "{idToken, rawNonce?} or {authorizationCode, codeVerifier, redirectUri}" }
+    public var credentialKinds: Set<CredentialKind> { [.idToken, .authorizationCode] }
 
     public func verify(_ credential: ProviderCredential) async throws -> ProviderSignIn {
         let endpoints = try await resolve()
