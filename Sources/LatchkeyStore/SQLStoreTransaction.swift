@@ -5,7 +5,7 @@ import LatchkeyModels
 import SQLKit
 
 /// ``StoreTransaction`` on one SQL transaction (a job of the write batcher); Core's one-change conveniences on
-/// ``AuthStore`` run these operations too, each in a transaction of its own.
+/// ``TransactionalStore`` run these operations too, each in a transaction of its own.
 struct SQLStoreTransaction: StoreTransaction {
     let db: any SQLDatabase
     let postgres: Bool
@@ -61,9 +61,7 @@ struct SQLStoreTransaction: StoreTransaction {
         guard linked.contains(id) else { return .notFound }
         guard linked.count > 1 else { return .lastIdentity }
         let grant = try await db.raw("SELECT * FROM provider_grants WHERE identity_id = \(bind: id)").first().map(SQLAuthStore.providerGrant)
-        _ = try await SQLAuthStore.revokeOpenSessions(SQLAuthStore.sessionsOfIdentity(id), reason: reason, at: at).all(on: db)
-        try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
-        try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+        _ = try await dropIdentity(id, reason: reason, at: at)
         return .unlinked(grant)
     }
 
@@ -73,9 +71,7 @@ struct SQLStoreTransaction: StoreTransaction {
         try await lockUser(userID)
         let found = try await db.raw("SELECT id FROM identities WHERE id = \(bind: id) AND user_id = \(bind: userID)").first()
         guard found != nil else { return IdentityRemoval(removed: false, sessionsRevoked: 0, userDeleted: false) }
-        let revoked = try await SQLAuthStore.revokeOpenSessions(SQLAuthStore.sessionsOfIdentity(id), reason: reason, at: at).all(on: db).count
-        try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
-        try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+        let revoked = try await dropIdentity(id, reason: reason, at: at)
         guard deletingUserIfLast, try await db.raw("SELECT id FROM identities WHERE user_id = \(bind: userID) LIMIT 1").first() == nil else {
             return IdentityRemoval(removed: true, sessionsRevoked: revoked, userDeleted: false)
         }
@@ -134,6 +130,14 @@ struct SQLStoreTransaction: StoreTransaction {
             WHERE id = \(bind: id) AND status = 'failed' RETURNING id
             """
         ).all().isEmpty
+    }
+
+    /// Revokes the open sessions the identity began (for `reason`) and deletes it with its grant; how many sessions.
+    private func dropIdentity(_ id: String, reason: String, at: Date) async throws -> Int {
+        let revoked = try await SQLAuthStore.revokeOpenSessions(SQLAuthStore.sessionsOfIdentity(id), reason: reason, at: at).all(on: db).count
+        try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+        try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
+        return revoked
     }
 
     private func lockUser(_ userID: String) async throws {

@@ -244,10 +244,3 @@ public struct SessionService: Sendable {
         }
     }
 }
-
-extension AuditStore {
-    /// Records what happened to a user's account.
-    func audit(at: Date, _ userID: String?, _ kind: String, _ detail: String = "") async throws {
-        try await audit(AuditEvent(at: at, userID: userID, kind: kind, detail: detail))
-    }
-}

@@ -5,14 +5,14 @@ public import LatchkeyJOSE
 /// Sign-ins: finds or creates the user for a verified provider identity and starts a session; links and
 /// unlinks identities; single-use identity tokens; invite-only sign-up.
 public struct SignInService: Sendable {
-    public let store: any SignInStore & UserStore & ReplayStore & InviteStore & TransactionalStore
+    public let store: any SignInStore & UserStore & ReplayStore & TransactionalStore
     public let grants: ProviderGrants
     public let issuer: SessionIssuer
     public let policy: SessionPolicy
     public let timeSource: TimeSource
 
     public init(
-        store: any SignInStore & UserStore & ReplayStore & InviteStore & TransactionalStore, grants: ProviderGrants, issuer: SessionIssuer,
+        store: any SignInStore & UserStore & ReplayStore & TransactionalStore, grants: ProviderGrants, issuer: SessionIssuer,
         policy: SessionPolicy, timeSource: TimeSource
     ) {
         self.store = store

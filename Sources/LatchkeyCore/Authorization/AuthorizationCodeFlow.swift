@@ -136,7 +136,8 @@ public struct AuthorizationCodeFlow: Sendable {
             userID: grant.userID, identityID: grant.identityID, clientID: grant.clientID, userAgent: grant.userAgent, sessionID: grant.sessionID,
             idp: grant.idp, userClaims: try await store.user(id: grant.userID)?.claims)
         // Like a native sign-in, the audit line is best effort: the session exists, the app must get its tokens.
-        try? await store.audit(at: timeSource.now, grant.userID, "signed_in", "client=\(grant.clientID) session=\(tokens.sessionID) browser")
+        try? await store.audit(
+            AuditEvent(at: timeSource.now, userID: grant.userID, kind: "signed_in", detail: "client=\(grant.clientID) session=\(tokens.sessionID) browser"))
         return tokens
     }
 

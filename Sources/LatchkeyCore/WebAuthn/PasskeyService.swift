@@ -45,12 +45,12 @@ public struct PasskeyService: Sendable {
     public let settings: PasskeySettings
     let relyingParty: WebAuthnRelyingParty
     let signIns: SignInService
-    let store: any OneTimeRecordStore & UserStore & AuditStore & TransactionalStore
+    let store: any OneTimeRecordStore & UserStore & TransactionalStore
     let box: SecretBox
 
-    /// - Parameter store: challenges (one-time records), users and their passkey identities, and audits.
+    /// - Parameter store: challenges (one-time records), users and their passkey identities (written with their audits).
     public init(
-        settings: PasskeySettings, signIns: SignInService, store: any OneTimeRecordStore & UserStore & AuditStore & TransactionalStore, box: SecretBox
+        settings: PasskeySettings, signIns: SignInService, store: any OneTimeRecordStore & UserStore & TransactionalStore, box: SecretBox
     ) {
         self.settings = settings
         relyingParty = WebAuthnRelyingParty(
