@@ -166,11 +166,7 @@ struct UsersCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await options.withServer { server, _ in
-                _ = try await requireUser(id, server)
-                guard let report = try await server.sessions.administration.deleteUser(id: id, by: .cli) else {
-                    FileHandle.standardError.write(Data("no user \(id)\n".utf8))
-                    throw ExitStatus.failure
-                }
+                guard let report = try await server.sessions.administration.deleteUser(id: id, by: .cli) else { throw noSuchUser(id) }
                 if options.json {
                     Printer(json: true).emit([
                         "deleted": id, "tokensRevoked": report.revoked, "revocationsPending": report.queued, "appleTokensRevoked": report.revoked,
@@ -188,17 +184,20 @@ struct UsersCommand: AsyncParsableCommand {
 
 /// The user with `id`, or exit 1 saying there is none.
 private func requireUser(_ id: String, _ server: LatchkeyServer) async throws -> UserAccount {
-    guard let user = try await server.store.user(id: id) else {
-        FileHandle.standardError.write(Data("no user \(id)\n".utf8))
-        throw ExitStatus.failure
-    }
+    guard let user = try await server.store.user(id: id) else { throw noSuchUser(id) }
     return user
+}
+
+/// Says there is no user `id` and gives the exit status to throw (1).
+private func noSuchUser(_ id: String) -> ExitCode {
+    FileHandle.standardError.write(Data("no user \(id)\n".utf8))
+    return ExitStatus.failure
 }
 
 struct SessionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sessions", abstract: "Revoke sessions in the configured store.",
-        discussion: "Example:\n  latchkey sessions revoke --user <id>\nExit codes: 0 done, 64 usage or configuration error.",
+        discussion: "Example:\n  latchkey sessions revoke --user <id>\nExit codes: 0 done, 1 no such user, 64 usage or configuration error.",
         subcommands: [Revoke.self]
     )
 
@@ -210,10 +209,7 @@ struct SessionsCommand: AsyncParsableCommand {
         func run() async throws {
             try await options.withServer { server, _ in
                 // As DELETE /admin/v1/users/{id}/sessions does it, audited with the CLI in place of the admin key.
-                guard let count = try await server.sessions.administration.revokeSessions(userID: user, by: .cli) else {
-                    FileHandle.standardError.write(Data("no user \(user)\n".utf8))
-                    throw ExitStatus.failure
-                }
+                guard let count = try await server.sessions.administration.revokeSessions(userID: user, by: .cli) else { throw noSuchUser(user) }
                 if options.json { Printer(json: true).emit(["user": user, "revokedSessions": count]) } else { print("revoked \(count) session(s) of \(user)") }
             }
         }
