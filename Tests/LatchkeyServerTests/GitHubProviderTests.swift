@@ -103,7 +103,8 @@ struct GitHubProviderTests {
     func grantLifecycle() async throws {
         try await ServerHarness.with { harness in
             let subjects = try await ProviderEndToEndTests.newUser(harness)
-            let first = try await harness.post("/v1/auth/google", json: try await ProviderEndToEndTests.body("google", .code, harness, subjects: subjects))
+            let first = try await harness.post(
+                "/v1/auth/google", json: try await ProviderContractTests.body("google", .authorizationCode, harness, subjects: subjects))
             let tokens = try first.decode(SignInResponse.self)
             let sub = try #require(subjects["github"] as? String)
             let linked = try await harness.post("/v1/me/identities/github", json: try await Self.code(harness, sub: sub), bearer: tokens.accessToken)

@@ -34,12 +34,13 @@ struct GitLabProviderTests {
         emulator.addClientEverywhere("com.example.stranger")
         try await ServerHarness.with(emulator: emulator) { harness in
             let subjects = try await ProviderEndToEndTests.newUser(harness)
-            let foreign = try await ProviderEndToEndTests.body("gitlab", .idToken, harness, subjects: subjects, clientID: "com.example.stranger")
+            let foreign = try await ProviderContractTests.body("gitlab", .idToken, harness, subjects: subjects, clientID: "com.example.stranger")
             let refused = try await harness.post("/v1/auth/gitlab", json: foreign)
             #expect(refused.status == 401 && refused.error == "unexpected_audience", "\(refused.text)")
             #expect((refused.json["error_description"] as? String)?.contains("gitlab.clientIds") == true, "\(refused.text)")
 
-            let signedIn = try await harness.post("/v1/auth/gitlab", json: try await ProviderEndToEndTests.body("gitlab", .code, harness, subjects: subjects))
+            let signedIn = try await harness.post(
+                "/v1/auth/gitlab", json: try await ProviderContractTests.body("gitlab", .authorizationCode, harness, subjects: subjects))
             #expect(signedIn.status == 200, "\(signedIn.text)")
             let tokens = try signedIn.decode(SignInResponse.self)
             #expect(tokens.user.identities.first?.subject == subjects["gitlab"] as? String)

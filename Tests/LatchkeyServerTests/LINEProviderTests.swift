@@ -40,7 +40,7 @@ struct LINEProviderTests {
             func verify(using algorithm: some JWTAlgorithm) throws {}
         }
         let subjects = try await ProviderEndToEndTests.newUser(harness)
-        let body = try await ProviderEndToEndTests.body("line", .idToken, harness, subjects: subjects)
+        let body = try await ProviderContractTests.body("line", .idToken, harness, subjects: subjects)
         let sdkToken = try #require(body["idToken"] as? String)
         let payload = try JSONDecoder().decode(Claims.self, from: base64URLDecoded(sdkToken.split(separator: ".")[1]))
         let keys = JWTKeyCollection()
@@ -62,7 +62,7 @@ struct LINEProviderTests {
 
             // The app SDK's token with its kid taken out names no key, and ES256 has no shared secret.
             let subjects = try await ProviderEndToEndTests.newUser(harness)
-            let sdk = try await ProviderEndToEndTests.body("line", .idToken, harness, subjects: subjects)
+            let sdk = try await ProviderContractTests.body("line", .idToken, harness, subjects: subjects)
             let parts = try #require(sdk["idToken"] as? String).split(separator: ".")
             let header = base64URL(Array(#"{"alg":"ES256","typ":"JWT"}"#.utf8))
             let withoutKeyID = try await harness.post("/v1/auth/line", json: ["idToken": "\(header).\(parts[1]).\(parts[2])", "rawNonce": sdk["rawNonce"]])

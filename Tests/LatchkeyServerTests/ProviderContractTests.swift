@@ -15,57 +15,31 @@ import Testing
 /// is missing, or mints less than the module takes, fails.
 @Suite("Server: every provider module against its emulator stand-in")
 struct ProviderContractTests {
-    /// What an app sends `POST /v1/auth/{provider}`.
-    enum Credential: String, CaseIterable, Sendable {
-        case idToken = "ID token with nonce"
-        case code = "code with PKCE verifier"
-        case accessToken = "access token"
-
-        init(_ kind: CredentialKind) {
-            switch kind {
-            case .idToken: self = .idToken
-            case .authorizationCode: self = .code
-            case .accessToken: self = .accessToken
-            }
-        }
-
-        /// What the provider's app SDK hands the app for it, in the emulator's words.
-        var minted: EmulatedProvider.AppCredential {
-            switch self {
-            case .idToken: .idToken
-            case .code: .authorizationCode
-            case .accessToken: .accessToken
-            }
-        }
-    }
-
     /// One module and one kind of credential.
     struct Case: Sendable, CustomTestStringConvertible {
         let module: String
-        let credential: Credential
-        var testDescription: String { "\(module): \(credential.rawValue)" }
+        let credential: CredentialKind
+        var testDescription: String { "\(module): \(credential.label)" }
     }
 
     static let modules = ProviderModules.all.map { $0.name }
-    static let cases = modules.flatMap { module in Credential.allCases.map { Case(module: module, credential: $0) } }
+    static let cases = modules.flatMap { module in CredentialKind.allCases.map { Case(module: module, credential: $0) } }
     /// An app registered at every stand-in that no server configuration lists.
     static let stranger = "com.example.stranger"
 
     // MARK: What a provider takes, and what its app SDK hands the app
 
     /// The kinds `provider` takes (``IdentityProvider/credentialKinds``).
-    static func accepted(by provider: any IdentityProvider) -> Set<Credential> {
-        Set(provider.credentialKinds.map(Credential.init))
-    }
+    static func accepted(by provider: any IdentityProvider) -> Set<CredentialKind> { provider.credentialKinds }
 
     /// The kinds the body fields `provider` names for people take (``IdentityProvider/acceptedCredentials``: one `{…}`
     /// per way to sign in), which must be the kinds it takes.
-    static func named(by provider: any IdentityProvider) -> Set<Credential> {
-        var kinds: Set<Credential> = []
+    static func named(by provider: any IdentityProvider) -> Set<CredentialKind> {
+        var kinds: Set<CredentialKind> = []
         for group in provider.acceptedCredentials.components(separatedBy: " or ") {
             let fields = Set(group.split { !$0.isLetter }.map(String.init))
             if !fields.isDisjoint(with: ["idToken", "identityToken"]) { kinds.insert(.idToken) }
-            if fields.contains("codeVerifier") { kinds.insert(.code) }
+            if fields.contains("codeVerifier") { kinds.insert(.authorizationCode) }
             if fields.contains("accessToken") { kinds.insert(.accessToken) }
         }
         return kinds
@@ -77,12 +51,12 @@ struct ProviderContractTests {
     /// A fresh credential of `kind` from the emulator's stand-in for `provider`, for the user with `subjects`, as the body
     /// the app sends: the field names are the ones the provider says it takes.
     static func body(
-        _ provider: String, _ kind: Credential, _ harness: ServerHarness, subjects: [String: Any], clientID: String = EmulatorHarness.providerClientID
+        _ provider: String, _ kind: CredentialKind, _ harness: ServerHarness, subjects: [String: Any], clientID: String = EmulatorHarness.providerClientID
     ) async throws -> [String: any Sendable] {
         let sub = try #require(subjects[provider] as? String, "the emulator's user has no \(provider) subject")
         let apple = takesAppleBody(try #require(harness.server.providers[provider], "\(provider) is not configured"))
         switch kind {
-        case .code:
+        case .authorizationCode:
             let verifier = PKCE.makeVerifier()
             let minted = try await harness.emulator.providerSignIn(provider, sub: sub, clientID: clientID, ["codeChallenge": PKCE.challenge(for: verifier)])
             return ["authorizationCode": try #require(minted["authorizationCode"] as? String), "codeVerifier": verifier, "clientId": clientID]
@@ -101,10 +75,10 @@ struct ProviderContractTests {
     }
 
     /// A made-up credential of `kind`, for a provider that does not take it.
-    static func madeUp(_ kind: Credential) -> [String: any Sendable] {
+    static func madeUp(_ kind: CredentialKind) -> [String: any Sendable] {
         switch kind {
         case .idToken: ["idToken": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "rawNonce": "made-up-nonce"]
-        case .code: ["authorizationCode": "made-up-code", "codeVerifier": PKCE.makeVerifier()]
+        case .authorizationCode: ["authorizationCode": "made-up-code", "codeVerifier": PKCE.makeVerifier()]
         case .accessToken: ["accessToken": "made-up-access-token"]
         }
     }
@@ -178,7 +152,7 @@ struct ProviderContractTests {
                 let foreign = try await harness.post(
                     path, json: try await Self.body(test.module, .idToken, harness, subjects: subjects, clientID: Self.stranger))
                 #expect(foreign.status == 401 && foreign.error == "unexpected_audience", "\(foreign.text)")
-            case .code:
+            case .authorizationCode:
                 let replayed = try await harness.post(path, json: body)
                 #expect(replayed.status == 400 && replayed.error == "invalid_grant", "\(replayed.text)")
             case .accessToken:
@@ -205,6 +179,26 @@ struct ProviderContractTests {
                 return
             }
             try await BrowserFlowTests.expectSignsIn(harness, provider: module)
+        }
+    }
+}
+
+extension CredentialKind {
+    /// How the suite's test cases name it.
+    var label: String {
+        switch self {
+        case .idToken: "ID token with nonce"
+        case .authorizationCode: "code with PKCE verifier"
+        case .accessToken: "access token"
+        }
+    }
+
+    /// What the provider's app SDK hands the app for it, in the emulator's words.
+    var minted: EmulatedProvider.AppCredential {
+        switch self {
+        case .idToken: .idToken
+        case .authorizationCode: .authorizationCode
+        case .accessToken: .accessToken
         }
     }
 }

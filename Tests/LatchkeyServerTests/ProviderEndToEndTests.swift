@@ -12,15 +12,6 @@ import Testing
 /// to `POST /v1/auth/{provider}` as it would.
 @Suite("Server: every provider end to end")
 struct ProviderEndToEndTests {
-    typealias Credential = ProviderContractTests.Credential
-
-    /// A fresh credential of `kind` from the emulator's stand-in for `provider`, as the body the app sends.
-    static func body(
-        _ provider: String, _ kind: Credential, _ harness: ServerHarness, subjects: [String: Any], clientID: String = EmulatorHarness.providerClientID
-    ) async throws -> [String: any Sendable] {
-        try await ProviderContractTests.body(provider, kind, harness, subjects: subjects, clientID: clientID)
-    }
-
     static func newUser(_ harness: ServerHarness, _ fields: [String: any Sendable] = [:]) async throws -> [String: Any] {
         let answer = try await harness.emulator.createUserAnswer(["email": "u-\(UUID().uuidString.prefix(8))@example.com"].merging(fields) { $1 })
         return try #require(answer["subjects"] as? [String: Any])
@@ -31,15 +22,15 @@ struct ProviderEndToEndTests {
         try await ServerHarness.with { harness in
             let subjects = try await Self.newUser(harness)
             // Expired: the server's clock is two hours ahead of the token.
-            let stale = try await Self.body("microsoft", .idToken, harness, subjects: subjects)
+            let stale = try await ProviderContractTests.body("microsoft", .idToken, harness, subjects: subjects)
             harness.clock.advance(7200)
             let expired = try await harness.post("/v1/auth/microsoft", json: stale)
             #expect(expired.error == "token_expired", "\(expired.text)")
             harness.clock.advance(-7200)
 
             // Another token's signature over these claims.
-            let body = try await Self.body("oidc", .idToken, harness, subjects: subjects)
-            let other = try await Self.body("oidc", .idToken, harness, subjects: try await Self.newUser(harness))
+            let body = try await ProviderContractTests.body("oidc", .idToken, harness, subjects: subjects)
+            let other = try await ProviderContractTests.body("oidc", .idToken, harness, subjects: try await Self.newUser(harness))
             let token = try #require(body["idToken"] as? String)
             let forged =
                 token.split(separator: ".").prefix(2).joined(separator: ".") + "." + (try #require((other["idToken"] as? String)?.split(separator: ".").last))
@@ -50,13 +41,13 @@ struct ProviderEndToEndTests {
             #expect(try await harness.post("/v1/auth/oidc", json: body).status == 200)
             #expect(try await harness.post("/v1/auth/oidc", json: body).error == "token_already_used")
 
-            let code = try await Self.body("dropbox", .code, harness, subjects: subjects)
+            let code = try await ProviderContractTests.body("dropbox", .authorizationCode, harness, subjects: subjects)
             #expect(try await harness.post("/v1/auth/dropbox", json: code).status == 200)
             let replayed = try await harness.post("/v1/auth/dropbox", json: code)
             #expect(replayed.status == 400)
             #expect(replayed.error == "invalid_grant")
 
-            var wrongVerifier = try await Self.body("microsoft", .code, harness, subjects: subjects)
+            var wrongVerifier = try await ProviderContractTests.body("microsoft", .authorizationCode, harness, subjects: subjects)
             wrongVerifier["codeVerifier"] = PKCE.makeVerifier()
             let mismatch = try await harness.post("/v1/auth/microsoft", json: wrongVerifier)
             #expect(mismatch.status == 400)
@@ -79,11 +70,14 @@ struct ProviderEndToEndTests {
         }
         try await ServerHarness.with(configure: configure) { harness in
             let personal = try await Self.newUser(harness)  // the consumers tenant by default
-            let refused = try await harness.post("/v1/auth/microsoft", json: try await Self.body("microsoft", .idToken, harness, subjects: personal))
+            let refused = try await harness.post(
+                "/v1/auth/microsoft", json: try await ProviderContractTests.body("microsoft", .idToken, harness, subjects: personal))
             #expect(refused.status == 401)
             #expect(refused.error == "unexpected_issuer", "\(refused.text)")
             let work = try await Self.newUser(harness, ["microsoftTenant": "72f988bf-86f1-41af-91ab-2d7cd011db47"])
-            #expect(try await harness.post("/v1/auth/microsoft", json: try await Self.body("microsoft", .idToken, harness, subjects: work)).status == 200)
+            #expect(
+                try await harness.post("/v1/auth/microsoft", json: try await ProviderContractTests.body("microsoft", .idToken, harness, subjects: work)).status
+                    == 200)
         }
     }
 
@@ -99,7 +93,7 @@ struct ProviderEndToEndTests {
         }
         try await ServerHarness.with(configure: configure) { harness in
             let answer = try await harness.post(
-                "/v1/auth/oidc", json: try await Self.body("oidc", .idToken, harness, subjects: try await Self.newUser(harness)))
+                "/v1/auth/oidc", json: try await ProviderContractTests.body("oidc", .idToken, harness, subjects: try await Self.newUser(harness)))
             #expect(answer.status == 502)
             #expect(answer.error == "invalid_configuration")
             #expect((answer.json["error_description"] as? String)?.contains("oidc.oidc.issuer") == true, "\(answer.text)")
@@ -110,7 +104,7 @@ struct ProviderEndToEndTests {
     func revokedAtProvider() async throws {
         try await ServerHarness.with { harness in
             let subjects = try await Self.newUser(harness)
-            let body = try await Self.body("facebook", .accessToken, harness, subjects: subjects)
+            let body = try await ProviderContractTests.body("facebook", .accessToken, harness, subjects: subjects)
             let session = try await harness.post("/v1/auth/facebook", json: body).decode(SignInResponse.self)
             let token = try #require(body["accessToken"] as? String)
             #expect(try await harness.emulator.send("DELETE", "/facebook/me/permissions?access_token=\(token)").status == 200)
@@ -129,7 +123,8 @@ struct ProviderEndToEndTests {
         emulator.oidcRotatesRefreshTokens = true
         try await ServerHarness.with(emulator: emulator) { harness in
             let subjects = try await Self.newUser(harness)
-            let session = try await harness.post("/v1/auth/oidc", json: try await Self.body("oidc", .code, harness, subjects: subjects))
+            let session = try await harness.post(
+                "/v1/auth/oidc", json: try await ProviderContractTests.body("oidc", .authorizationCode, harness, subjects: subjects))
             #expect(session.status == 200, "\(session.text)")
             var refreshToken = try session.decode(SignInResponse.self).refreshToken
             let subject = try #require(subjects["oidc"] as? String)
@@ -154,7 +149,9 @@ struct ProviderEndToEndTests {
     func deletionAfterRevocationAtProvider() async throws {
         try await ServerHarness.with { harness in
             let subjects = try await Self.newUser(harness)
-            let tokens = try await harness.post("/v1/auth/google", json: try await Self.body("google", .code, harness, subjects: subjects)).decode(
+            let tokens = try await harness.post(
+                "/v1/auth/google", json: try await ProviderContractTests.body("google", .authorizationCode, harness, subjects: subjects)
+            ).decode(
                 SignInResponse.self)
             let subject = try #require(subjects["google"] as? String)
             let identity = try #require(try await harness.store.identity(provider: "google", subject: subject))
@@ -174,12 +171,17 @@ struct ProviderEndToEndTests {
     func deletionRevokesEverywhere() async throws {
         try await ServerHarness.with { harness in
             let subjects = try await Self.newUser(harness)
-            let first = try await harness.post("/v1/auth/google", json: try await Self.body("google", .code, harness, subjects: subjects))
+            let first = try await harness.post(
+                "/v1/auth/google", json: try await ProviderContractTests.body("google", .authorizationCode, harness, subjects: subjects))
             let tokens = try first.decode(SignInResponse.self)
-            let linking: [(String, Credential)] = [("microsoft", .code), ("oidc", .code), ("facebook", .accessToken), ("dropbox", .code), ("line", .code)]
+            let linking: [(String, CredentialKind)] = [
+                ("microsoft", .authorizationCode), ("oidc", .authorizationCode), ("facebook", .accessToken), ("dropbox", .authorizationCode),
+                ("line", .authorizationCode),
+            ]
             for (provider, credential) in linking {
                 let linked = try await harness.post(
-                    "/v1/me/identities/\(provider)", json: try await Self.body(provider, credential, harness, subjects: subjects), bearer: tokens.accessToken)
+                    "/v1/me/identities/\(provider)", json: try await ProviderContractTests.body(provider, credential, harness, subjects: subjects),
+                    bearer: tokens.accessToken)
                 #expect(linked.status == 200, "\(provider): \(linked.text)")
             }
             _ = try await harness.emulator.send("DELETE", "/emulator/requests")

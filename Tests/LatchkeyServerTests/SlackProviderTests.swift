@@ -33,7 +33,8 @@ struct SlackProviderTests {
             }
         }) { harness in
             let subjects = try await ProviderEndToEndTests.newUser(harness)
-            let answer = try await harness.post("/v1/auth/slack", json: try await ProviderEndToEndTests.body("slack", .code, harness, subjects: subjects))
+            let answer = try await harness.post(
+                "/v1/auth/slack", json: try await ProviderContractTests.body("slack", .authorizationCode, harness, subjects: subjects))
             #expect(answer.error == "invalid_client", "\(answer.text)")
         }
     }
