@@ -49,6 +49,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.4.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.0"),
+        // `latchkey users import`: gzip'd Auth0 exports and Firebase's CSV exports.
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
+        .package(url: "https://github.com/swiftcsv/SwiftCSV.git", from: "0.10.0"),
         // `swift package generate-documentation`: the DocC catalogs of LatchkeyClient and LatchkeyBackend.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -209,6 +212,7 @@ let package = Package(
                 "LatchkeyStore",
                 "LatchkeyServer",
                 "LatchkeyBackend",
+                "LatchkeyImport",
                 "CMallocTuning",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -244,6 +248,26 @@ let package = Package(
         ),
         // A benchmark row and its units, apart so that its test builds without the harness.
         .target(name: "LatchkeyBenchReport", swiftSettings: swiftSettings),
+        // Users a team already has, read from Firebase, Supabase, Auth0 and Cognito exports, and imported into the store.
+        .target(
+            name: "LatchkeyImport",
+            dependencies: [
+                "LatchkeyModels",
+                "LatchkeyJOSE",
+                "LatchkeyCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "SwiftCSV", package: "SwiftCSV"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LatchkeyImportTests",
+            dependencies: ["LatchkeyImport", "LatchkeyTestSupport", .product(name: "PostgresNIO", package: "postgres-nio")],
+            resources: [.copy("Fixtures")],
+            swiftSettings: testSwiftSettings
+        ),
         .testTarget(name: "LatchkeyBenchReportTests", dependencies: ["LatchkeyBenchReport"], swiftSettings: testSwiftSettings),
         .testTarget(name: "LatchkeyModelsTests", dependencies: ["LatchkeyModels"], swiftSettings: swiftSettings),
         .testTarget(name: "LatchkeyClientTests", dependencies: ["LatchkeyClient", "LatchkeyTestSupport"], swiftSettings: testSwiftSettings),
