@@ -306,7 +306,7 @@ let package = Package(
         .testTarget(
             name: "LatchkeyServerTests",
             dependencies: [
-                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient", "LatchkeyBackend", "LatchkeyBackendHummingbird",
+                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient", "LatchkeyBackend", "LatchkeyBackendHummingbird", "LatchkeyImport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),

@@ -136,10 +136,15 @@ public struct IdentityResponse: Codable, Sendable, Equatable {
     public var realUserStatus: Int?
     public var emailForwardingEnabled: Bool?
     public var firstSeenAt: Date
+    /// Admin API only: `missing` for an Apple identity without an Apple refresh token (imported, or moved by an app
+    /// transfer): deleting the user cannot revoke it at Apple until the user signs in again with an authorization code.
+    public var appleGrant: String?
 
     public init(
-        provider: String, subject: String, email: String?, isPrivateEmail: Bool?, realUserStatus: Int?, emailForwardingEnabled: Bool?, firstSeenAt: Date
+        provider: String, subject: String, email: String?, isPrivateEmail: Bool?, realUserStatus: Int?, emailForwardingEnabled: Bool?, firstSeenAt: Date,
+        appleGrant: String? = nil
     ) {
+        self.appleGrant = appleGrant
         self.provider = provider
         self.subject = subject
         self.email = email

@@ -13,11 +13,17 @@ public struct AdminUserResponse: Codable, Sendable, Equatable {
     public var sessions: [AdminSessionResponse]?
     /// The claims set with `PUT /admin/v1/users/{id}/claims`; only for `GET /admin/v1/users/{id}`.
     public var claims: [String: JSONValue]?
+    /// When the user was disabled (`POST /admin/v1/users/{id}/disable`, or imported disabled); absent while enabled.
+    public var disabledAt: Date?
+    /// Where `latchkey users import` brought the user from.
+    public var importedFrom: ImportedFromResponse?
 
     public init(
         id: String, email: String?, emailVerified: Bool?, givenName: String?, familyName: String?, createdAt: Date, identities: [IdentityResponse],
-        sessions: [AdminSessionResponse]? = nil, claims: [String: JSONValue]? = nil
+        sessions: [AdminSessionResponse]? = nil, claims: [String: JSONValue]? = nil, disabledAt: Date? = nil, importedFrom: ImportedFromResponse? = nil
     ) {
+        self.disabledAt = disabledAt
+        self.importedFrom = importedFrom
         self.id = id
         self.email = email
         self.emailVerified = emailVerified
@@ -27,6 +33,37 @@ public struct AdminUserResponse: Codable, Sendable, Equatable {
         self.identities = identities
         self.sessions = sessions
         self.claims = claims
+    }
+}
+
+/// The system an imported user came from, their id there, and when they were imported.
+public struct ImportedFromResponse: Codable, Sendable, Equatable {
+    /// `firebase`, `supabase`, `auth0` or `cognito`.
+    public var source: String
+    public var id: String
+    public var at: Date
+
+    public init(source: String, id: String, at: Date) {
+        self.source = source
+        self.id = id
+        self.at = at
+    }
+}
+
+/// `POST /admin/v1/users/{id}/disable` and `/enable`: the user's state now.
+public struct AdminUserDisable: Codable, Sendable, Equatable {
+    public var userId: String
+    public var disabled: Bool
+    /// False when the user was in that state already.
+    public var changed: Bool
+    /// The sessions disabling ended.
+    public var sessionsRevoked: Int
+
+    public init(userId: String, disabled: Bool, changed: Bool, sessionsRevoked: Int) {
+        self.userId = userId
+        self.disabled = disabled
+        self.changed = changed
+        self.sessionsRevoked = sessionsRevoked
     }
 }
 

@@ -122,7 +122,7 @@ struct ErrorMiddleware: RouterMiddleware {
             return APIError(status: .badRequest, code: "invalid_request", description: error.reason)
         case .identityInUse, .lastIdentity:
             return APIError(status: .conflict, code: error.errorCode, description: error.reason)
-        case .signupClosed:
+        case .signupClosed, .accountDisabled, .appleTransferIncomplete:
             return APIError(status: .forbidden, code: error.errorCode, description: error.reason)
         case .invalidCredential, .credentialCloneSuspected:
             return APIError(status: .unauthorized, code: error.errorCode, description: error.reason)

@@ -14,6 +14,8 @@ extension LatchkeyServer {
         router.get("/admin/v1/users") { request, _ in try await adminListUsers(request) }
         router.get("/admin/v1/users/:id") { request, context in try await adminShowUser(request, id: try adminID(context)) }
         router.delete("/admin/v1/users/:id") { request, context in try await adminDeleteUser(request, id: try adminID(context)) }
+        router.post("/admin/v1/users/:id/disable") { request, context in try await adminSetDisabled(request, id: try adminID(context), true) }
+        router.post("/admin/v1/users/:id/enable") { request, context in try await adminSetDisabled(request, id: try adminID(context), false) }
         router.put("/admin/v1/users/:id/claims") { request, context in try await adminSetClaims(request, id: try adminID(context)) }
         router.delete("/admin/v1/users/:id/sessions") { request, context in
             try await adminRevokeSessions(request, userID: try adminID(context))
@@ -73,7 +75,7 @@ extension LatchkeyServer {
             cursor: fields["cursor"], limit: try Self.limit(fields))
         let users = try await store.searchUsers(search)
         var listed: [AdminUserResponse] = []
-        for user in users { listed.append(Self.adminUser(user, try await store.identities(userID: user.id))) }
+        for user in users { listed.append(Self.adminUser(user, try await adminIdentities(user.id))) }
         return JSONBody.response(AdminUserList(users: listed, nextCursor: users.count == search.limit ? users.last?.id : nil))
     }
 
@@ -81,7 +83,22 @@ extension LatchkeyServer {
         _ = try await requireAdminKey(request, writing: false)
         let user = try await requireUser(id)
         let sessions = try await store.sessions(userID: id).map(Self.adminSession)
-        return JSONBody.response(Self.adminUser(user, try await store.identities(userID: id), sessions: sessions, claims: user.claims ?? [:]))
+        return JSONBody.response(Self.adminUser(user, try await adminIdentities(id), sessions: sessions, claims: user.claims ?? [:]))
+    }
+
+    /// The user's identities as the admin API shows them: an Apple identity without an Apple refresh token says so.
+    private func adminIdentities(_ userID: String) async throws -> [(LinkedIdentity, appleGrantMissing: Bool)] {
+        var shown: [(LinkedIdentity, appleGrantMissing: Bool)] = []
+        for identity in try await store.identities(userID: userID) {
+            shown.append((identity, identity.provider == "apple" ? try await store.providerGrant(identityID: identity.id) == nil : false))
+        }
+        return shown
+    }
+
+    func adminSetDisabled(_ request: Request, id: String, _ disabled: Bool) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        guard let report = try await administration.setDisabled(userID: id, disabled, by: .key(key.name)) else { throw Self.noSuch("user", id) }
+        return JSONBody.response(AdminUserDisable(userId: id, disabled: disabled, changed: report.changed, sessionsRevoked: report.sessionsRevoked))
     }
 
     func adminDeleteUser(_ request: Request, id: String) async throws -> Response {
@@ -211,12 +228,15 @@ extension LatchkeyServer {
     // MARK: - Shapes
 
     static func adminUser(
-        _ user: UserAccount, _ identities: [LinkedIdentity], sessions: [AdminSessionResponse]? = nil, claims: [String: JSONValue]? = nil
+        _ user: UserAccount, _ identities: [(LinkedIdentity, appleGrantMissing: Bool)], sessions: [AdminSessionResponse]? = nil,
+        claims: [String: JSONValue]? = nil
     ) -> AdminUserResponse {
-        let profile = userResponse(user, identities)
+        var shown = userResponse(user, identities.map(\.0)).identities
+        for index in shown.indices where identities[index].appleGrantMissing { shown[index].appleGrant = "missing" }
         return AdminUserResponse(
             id: user.id, email: user.email, emailVerified: user.emailVerified, givenName: user.givenName, familyName: user.familyName,
-            createdAt: user.createdAt, identities: profile.identities, sessions: sessions, claims: claims)
+            createdAt: user.createdAt, identities: shown, sessions: sessions, claims: claims, disabledAt: user.disabledAt,
+            importedFrom: user.importedFrom.map { ImportedFromResponse(source: $0.source, id: $0.id, at: $0.at) })
     }
 
     static func adminSession(_ session: SessionFamily) -> AdminSessionResponse {

@@ -169,6 +169,25 @@ enum Migrations {
                 // columns stay, emptied, while a release before this one may still write them beside it in a fleet.
             ]
         ),
+        (
+            12,
+            [
+                // Users a team already had (`latchkey users import`) keep their source and id there, so that a rerun finds
+                // them; a disabled user keeps their identities reserved and cannot sign in.
+                "ALTER TABLE users ADD COLUMN disabled_at BIGINT",
+                "ALTER TABLE users ADD COLUMN imported_source TEXT",
+                "ALTER TABLE users ADD COLUMN imported_id TEXT",
+                "ALTER TABLE users ADD COLUMN imported_at BIGINT",
+                "CREATE UNIQUE INDEX users_imported ON users(imported_source, imported_id)",
+                // An app transfer (Apple's TN3159): each Apple identity's transfer_sub from the sending team, and its move
+                // to the recipient team's subject.
+                """
+                CREATE TABLE apple_transfers (identity_id TEXT PRIMARY KEY REFERENCES identities(id) ON DELETE CASCADE, old_subject TEXT NOT NULL,
+                  transfer_sub TEXT UNIQUE, target_team TEXT NOT NULL, prepared_at BIGINT NOT NULL, moved_at BIGINT, new_subject TEXT,
+                  failure TEXT, closed_at BIGINT)
+                """,
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

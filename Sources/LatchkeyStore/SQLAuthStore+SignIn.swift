@@ -65,7 +65,7 @@ extension SQLAuthStore: SignInStepParts {
     static func accountsLookup(_ keys: [AccountKey]) -> BoundStatement {
         """
         SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
-          u.given_name AS u_given_name, u.family_name AS u_family_name, u.claims AS u_claims, i.*
+          u.given_name AS u_given_name, u.family_name AS u_family_name, u.claims AS u_claims, u.disabled_at AS u_disabled_at, i.*
         FROM identities i JOIN users u ON u.id = i.user_id
         WHERE i.user_id IN (SELECT user_id FROM identities WHERE (provider, subject) IN (VALUES \(rows: keys.map { [$0.provider, $0.subject] })))
         ORDER BY i.first_seen_at
@@ -137,6 +137,10 @@ extension SQLAuthStore: SignInStepParts {
         var recorded: [(index: Int, found: StoredAccount?)] = []
         for (position, index) in going.enumerated() {
             let account = leftBy[keys[position]] ?? found[position]
+            if account?.user.disabledAt != nil {
+                results[index] = .accountDisabled
+                continue
+            }
             guard let (record, leaves) = plans[index].step(for: account) else {
                 results[index] = .declined
                 continue

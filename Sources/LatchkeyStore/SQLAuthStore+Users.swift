@@ -84,8 +84,18 @@ extension SQLAuthStore {
             email: try row.decode(column: prefix + "email", as: String?.self), emailVerified: try row.flag(prefix + "email_verified"),
             givenName: try row.decode(column: prefix + "given_name", as: String?.self),
             familyName: try row.decode(column: prefix + "family_name", as: String?.self),
-            claims: try row.decode(column: prefix + "claims", as: String?.self).flatMap { Self.claims($0) }
+            claims: try row.decode(column: prefix + "claims", as: String?.self).flatMap { Self.claims($0) },
+            disabledAt: row.contains(column: prefix + "disabled_at") ? try row.optionalDate(prefix + "disabled_at") : nil,
+            importedFrom: try importOrigin(row, prefix: prefix)
         )
+    }
+
+    /// Where the user was imported from, when the row has those columns and they are set.
+    private static func importOrigin(_ row: any SQLRow, prefix: String) throws -> ImportOrigin? {
+        guard row.contains(column: prefix + "imported_source"), let source = try row.decode(column: prefix + "imported_source", as: String?.self),
+            let id = try row.decode(column: prefix + "imported_id", as: String?.self)
+        else { return nil }
+        return ImportOrigin(source: source, id: id, at: try row.optionalDate(prefix + "imported_at") ?? Date(timeIntervalSince1970: 0))
     }
 
     /// A claims document as stored; nil when it is missing or unreadable (it was checked when it was set).

@@ -80,6 +80,7 @@ struct SQLStoreTransaction: StoreTransaction {
 
     func deleteIdentity(id: String) async throws -> Bool {
         try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+        try await db.raw("DELETE FROM apple_transfers WHERE identity_id = \(bind: id)").run()
         return !(try await db.raw("DELETE FROM identities WHERE id = \(bind: id) RETURNING id").all().isEmpty)
     }
 
@@ -98,6 +99,7 @@ struct SQLStoreTransaction: StoreTransaction {
         try await db.raw("DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_id = \(bind: id))").run()
         try await db.raw("DELETE FROM sessions WHERE user_id = \(bind: id)").run()
         try await db.raw("DELETE FROM provider_grants WHERE identity_id IN (SELECT id FROM identities WHERE user_id = \(bind: id))").run()
+        try await db.raw("DELETE FROM apple_transfers WHERE identity_id IN (SELECT id FROM identities WHERE user_id = \(bind: id))").run()
         try await db.raw("DELETE FROM identities WHERE user_id = \(bind: id)").run()
         return !(try await db.raw("DELETE FROM users WHERE id = \(bind: id) RETURNING id").all().isEmpty)
     }
@@ -136,6 +138,7 @@ struct SQLStoreTransaction: StoreTransaction {
     private func dropIdentity(_ id: String, reason: String, at: Date) async throws -> Int {
         let revoked = try await SQLAuthStore.revokeOpenSessions(SQLAuthStore.sessionsOfIdentity(id), reason: reason, at: at).all(on: db).count
         try await db.raw("DELETE FROM provider_grants WHERE identity_id = \(bind: id)").run()
+        try await db.raw("DELETE FROM apple_transfers WHERE identity_id = \(bind: id)").run()
         try await db.raw("DELETE FROM identities WHERE id = \(bind: id)").run()
         return revoked
     }

@@ -104,10 +104,10 @@ struct KeysCommand: AsyncParsableCommand {
 
 struct UsersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "users", abstract: "List, show or delete users in the configured store.",
+        commandName: "users", abstract: "List, show, delete or import users in the configured store.",
         discussion:
             "Examples:\n  latchkey users list\n  latchkey users show <id> --json\n  latchkey users delete <id>   # revokes every provider grant first, like DELETE /v1/me\nExit codes: 0 done, 1 no such user, 64 usage or configuration error.",
-        subcommands: [List.self, Show.self, Delete.self]
+        subcommands: [List.self, Show.self, Delete.self, Import.self]
     )
 
     struct List: AsyncParsableCommand {

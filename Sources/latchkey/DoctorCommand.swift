@@ -91,6 +91,7 @@ struct DoctorCommand: AsyncParsableCommand {
         }
         if !notConfigured.isEmpty { add(.ok, "providers", "not configured: \(notConfigured.joined(separator: ", "))") }
         await checkProviders(serverConfiguration, add)
+        if let serverConfiguration { await checkStore(serverConfiguration, add) }
         finishChecks(reader: reader, mode: mode, add)
         // After every setting above was read: what is left in the file or the environment names none.
         for finding in UnknownSettings.findings(file: readFile, environment: ProcessInfo.processInfo.environment, known: read.known) {
@@ -99,6 +100,44 @@ struct DoctorCommand: AsyncParsableCommand {
 
         report(findings)
         if findings.contains(where: { $0.status == .error }) { throw ExitStatus.failure }
+    }
+
+    /// What the store holds that needs the operator: Apple identities whose grant deletion cannot revoke, and an app
+    /// transfer in progress. Skipped while there is no database yet.
+    private func checkStore(_ configuration: ServerConfiguration, _ add: (Finding.Status, String, String, String?) -> Void) async {
+        if case .sqlite(let path) = configuration.database, !FileManager.default.fileExists(atPath: path) { return }
+        var logger = Logger(label: "latchkey")
+        logger.logLevel = .critical
+        let store: SQLAuthStore
+        do {
+            store = try await SQLAuthStore.open(configuration.database, logger: logger)
+        } catch {
+            add(.warning, "store", "could not read the store: \(Runtime.describe(error))", "check database.url")
+            return
+        }
+        do {
+            let missing = try await store.appleIdentitiesWithoutGrant()
+            if missing > 0 {
+                add(
+                    .warning, "store.appleGrants",
+                    "\(missing) Apple identities have no Apple refresh token (imported, or moved by an app transfer): deleting those users cannot revoke "
+                        + "them at Apple", "each grant is obtained when its user next signs in with an authorization code; send the code from the app")
+            }
+            let transfer = try await store.appleTransferSummary()
+            if transfer.prepared + transfer.refused > 0 {
+                let now = Date()
+                let status: Finding.Status = transfer.endedIncomplete(at: now) ? .error : transfer.left > 0 ? .warning : .ok
+                let days = transfer.windowEndsAt.map { max(0, Int(($0.timeIntervalSince(now) / 86_400).rounded(.up))) }
+                add(
+                    status, "apple.transfer",
+                    "app transfer to team \(transfer.targetTeam ?? "-"): \(transfer.prepared) prepared, \(transfer.moved) moved, \(transfer.left) left, "
+                        + "\(transfer.refused) refused by Apple; " + (days.map { "\($0) day(s) left in the 60-day window" } ?? "window not started"),
+                    transfer.left > 0 ? "run `latchkey apple transfer complete` with the recipient team's settings" : nil)
+            }
+        } catch {
+            add(.warning, "store", "could not read the store: \(Runtime.describe(error))", nil)
+        }
+        await store.close()
     }
 
     /// The checks every set-up shares: encryption key, production settings, clock.

@@ -71,7 +71,8 @@ struct OpenAPIContractTests {
             .emailChanged("u", provider: "google", email: nil, verified: nil, at: now),
             .emailChanged("u", provider: "apple", email: "jane@privaterelay.appleid.com", verified: true, forwarding: false, at: now),
             .reuseDetected(session, ip: nil, userAgent: nil, at: now), .reuseDetected(session, ip: "203.0.113.7", userAgent: "ExampleApp/1.4", at: now),
-            .test(at: now),
+            .test(at: now), .userDisabled("u", disabled: true, at: now), .userDisabled("u", disabled: false, at: now),
+            .identityTransferred(identity, oldSubject: "000999.def.0999", at: now),
         ]
         for reason in [LifecycleEvent.DeletionReason.userRequest, .admin, .providerAccountDeleted, .providerConsentRevoked] {
             events.append(.userDeleted("u", reason: reason, at: now))
@@ -94,7 +95,7 @@ struct OpenAPIContractTests {
         let date = Date(timeIntervalSince1970: 1_768_469_400)
         let identity = IdentityResponse(
             provider: "apple", subject: "001234.abc.1234", email: "jane@example.com", isPrivateEmail: false, realUserStatus: 2, emailForwardingEnabled: true,
-            firstSeenAt: date
+            firstSeenAt: date, appleGrant: "missing"
         )
         let claims: [String: JSONValue] = ["plan": .string("pro"), "app_roles": .array([.string("editor")]), "org": .object(["id": .integer(42)])]
         let user = UserResponse(
@@ -106,7 +107,7 @@ struct OpenAPIContractTests {
             revocationReason: "signed_out")
         let adminUser = AdminUserResponse(
             id: "u", email: "jane@example.com", emailVerified: true, givenName: "Jane", familyName: "Appleseed", createdAt: date, identities: [identity],
-            sessions: [adminSession], claims: claims)
+            sessions: [adminSession], claims: claims, disabledAt: date, importedFrom: ImportedFromResponse(source: "firebase", id: "u", at: date))
         let event = AuditEventResponse(id: "e", at: date, userId: "u", type: "admin_claims_set", detail: "key=support names=plan")
         let session = SessionResponse(
             id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", current: true)
@@ -354,7 +355,7 @@ struct OpenAPIContractTests {
         try await ServerHarness.with(configure: { $0.webhooks = [endpoint] }) { harness in
             let contract = try await OpenAPI.fetch(harness)
             let routes = harness.server.routes.filter { $0.path.hasPrefix("/admin/") }
-            #expect(routes.count == 12)
+            #expect(routes.count == 14)
             let unknown = UUID().uuidString.lowercased()
 
             // Off: no key was ever made, so every operation answers 404, whatever it is sent.
@@ -491,6 +492,14 @@ struct OpenAPIContractTests {
             let retry = try await call("POST", "/admin/v1/webhooks/deliveries/{id}/retry", id: delivery, status: 202)
             #expect(retry.json["retrying"] as? String == delivery)
             _ = try await call("POST", "/admin/v1/webhooks/deliveries/{id}/retry", status: 404, error: "not_found")
+
+            // Disabling and enabling: the user's state, whether it changed, the sessions that ended; unknown users are 404.
+            let disabled = try await call("POST", "/admin/v1/users/{id}/disable", id: userID, status: 200).decode(AdminUserDisable.self)
+            #expect(disabled.disabled && disabled.changed)
+            #expect(try await call("GET", "/admin/v1/users/{id}", id: userID, status: 200).json["disabledAt"] != nil)
+            #expect(try await call("POST", "/admin/v1/users/{id}/enable", id: userID, status: 200).decode(AdminUserDisable.self).changed)
+            _ = try await call("POST", "/admin/v1/users/{id}/disable", status: 404, error: "not_found")
+            _ = try await call("POST", "/admin/v1/users/{id}/enable", status: 404, error: "not_found")
 
             // Deleting the user: gone from every operation.
             let deleted = try await call("DELETE", "/admin/v1/users/{id}", id: userID, status: 200)
@@ -670,6 +679,7 @@ struct OpenAPI: Sendable {
         "AppleNotificationResponse": AppleNotificationResponse.self, "Redirect": RedirectResponse.self, "AdminUserDeletion": AdminUserDeletion.self,
         "ClaimsResponse": ClaimsResponse.self, "InviteList": InviteList.self, "WebhookDeliveryList": WebhookDeliveryList.self,
         "DeliveryRetry": DeliveryRetry.self, "Passkey": PasskeyResponse.self, "PasskeyList": PasskeyList.self,
+        "AdminUserDisable": AdminUserDisable.self, "ImportedFrom": ImportedFromResponse.self,
     ]
 
     /// The answers that wrap other wire types or a count, built from `passkey` and the others given.
@@ -686,6 +696,8 @@ struct OpenAPI: Sendable {
             ("AdminUserDeletion", AdminUserDeletion(tokensRevoked: 1, revocationsPending: 0)), ("ClaimsResponse", ClaimsResponse(claims: claims)),
             ("InviteList", InviteList(invites: [invite])), ("WebhookDeliveryList", WebhookDeliveryList(deliveries: [delivery])),
             ("DeliveryRetry", DeliveryRetry(retrying: delivery.id)), ("Passkey", passkey), ("PasskeyList", PasskeyList(passkeys: [passkey])),
+            ("AdminUserDisable", AdminUserDisable(userId: "u", disabled: true, changed: true, sessionsRevoked: 2)),
+            ("ImportedFrom", ImportedFromResponse(source: "firebase", id: "u", at: date)),
         ]
     }
 

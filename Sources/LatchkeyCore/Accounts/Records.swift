@@ -14,10 +14,14 @@ public struct UserAccount: Sendable, Codable, Equatable {
     /// What the app's backend set with `PUT /admin/v1/users/{id}/claims`: top-level claims of every access token
     /// minted for the user. Only ``UserStore/setUserClaims(userID:claims:)`` changes them.
     public var claims: [String: JSONValue]?
+    /// When the user was disabled: they cannot sign in, and their identities stay reserved (nil: enabled).
+    public var disabledAt: Date?
+    /// Where `latchkey users import` brought the user from.
+    public var importedFrom: ImportOrigin?
 
     public init(
         id: String, createdAt: Date, email: String? = nil, emailVerified: Bool? = nil, givenName: String? = nil, familyName: String? = nil,
-        claims: [String: JSONValue]? = nil
+        claims: [String: JSONValue]? = nil, disabledAt: Date? = nil, importedFrom: ImportOrigin? = nil
     ) {
         self.id = id
         self.createdAt = createdAt
@@ -26,6 +30,22 @@ public struct UserAccount: Sendable, Codable, Equatable {
         self.givenName = givenName
         self.familyName = familyName
         self.claims = claims
+        self.disabledAt = disabledAt
+        self.importedFrom = importedFrom
+    }
+}
+
+/// The system a user was imported from, their id there, and when.
+public struct ImportOrigin: Sendable, Codable, Equatable {
+    /// `firebase`, `supabase`, `auth0` or `cognito`.
+    public var source: String
+    public var id: String
+    public var at: Date
+
+    public init(source: String, id: String, at: Date) {
+        self.source = source
+        self.id = id
+        self.at = at
     }
 }
 

@@ -116,6 +116,8 @@ public struct SessionService: Sendable {
     /// The administrative changes of `/admin/v1` and the CLI.
     public let administration: Administration
     public let events: ProviderEvents
+    /// App transfers' moves of Apple identities.
+    public let transfers: AppleTransfers
     private let logger: Logger?
 
     public init(
@@ -130,7 +132,8 @@ public struct SessionService: Sendable {
         self.logger = logger
         issuer = SessionIssuer(store: store, accessTokens: accessTokens, refreshTokens: refreshTokens, policy: policy, timeSource: timeSource)
         grants = ProviderGrants(store: store, box: box, links: providerLinks, policy: policy, timeSource: timeSource, logger: logger)
-        signIns = SignInService(store: store, grants: grants, issuer: issuer, policy: policy, timeSource: timeSource)
+        transfers = AppleTransfers(store: store, webhooks: policy.webhooks, timeSource: timeSource)
+        signIns = SignInService(store: store, grants: grants, issuer: issuer, policy: policy, timeSource: timeSource, transfers: transfers)
         deletion = AccountDeletion(store: store, grants: grants, timeSource: timeSource)
         administration = Administration(store: store, deletion: deletion, timeSource: timeSource)
         events = ProviderEvents(store: store, policy: policy, timeSource: timeSource)

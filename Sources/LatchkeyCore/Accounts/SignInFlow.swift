@@ -136,6 +136,7 @@ public struct SignInFlow: Sendable {
     ) async throws -> T {
         let signIn = try await verifier.verify(credential)
         try admit(verifier.name, signIn.identity.subject)
+        if verifier.name == "apple", let transfers = signIns.transfers { try await transfers.beforeSignIn(signIn.identity) }
         if claimingInBody, !verifier.completes(credential) {
             return try await body(try await verifier.complete(credential, signIn), signIn.singleUseToken)
         }

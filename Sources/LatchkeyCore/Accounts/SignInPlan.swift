@@ -170,4 +170,6 @@ public enum SignInStepResult: Sendable, Equatable {
     case declined
     /// The plan created an identity that another sign-in linked first: only the claim was written.
     case duplicate
+    /// The account is disabled: only the claim was written.
+    case accountDisabled
 }

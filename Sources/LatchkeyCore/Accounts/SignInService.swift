@@ -10,11 +10,14 @@ public struct SignInService: Sendable {
     public let issuer: SessionIssuer
     public let policy: SessionPolicy
     public let timeSource: TimeSource
+    /// Apple sign-ins during and after an app transfer (nil: none is followed).
+    public let transfers: AppleTransfers?
 
     public init(
         store: any SignInStore & UserStore & ReplayStore & TransactionalStore, grants: ProviderGrants, issuer: SessionIssuer,
-        policy: SessionPolicy, timeSource: TimeSource
+        policy: SessionPolicy, timeSource: TimeSource, transfers: AppleTransfers? = nil
     ) {
+        self.transfers = transfers
         self.store = store
         self.grants = grants
         self.issuer = issuer
@@ -115,6 +118,8 @@ public struct SignInService: Sendable {
                         plan.inviteCodeHash == nil
                             ? "sign-up needs an invitation on this server: send the inviteCode you were given"
                             : "the invite code is unknown, used up, expired or revoked")
+                case .accountDisabled:
+                    throw LatchkeyError(.accountDisabled, "this account is disabled; ask the app's support")
                 case .duplicate, .tokenUsed: break
                 }
                 result = try await step(plan)

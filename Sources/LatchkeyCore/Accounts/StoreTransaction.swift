@@ -49,6 +49,21 @@ public protocol StoreTransaction: Sendable {
     /// Makes a failed delivery due at `at` again, with its attempts counted afresh; false when there is no failed
     /// delivery `id` (a pending one is sent on its schedule, a delivered one not again).
     func retryWebhookDelivery(id: String, at: Date) async throws -> Bool
+
+    /// Disables the user from `at` (nil: enables them); false when the user is gone.
+    func setUserDisabled(userID: String, at: Date?) async throws -> Bool
+    /// Of `ids`, those a user has.
+    func existingUserIDs(_ ids: [String]) async throws -> Set<String>
+    /// The Latchkey id of each user imported from `source` under one of `sourceIDs`, by source id.
+    func importedUserIDs(source: String, sourceIDs: [String]) async throws -> [String: String]
+    /// The user holding each of `keys` that is linked.
+    func identityOwners(_ keys: [ProviderAccountKey]) async throws -> [ProviderAccountKey: String]
+    /// Inserts imported users and their identities, whose ids and provider accounts the caller found free in this
+    /// transaction.
+    func insertImported(_ accounts: [ImportedAccount]) async throws
+    /// Moves an identity to its subject under the team an app was transferred to (`identity` as it becomes), marks
+    /// its transfer record moved and deletes its old team's provider grant; false when the record was moved already.
+    func moveTransferredIdentity(_ identity: LinkedIdentity, at: Date) async throws -> Bool
 }
 
 extension StoreTransaction {

@@ -55,6 +55,34 @@ public struct Administration: Sendable {
         }
     }
 
+    /// What disabling or enabling a user did.
+    public struct DisableReport: Sendable, Equatable {
+        /// False when the user was in that state already (nothing was written).
+        public var changed: Bool
+        public var sessionsRevoked: Int
+        public var user: UserAccount
+    }
+
+    /// Disables the user (every session ends, sign-in answers `account_disabled`, the identities stay theirs) or enables
+    /// them again, with an audit event and a `user.disabled` or `user.enabled` webhook; nil when there is no such user.
+    public func setDisabled(userID: String, _ disabled: Bool, by actor: AdminActor) async throws -> DisableReport? {
+        guard var user = try await store.user(id: userID) else { return nil }
+        guard (user.disabledAt != nil) != disabled else { return DisableReport(changed: false, sessionsRevoked: 0, user: user) }
+        let now = timeSource.now
+        let deliveries = deletion.grants.policy.webhooks.deliveries(.userDisabled(userID, disabled: disabled, at: now))
+        let revoked: Int? = try await store.write { tx in
+            guard try await tx.setUserDisabled(userID: userID, at: disabled ? now : nil) else { return nil }
+            let revoked = disabled ? try await tx.revokeSessions(userID: userID, reason: "user_disabled", at: now) : 0
+            try await tx.audit(
+                Self.event(actor, userID, disabled ? "admin_user_disabled" : "admin_user_enabled", disabled ? "sessions=\(revoked)" : "", at: now))
+            try await tx.enqueue(deliveries)
+            return revoked
+        }
+        guard let revoked else { return nil }
+        user.disabledAt = disabled ? now : nil
+        return DisableReport(changed: true, sessionsRevoked: revoked, user: user)
+    }
+
     /// Revokes every open session of the user; nil when there is no such user, else how many were open.
     public func revokeSessions(userID: String, by actor: AdminActor) async throws -> Int? {
         guard try await store.user(id: userID) != nil else { return nil }

@@ -14,6 +14,10 @@ public struct LifecycleEvent: Sendable, Equatable {
         case identityRevoked = "identity.revoked"
         case userEmailChanged = "user.email_changed"
         case sessionReuseDetected = "session.reuse_detected"
+        case userDisabled = "user.disabled"
+        case userEnabled = "user.enabled"
+        /// An Apple identity moved to the subject of the team an app was transferred to.
+        case identityTransferred = "identity.transferred"
         /// Sent by `latchkey webhooks test` only.
         case webhookTest = "webhook.test"
     }
@@ -116,6 +120,21 @@ extension LifecycleEvent {
         if let verified { data["emailVerified"] = .bool(verified) }
         if let forwarding { data["emailForwardingEnabled"] = .bool(forwarding) }
         return LifecycleEvent(id: id, kind: .userEmailChanged, at: at, userID: userID, data: data)
+    }
+
+    /// `user.disabled` or `user.enabled`, by an admin key (`by`: its name) or the CLI.
+    public static func userDisabled(_ userID: String, disabled: Bool, at: Date) -> LifecycleEvent {
+        LifecycleEvent(kind: disabled ? .userDisabled : .userEnabled, at: at, userID: userID)
+    }
+
+    /// `identity.transferred`: after an app transfer, the identity's subject is the recipient team's.
+    public static func identityTransferred(_ identity: LinkedIdentity, oldSubject: String, at: Date) -> LifecycleEvent {
+        LifecycleEvent(
+            kind: .identityTransferred, at: at, userID: identity.userID,
+            data: [
+                "identityId": .string(identity.id), "provider": .string(identity.provider), "oldSubject": .string(oldSubject),
+                "newSubject": .string(identity.subject),
+            ])
     }
 
     /// What `latchkey webhooks test` sends: `webhook.test`, for the user `test`.

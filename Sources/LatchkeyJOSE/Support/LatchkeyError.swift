@@ -64,6 +64,10 @@ public struct LatchkeyError: Error, Sendable, Equatable, CustomStringConvertible
         case lastIdentity = "last_identity"
         /// Sign-up needs an invitation (`signup.mode` is `invite`) and none valid was sent.
         case signupClosed = "signup_closed"
+        /// The account is disabled (`POST /admin/v1/users/{id}/disable`, or imported disabled).
+        case accountDisabled = "account_disabled"
+        /// An Apple account that may be a user left unmoved when the app's transfer window (60 days) ended.
+        case appleTransferIncomplete = "apple_transfer_incomplete"
 
         // Passkeys
         /// A passkey registration or assertion failed a WebAuthn check: the reason says which.

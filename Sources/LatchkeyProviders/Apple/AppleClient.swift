@@ -117,8 +117,12 @@ public struct AppleClient: Sendable {
     }
 
     /// Sending team: the transfer identifier for one user, to hand to the recipient team.
-    public func makeTransferSubject(for subject: String, recipientTeamID: String, clientID: String) async throws(LatchkeyError) -> String {
-        let token = try await teamTransferToken(clientID: clientID)
+    /// - Parameter teamToken: a token of ``teamTransferToken(clientID:)`` to reuse (it lasts an hour); nil fetches one.
+    public func makeTransferSubject(for subject: String, recipientTeamID: String, clientID: String, teamToken: String? = nil) async throws(LatchkeyError)
+        -> String
+    {
+        let token: String
+        if let teamToken { token = teamToken } else { token = try await teamTransferToken(clientID: clientID) }
         let fields = [("sub", subject), ("target", recipientTeamID)]
         let response = try await post(
             "/auth/usermigrationinfo", clientID: clientID, fields: fields, bearer: token, operation: .migration, retry: configuration.retry)
@@ -127,8 +131,12 @@ public struct AppleClient: Sendable {
     }
 
     /// Recipient team: exchanges a transfer identifier for the user's subject under this team.
-    public func exchangeTransferSubject(_ transferSubject: String, clientID: String) async throws(LatchkeyError) -> AppleMigratedUser {
-        let token = try await teamTransferToken(clientID: clientID)
+    /// - Parameter teamToken: a token of ``teamTransferToken(clientID:)`` to reuse; nil fetches one.
+    public func exchangeTransferSubject(_ transferSubject: String, clientID: String, teamToken: String? = nil) async throws(LatchkeyError)
+        -> AppleMigratedUser
+    {
+        let token: String
+        if let teamToken { token = teamToken } else { token = try await teamTransferToken(clientID: clientID) }
         let fields = [("transfer_sub", transferSubject)]
         let response = try await post(
             "/auth/usermigrationinfo", clientID: clientID, fields: fields, bearer: token, operation: .migration, retry: configuration.retry)
