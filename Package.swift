@@ -306,7 +306,8 @@ let package = Package(
         .testTarget(
             name: "LatchkeyServerTests",
             dependencies: [
-                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient", "LatchkeyBackend", "LatchkeyBackendHummingbird", "LatchkeyImport",
+                "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient", "LatchkeyBackend", "LatchkeyBackendHummingbird",
+                "LatchkeyImport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),
