@@ -125,6 +125,12 @@ extension SQLAuthStore {
         }
     }
 
+    public func appleTransfer(identityID: String) async throws -> AppleTransferRecord? {
+        try await read { db in
+            try await db.raw("SELECT * FROM apple_transfers WHERE identity_id = \(bind: identityID)").first().map(Self.appleTransfer)
+        }
+    }
+
     public func appleTransfer(transferSubject: String) async throws -> AppleTransferRecord? {
         try await read { db in
             try await db.raw("SELECT * FROM apple_transfers WHERE transfer_sub = \(bind: transferSubject)").first().map(Self.appleTransfer)

@@ -195,6 +195,7 @@ struct ServerBench {
                     name: "rss_after_26000_sign_ins_and_refreshes", opsPerSecond: try await heavyLoadRSS(server: server, emulator: emulator, http: http),
                     baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS, unit: .megabytes))
             server.stop()
+            rows += try await importRows(directory: directory, signInsPerSecond: googleRate)
 
             if let url = ProcessInfo.processInfo.environment["LATCHKEY_BENCH_DATABASE_URL"] {
                 rows.insert(

@@ -109,6 +109,8 @@ public protocol MigrationStore: Sendable {
     func saveAppleTransfer(_ record: AppleTransferRecord) async throws
     /// Prepared transfers not moved and not closed, in identity id order after `after`.
     func unmovedAppleTransfers(after: String?, limit: Int) async throws -> [AppleTransferRecord]
+    /// The transfer record of an identity.
+    func appleTransfer(identityID: String) async throws -> AppleTransferRecord?
     /// The transfer record holding `transferSubject`.
     func appleTransfer(transferSubject: String) async throws -> AppleTransferRecord?
     func appleTransferSummary() async throws -> AppleTransferSummary

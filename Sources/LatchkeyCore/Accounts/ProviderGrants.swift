@@ -41,7 +41,7 @@ extension ProviderValidation: CustomStringConvertible {
 /// disconnected the app at the provider loses the sessions it began), and revoked at the provider — at once,
 /// or through the outbox when the provider cannot be reached.
 public struct ProviderGrants: Sendable {
-    public let store: any ProviderGrantStore & OutboxStore & TransactionalStore
+    public let store: any ProviderGrantStore & OutboxStore & TransactionalStore & MigrationStore
     public let box: SecretBox
     /// Each provider's link, by provider name (`apple`, `google`, …).
     public let links: [String: any ProviderAuthorizationLink]
@@ -51,7 +51,8 @@ public struct ProviderGrants: Sendable {
     private let logger: Logger?
 
     public init(
-        store: any ProviderGrantStore & OutboxStore & TransactionalStore, box: SecretBox, links: [String: any ProviderAuthorizationLink], policy: SessionPolicy,
+        store: any ProviderGrantStore & OutboxStore & TransactionalStore & MigrationStore, box: SecretBox, links: [String: any ProviderAuthorizationLink],
+        policy: SessionPolicy,
         timeSource: TimeSource,
         logger: Logger? = nil
     ) {
@@ -177,6 +178,7 @@ public struct ProviderGrants: Sendable {
                         identityID: identityID, until: timeSource.now.addingTimeInterval(ValidationFlights.failureBackoff))
                     return result
                 case .revoked:
+                    if await dropsForTransfer(grant, identityID: identityID, userID: userID) { return .valid }
                     // Applied here, once, whether or not a refresh still waits for the answer.
                     return await endSessions(of: grant, identityID: identityID, userID: userID, startedBefore: started)
                 }
@@ -202,6 +204,22 @@ public struct ProviderGrants: Sendable {
                 )
             }
         }
+    }
+
+    /// An Apple grant refused while its identity waits to move in an app transfer: the sending team's token is no use
+    /// to the recipient team, and the user revoked nothing. The grant is deleted (the next sign-in with a code brings
+    /// one) and the sessions stay; true when that is what happened.
+    private func dropsForTransfer(_ grant: ProviderGrant, identityID: String, userID: String) async -> Bool {
+        guard grant.provider == "apple", let record = try? await store.appleTransfer(identityID: identityID), record.transferSubject != nil,
+            record.movedAt == nil
+        else { return false }
+        let now = timeSource.now
+        let dropped = try? await store.write { tx in
+            guard try await tx.deleteProviderGrant(identityID: identityID, sealedRefreshToken: grant.sealedRefreshToken) else { return false }
+            try await tx.audit(at: now, userID, "apple_grant_dropped_for_transfer", "identity=\(identityID)")
+            return true
+        }
+        return dropped != nil
     }
 
     /// After the provider refused the grant's token: deletes the grant and ends the identity's sessions begun before
