@@ -66,6 +66,19 @@ struct CreateUserRequest: Decodable {
     var familyName: String?
     /// `consumers` (personal accounts, the default) or a tenant GUID.
     var microsoftTenant: String?
+    /// Subjects of a user who already exists at a provider: `apple` (under the default team) and `google`.
+    var subjects: [String: String]?
+}
+
+/// Why the control API refuses a request: 400, or 404 when what it names does not exist.
+struct ControlRefusal: Error, Sendable {
+    let message: String
+    let notFound: Bool
+
+    init(_ message: String, notFound: Bool = false) {
+        self.message = message
+        self.notFound = notFound
+    }
 }
 
 struct AuthorizationRequest: Decodable {

@@ -93,10 +93,10 @@ extension EmulatorState {
         return signIn
     }
 
-    /// The user's subject at `provider` (for Apple, under the default team).
+    /// The user's subject at `provider` (for Apple, under the default team): the one given at creation, else derived.
     func subject(of user: UserRecord, provider: CodeRecord.Provider) -> String {
         guard provider != .apple else { return defaultTeamID.map { subject(of: user, teamID: $0) } ?? "" }
-        return provider.profile.subject(Identifiers.ProviderSubjects(userID: user.id))
+        return user.givenSubjects[provider.name] ?? provider.profile.subject(Identifiers.ProviderSubjects(userID: user.id))
     }
 
     func issueProviderAccessToken(_ provider: CodeRecord.Provider, user: UserRecord, clientID: String, refreshToken: String?, scopes: [String])

@@ -95,9 +95,10 @@ actor EmulatorState {
         var record: UserRecord
         let subjects: [(sub: String, teamID: String)]
 
+        /// `givenSubjects` are ``UserRecord/givenSubjects``: subjects the user already has, by team id or provider name.
         init(
             email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?, teamIDs: [String],
-            microsoftTenant: String = Identifiers.microsoftConsumersTenant
+            microsoftTenant: String = Identifiers.microsoftConsumersTenant, givenSubjects: [String: String] = [:]
         ) {
             let id = UUID()
             record = UserRecord(
@@ -107,23 +108,50 @@ actor EmulatorState {
                 realUserStatus: realUserStatus,
                 givenName: givenName,
                 familyName: familyName,
-                microsoftTenant: microsoftTenant
+                microsoftTenant: microsoftTenant,
+                givenSubjects: givenSubjects
             )
-            subjects = EmulatorState.subjects(userID: id, teamIDs: teamIDs)
+            subjects = EmulatorState.subjects(of: record, teamIDs: teamIDs)
         }
     }
 
     func createUser(
         email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?,
-        microsoftTenant: String = Identifiers.microsoftConsumersTenant, relayDomain: String = Identifiers.relayDomains[0]
+        microsoftTenant: String = Identifiers.microsoftConsumersTenant, relayDomain: String = Identifiers.relayDomains[0],
+        givenSubjects: [String: String] = [:]
     ) -> UserRecord {
         var user = NewUser(
             email: email, hideMyEmail: hideMyEmail, realUserStatus: realUserStatus, givenName: givenName, familyName: familyName,
-            teamIDs: configuration.teams.map(\.teamID), microsoftTenant: microsoftTenant
+            teamIDs: configuration.teams.map(\.teamID), microsoftTenant: microsoftTenant, givenSubjects: givenSubjects
         )
         user.record.relayDomain = relayDomain
         add([user])
         return user.record
+    }
+
+    /// The providers whose subject a new user may be given (``createUser(email:hideMyEmail:realUserStatus:givenName:familyName:microsoftTenant:relayDomain:subjects:)``).
+    static let givableSubjects: Set<String> = ["apple", "google"]
+
+    /// A user who already exists at Apple or Google: `subjects` by provider name, `apple` being the user's subject under
+    /// the default team. Refused when another user has one of them, or when there is no team for an Apple subject.
+    func createUser(
+        email: String?, hideMyEmail: Bool, realUserStatus: Int, givenName: String?, familyName: String?, microsoftTenant: String, relayDomain: String,
+        subjects: [String: String]
+    ) throws(ControlRefusal) -> UserRecord {
+        var given: [String: String] = [:]
+        for (provider, sub) in subjects.sorted(by: { $0.key < $1.key }) {
+            guard Self.givableSubjects.contains(provider) else { throw ControlRefusal("subjects takes apple and google only, not \(provider)") }
+            guard !sub.isEmpty else { throw ControlRefusal("subjects.\(provider) is empty") }
+            guard let key = provider == "apple" ? defaultTeamID : provider else { throw ControlRefusal("no team is configured for an Apple subject") }
+            if let (other, teamID) = usersBySubject[sub] {
+                throw ControlRefusal("subject \(sub) is already user \(other.uuidString.lowercased())'s (under \(teamID))")
+            }
+            guard !given.values.contains(sub) else { throw ControlRefusal("subjects.apple and subjects.google must differ") }
+            given[key] = sub
+        }
+        return createUser(
+            email: email, hideMyEmail: hideMyEmail, realUserStatus: realUserStatus, givenName: givenName, familyName: familyName,
+            microsoftTenant: microsoftTenant, relayDomain: relayDomain, givenSubjects: given)
     }
 
     /// Adds users made with ``NewUser`` (under this emulator's teams).
@@ -137,17 +165,24 @@ actor EmulatorState {
 
     /// Every subject of a user: one per team, then the other providers' under pseudo-teams named after the
     /// provider (`google`, `microsoft` for both `sub` and `oid`, …), as their profiles say.
-    static func subjects(userID: UUID, teamIDs: [String]) -> [(sub: String, teamID: String)] {
-        let other = Identifiers.ProviderSubjects(userID: userID)
-        return teamIDs.map { (Identifiers.appleSubject(userID: userID, teamID: $0), $0) }
+    /// A subject the user was given (``UserRecord/givenSubjects``) replaces the derived one of its team or provider.
+    static func subjects(of user: UserRecord, teamIDs: [String]) -> [(sub: String, teamID: String)] {
+        let other = Identifiers.ProviderSubjects(userID: user.id)
+        return teamIDs.map { (appleSubject(of: user, teamID: $0), $0) }
             + ProviderProfiles.all.filter { $0.provider != .apple }.flatMap { profile in
-                (profile.lookupSubjects?(other) ?? [profile.subject(other)]).map { ($0, profile.provider.name) }
+                let name = profile.provider.name
+                return (user.givenSubjects[name].map { [$0] } ?? profile.lookupSubjects?(other) ?? [profile.subject(other)]).map { ($0, name) }
             }
+    }
+
+    /// The user's subject under `teamID`: the one given at creation, else derived from the user and team.
+    static func appleSubject(of user: UserRecord, teamID: String) -> String {
+        user.givenSubjects[teamID] ?? Identifiers.appleSubject(userID: user.id, teamID: teamID)
     }
 
     private func removeUser(_ id: UUID) {
         guard let user = users.removeValue(forKey: id) else { return }
-        for (sub, _) in Self.subjects(userID: id, teamIDs: configuration.teams.map(\.teamID)) where usersBySubject[sub]?.userID == id {
+        for (sub, _) in Self.subjects(of: user, teamIDs: configuration.teams.map(\.teamID)) where usersBySubject[sub]?.userID == id {
             usersBySubject[sub] = nil
         }
         let email = user.email.lowercased()
@@ -163,7 +198,7 @@ actor EmulatorState {
 
     func user(byEmail email: String) -> UserRecord? { usersByEmail[email.lowercased()]?.first.flatMap { users[$0] } }
 
-    func subject(of user: UserRecord, teamID: String) -> String { Identifiers.appleSubject(userID: user.id, teamID: teamID) }
+    func subject(of user: UserRecord, teamID: String) -> String { Self.appleSubject(of: user, teamID: teamID) }
 
     /// The address apps of `teamID` see: the relay address when the user hides their e-mail.
     func visibleEmail(of user: UserRecord, teamID: String) -> String {

@@ -13,6 +13,10 @@ struct UserRecord: Sendable {
     var emailForwardingEnabled = true
     /// The Microsoft tenant (`tid`) of the user's Microsoft account: a GUID, the personal-account tenant by default.
     var microsoftTenant = Identifiers.microsoftConsumersTenant
+    /// Subjects given when the user was created (`POST /emulator/users` `subjects`), for a user who already exists at
+    /// the provider: by Apple team id (the default team's) or provider name (`google`). Every other subject is derived
+    /// from ``id``.
+    var givenSubjects: [String: String] = [:]
 }
 
 /// What a user agreed to share with one team's apps.

@@ -18,12 +18,16 @@ extension Emulator {
                 guard UUID(uuidString: given) != nil else { return controlError("microsoftTenant is consumers or a tenant GUID") }
                 tenant = given
             }
-            let user = await state.createUser(
-                email: body.email, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2,
-                givenName: body.givenName, familyName: body.familyName, microsoftTenant: tenant,
-                relayDomain: body.relayDomain ?? Identifiers.relayDomains[0]
-            )
-            return HTTPAnswer.json(await describe(user), status: .created)
+            do throws(ControlRefusal) {
+                let user = try await state.createUser(
+                    email: body.email, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2,
+                    givenName: body.givenName, familyName: body.familyName, microsoftTenant: tenant,
+                    relayDomain: body.relayDomain ?? Identifiers.relayDomains[0], subjects: body.subjects ?? [:]
+                )
+                return HTTPAnswer.json(await describe(user), status: .created)
+            } catch {
+                return controlError(error.message, status: error.notFound ? .notFound : .badRequest)
+            }
         }
 
         // Many users at once for load tests: {count, hideMyEmail?, realUserStatus?} → {users: [{sub, googleSub}]}.
@@ -152,7 +156,7 @@ extension Emulator {
             answer["sub"] = .string(await state.subject(of: user, teamID: team))
             answer["email"] = .string(await state.visibleEmail(of: user, teamID: team))
         }
-        answer["googleSub"] = .string(Identifiers.googleSubject(userID: user.id))
+        answer["googleSub"] = .string(await state.subject(of: user, provider: .google))
         var subjects: [String: Claim] = [:]
         for provider in ProviderProfiles.all.map(\.provider) { subjects[provider.name] = .string(await state.subject(of: user, provider: provider)) }
         answer["subjects"] = .object(subjects)
