@@ -70,6 +70,12 @@ struct CreateUserRequest: Decodable {
     var subjects: [String: String]?
 }
 
+/// `POST /emulator/apple/transfers`: moves an app to another team.
+struct AppTransferRequest: Decodable {
+    var clientId: String
+    var toTeamId: String
+}
+
 /// Why the control API refuses a request: 400, or 404 when what it names does not exist.
 struct ControlRefusal: Error, Sendable {
     let message: String

@@ -23,6 +23,8 @@ actor EmulatorState {
     var grants: [String: GrantRecord] = [:]
     var accessTokens: ExpiringRecords<AccessTokenRecord>
     private var transfers: [String: TransferRecord] = [:]
+    /// Apps moved to another team, oldest first.
+    private var appTransfers: [AppTransferRecord] = []
     /// Refresh tokens, access tokens and transfer subjects of a user and team (keyed as consents), so revoking
     /// and signing look at that user's records only. Access tokens leave theirs when they are swept.
     var grantsByAuthorization: [String: [String]] = [:]
@@ -225,8 +227,9 @@ actor EmulatorState {
         var sharedUser: [String: Claim]?
         if let existing = consents[consentKey] {
             consents[consentKey]?.scopes = existing.scopes.union(scopes)
+            consents[consentKey]?.clientIDs.insert(clientID)
         } else {
-            consents[consentKey] = ConsentRecord(scopes: scopes, firstAuthorizedAt: now)
+            consents[consentKey] = ConsentRecord(scopes: scopes, firstAuthorizedAt: now, clientIDs: [clientID])
             if !scopes.isEmpty { sharedUser = userJSON(user, teamID: app.teamID, scopes: scopes) }
         }
         let code = Identifiers.authorizationCode()
@@ -281,7 +284,7 @@ actor EmulatorState {
         if let nonce { claims["nonce"] = .string(nonce) }
         if native { claims["real_user_status"] = .int(user.realUserStatus) }
         let transfer = transfersByAuthorization[Self.consentKey(user.id, app.teamID)]?.lazy.compactMap { self.transfers[$0] }
-            .first { now < $0.createdAt.addingTimeInterval(self.configuration.transferWindow) }
+            .first { self.now < self.windowEnd(of: $0) }
         if let transfer { claims["transfer_sub"] = .string(transfer.transferSubject) }
         return claims
     }
@@ -367,6 +370,12 @@ actor EmulatorState {
         guard grant.clientID == clientID else { throw AppleOAuthError(code: "invalid_grant", detail: "the refresh token belongs to \(grant.clientID)") }
         guard let user = users[grant.userID], let app = configuration.app(clientID) else {
             throw AppleOAuthError(code: "invalid_grant", detail: "the user no longer exists")
+        }
+        // A refresh token is the authorization of one team: after the app moved to another team (an app transfer), those
+        // the sending team was issued no longer validate for it. Apple documents nothing either way; refusing them makes a
+        // server that keeps using them notice, and the recipient's first sign-in of the user issues its own.
+        guard grant.teamID == app.teamID else {
+            throw AppleOAuthError(code: "invalid_grant", detail: "the refresh token was issued under team \(grant.teamID); the app moved to team \(app.teamID)")
         }
         grant.validations += 1
         grants[token] = grant
@@ -465,6 +474,14 @@ actor EmulatorState {
 
     // MARK: - /auth/usermigrationinfo
 
+    /// When a transfer identifier stops working (and leaves ID tokens): `transferWindow` (60 days) after the latest
+    /// transfer of an app from its sending team to its target team was accepted, or, while no app has moved between
+    /// them, after the identifier was generated.
+    private func windowEnd(of transfer: TransferRecord) -> Date {
+        let accepted = appTransfers.last { $0.fromTeam == transfer.fromTeam && $0.toTeam == transfer.toTeam }?.acceptedAt
+        return (accepted ?? transfer.createdAt).addingTimeInterval(configuration.transferWindow)
+    }
+
     func userMigration(_ form: [String: String], bearer: String?) throws(AppleOAuthError) -> [String: Claim] {
         let clientID = try authenticateClient(form)
         let teamID = configuration.app(clientID)!.teamID
@@ -474,8 +491,7 @@ actor EmulatorState {
             throw AppleOAuthError(code: "invalid_request", detail: "a valid team access token (client_credentials, scope user.migration) is required as Bearer")
         }
         if let transferSubject = form["transfer_sub"] {
-            guard let transfer = transfers[transferSubject], transfer.toTeam == teamID,
-                now < transfer.createdAt.addingTimeInterval(configuration.transferWindow), let user = users[transfer.userID]
+            guard let transfer = transfers[transferSubject], transfer.toTeam == teamID, now < windowEnd(of: transfer), let user = users[transfer.userID]
             else { throw AppleOAuthError(code: "invalid_request", detail: "unknown or expired transfer_sub") }
             var answer: [String: Claim] = ["sub": .string(subject(of: user, teamID: teamID))]
             if user.hideMyEmail {
@@ -487,13 +503,66 @@ actor EmulatorState {
         guard let sub = form["sub"], let target = form["target"], !target.isEmpty else {
             throw AppleOAuthError(code: "invalid_request", detail: "send sub and target, or transfer_sub")
         }
+        // A widely used library once sent the sending team's own id as the target.
+        guard target != teamID else { throw AppleOAuthError(code: "invalid_request", detail: "target is the recipient's Team ID, not the sending team's own") }
         guard let (user, userTeam) = user(bySubject: sub), userTeam == teamID else {
             throw AppleOAuthError(code: "invalid_request", detail: "sub is not a user of team \(teamID)")
         }
+        // One identifier per user and recipient team, however often it is asked for (Apple: "remains stable").
+        let key = Self.consentKey(user.id, target)
+        if let existing = transfersByAuthorization[key]?.first(where: { transfers[$0]?.fromTeam == teamID }) {
+            return ["transfer_sub": .string(existing)]
+        }
         let transferSubject = Identifiers.transferSubject()
         transfers[transferSubject] = TransferRecord(transferSubject: transferSubject, userID: user.id, fromTeam: teamID, toTeam: target, createdAt: now)
-        transfersByAuthorization[Self.consentKey(user.id, target), default: []].append(transferSubject)
+        transfersByAuthorization[key, default: []].append(transferSubject)
         return ["transfer_sub": .string(transferSubject)]
+    }
+
+    // MARK: - App transfer
+
+    /// What the recipient team needs after an app transfer to build the app's client secret.
+    struct AppTransfer: Sendable {
+        let teamID: String
+        let keyID: String
+        /// PKCS#8 PEM of a new P-256 Sign in with Apple key of the recipient team, as a `.p8` holds it.
+        let privateKeyPEM: String
+    }
+
+    /// Moves app `clientID` to team `toTeamID`, as App Store Connect's app transfer does, accepted now. The recipient
+    /// team is added when it is not configured, and is given a new key either way. From then on the app's ID tokens
+    /// carry the user's subject under the recipient team (and, for 60 days, `transfer_sub`), only the recipient's
+    /// client secret authenticates it, the sending team's refresh tokens no longer validate for it, and users who had
+    /// signed in to it stay authorized: their consent is copied to the recipient team, so their next sign-in is not a
+    /// first one (no name or e-mail shared again), as users who already use an app are not asked again when it changes
+    /// hands.
+    func transferApp(clientID: String, toTeamID: String) throws(ControlRefusal) -> AppTransfer {
+        guard let index = configuration.apps.firstIndex(where: { $0.clientID == clientID }) else {
+            throw ControlRefusal("no app \(clientID)", notFound: true)
+        }
+        guard Identifiers.isTeamID(toTeamID) else { throw ControlRefusal("toTeamId is a Team ID: 10 upper-case letters and digits") }
+        let fromTeamID = configuration.apps[index].teamID
+        guard toTeamID != fromTeamID else { throw ControlRefusal("app \(clientID) is already in team \(toTeamID)") }
+        let key = P256.Signing.PrivateKey()
+        let keyID = Identifiers.teamKeyID()
+        let newTeam = configuration.team(toTeamID) == nil
+        configuration.addTeam(teamID: toTeamID, keyID: keyID, publicKeyPEM: key.publicKey.pemRepresentation)
+        if newTeam {
+            for user in users.values { usersBySubject[subject(of: user, teamID: toTeamID)] = (user.id, toTeamID) }
+        }
+        configuration.apps[index].teamID = toTeamID
+        appTransfers.append(AppTransferRecord(clientID: clientID, fromTeam: fromTeamID, toTeam: toTeamID, acceptedAt: now))
+        for userID in users.keys {
+            guard let consent = consents[Self.consentKey(userID, fromTeamID)], consent.clientIDs.contains(clientID) else { continue }
+            let recipientKey = Self.consentKey(userID, toTeamID)
+            if consents[recipientKey] == nil {
+                consents[recipientKey] = ConsentRecord(scopes: consent.scopes, firstAuthorizedAt: consent.firstAuthorizedAt, clientIDs: [clientID])
+            } else {
+                consents[recipientKey]?.scopes.formUnion(consent.scopes)
+                consents[recipientKey]?.clientIDs.insert(clientID)
+            }
+        }
+        return AppTransfer(teamID: toTeamID, keyID: keyID, privateKeyPEM: key.pemRepresentation)
     }
 
     // MARK: - Account events and notifications

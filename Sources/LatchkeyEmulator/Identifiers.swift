@@ -130,6 +130,15 @@ enum Identifiers {
         "\(randomAlphanumeric(6, alphabet: "0123456789")).\(randomHex(16)).\(randomAlphanumeric(4, alphabet: "0123456789"))"
     }
 
+    /// A Team ID: 10 upper-case letters and digits.
+    static func isTeamID(_ value: String) -> Bool {
+        value.utf8.count == 10
+            && value.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
+    /// The id of a team's Sign in with Apple key (a `.p8`): 10 upper-case letters and digits.
+    static func teamKeyID() -> String { randomAlphanumeric(10, alphabet: "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") }
+
     /// A key id: 10 characters for Apple, 40 hex for Google.
     static func appleKeyID() -> String { randomAlphanumeric(10, alphabet: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") }
     static func googleKeyID() -> String { randomHex(20) }

@@ -23,6 +23,8 @@ struct UserRecord: Sendable {
 struct ConsentRecord: Sendable {
     var scopes: Set<String>
     var firstAuthorizedAt: Date
+    /// The team's apps the user signed in to: an app transfer carries the consent to the recipient team for its users.
+    var clientIDs: Set<String> = []
 }
 
 struct CodeRecord: Sendable {
@@ -85,6 +87,15 @@ struct TransferRecord: Sendable {
     let fromTeam: String
     let toTeam: String
     let createdAt: Date
+}
+
+/// An app (client id) moved to another team, as App Store Connect's app transfer does (`POST /emulator/apple/transfers`).
+struct AppTransferRecord: Sendable {
+    let clientID: String
+    let fromTeam: String
+    let toTeam: String
+    /// When the recipient accepted it: the 60-day transfer window starts here.
+    let acceptedAt: Date
 }
 
 /// An OAuth error as Apple answers it: HTTP 400, `{"error": code}`.

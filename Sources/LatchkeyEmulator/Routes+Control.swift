@@ -44,7 +44,7 @@ extension Emulator {
             let body = try await decode(Body.self, request, context)
             guard (1...maximumUserBatch).contains(body.count) else { return controlError("count is 1 to \(maximumUserBatch)") }
             if let status = body.realUserStatus, !(0...2).contains(status) { return controlError("realUserStatus is 0, 1 or 2") }
-            let teamIDs = configuration.teams.map(\.teamID)
+            let teamIDs = await state.configuration.teams.map(\.teamID)
             let newUsers = (0..<body.count).map { _ in
                 EmulatorState.NewUser(
                     email: nil, hideMyEmail: body.hideMyEmail ?? false, realUserStatus: body.realUserStatus ?? 2, givenName: nil, familyName: nil,
@@ -102,6 +102,17 @@ extension Emulator {
             return HTTPAnswer.empty(.noContent)
         }
 
+        // App Store Connect's app transfer: {clientId, toTeamId} → 201 {teamId, keyId, privateKey}, the recipient team's new key.
+        control.post("/apple/transfers") { request, context in
+            let body = try await decode(AppTransferRequest.self, request, context)
+            do throws(ControlRefusal) {
+                let transfer = try await state.transferApp(clientID: body.clientId, toTeamID: body.toTeamId)
+                return HTTPAnswer.json(["teamId": transfer.teamID, "keyId": transfer.keyID, "privateKey": transfer.privateKeyPEM], status: .created)
+            } catch {
+                return controlError(error.message, status: error.notFound ? .notFound : .badRequest)
+            }
+        }
+
         // No body rotates Apple's (and Google's) keys as always; {"provider": "microsoft"} rotates that provider's.
         control.post("/keys/rotate") { request, _ in
             struct Body: Decodable { var provider: String }
@@ -150,7 +161,7 @@ extension Emulator {
             "hideMyEmail": .bool(user.hideMyEmail), "realUserStatus": .int(user.realUserStatus), "realEmail": .string(user.email),
         ]
         var subs: [String: Claim] = [:]
-        for team in configuration.teams { subs[team.teamID] = .string(await state.subject(of: user, teamID: team.teamID)) }
+        for team in await state.configuration.teams { subs[team.teamID] = .string(await state.subject(of: user, teamID: team.teamID)) }
         answer["subs"] = .object(subs)
         if let team = await state.defaultTeamID {
             answer["sub"] = .string(await state.subject(of: user, teamID: team))
