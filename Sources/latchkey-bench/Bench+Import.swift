@@ -1,10 +1,6 @@
 import Foundation
 import LatchkeyBenchReport
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 extension ServerBench {
     /// `latchkey users import` of a 100,000-user Firebase export (JSON, each user with a Google identity) into a new
     /// SQLite database, beside the same run's Google sign-ins per second: users per second, and the importing

@@ -133,6 +133,45 @@ struct ServerHarness: Sendable {
         return try ProviderModules.configured(ConfigReader(provider: InMemoryProvider(values: values)))
     }
 
+    /// Another server on this harness's store, emulator and clock, its configuration as this one's with `configure`
+    /// applied and its Apple settings overridden by `apple` (full keys: `apple.teamId`, …): a restart with new settings.
+    /// Its base URL, and how to stop it.
+    func secondServer(apple overrides: [String: String], configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> (
+        server: LatchkeyServer, baseURL: String, stop: @Sendable () async -> Void
+    ) {
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        let base = emulator.emulator.baseURL
+        let everywhere = EmulatorHarness.providerClientID
+        configuration.providerModules = try Self.emulatedModules(
+            emulator: base, clientIDs: [everywhere],
+            overrides: [
+                "apple.clientIds": [Fixtures.bundleID, Fixtures.servicesID, everywhere].joined(separator: ","), "apple.servicesId": Fixtures.servicesID,
+            ].merging(overrides) { $1 })
+        configuration.rateLimit.perClientIP = 100_000
+        configuration.rateLimit.perSubject = 100_000
+        configuration.session.providerValidationWait = 30
+        configure(&configuration)
+        var logger = Logger(label: "latchkey.test")
+        logger.logLevel = .critical
+        let server = try await LatchkeyServer.make(
+            configuration: configuration, store: store, encryptionKey: encryptionKey, transport: AsyncHTTPClientTransport(), timeSource: clock.source,
+            logger: logger)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let application = server.makeApplication { port in continuation.yield(port) }
+        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
+        let task = Task { try await group.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw HarnessError("the second server did not start") }
+        return (
+            server, "http://127.0.0.1:\(port)",
+            {
+                await group.triggerGracefulShutdown()
+                _ = try? await task.value
+            }
+        )
+    }
+
     /// The SQLite file behind ``store``.
     var databasePath: String { path }
 
