@@ -103,7 +103,9 @@ public enum CognitoExport {
         switch record["UserCreateDate"] {
         case nil: break
         case .string(let text)?:
-            guard let date = ExportDate.iso8601(text) ?? ExportDate.epochSeconds(text) else { throw RecordError("UserCreateDate \(text.prefix(40)) is no date") }
+            guard let date = ExportDate.iso8601(text) ?? ExportDate.epochSeconds(text) else {
+                throw RecordError("UserCreateDate \(text.prefix(40)) is no date")
+            }
             user.createdAt = date
         case .number(let literal)?:
             guard let date = ExportDate.epochSeconds(literal) else { throw RecordError("UserCreateDate \(literal.prefix(40)) is no date") }
@@ -153,7 +155,8 @@ public enum CognitoExport {
         var dropped: Set<Int> = []
         for (index, pooled) in users.enumerated() where pooled.isExternal {
             guard let link = pooled.links.first(where: { nativeByLink[$0.lowered] != nil }), let native = nativeByLink[link.lowered] else { continue }
-            for identity in pooled.user.identities where !result[native].identities.contains(where: { $0.provider == identity.provider && $0.subject == identity.subject }) {
+            for identity in pooled.user.identities
+            where !result[native].identities.contains(where: { $0.provider == identity.provider && $0.subject == identity.subject }) {
                 result[native].identities.append(identity)
             }
             result[native].otherMethods = (result[native].otherMethods + pooled.user.otherMethods).uniqued()

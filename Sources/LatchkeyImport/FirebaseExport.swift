@@ -233,7 +233,9 @@ public enum FirebaseExport {
         }
         user.displayName = row[5]
         if let created = row[23] {
-            guard let date = ExportDate.epochMilliseconds(created) else { throw RecordError("creation time \(created.prefix(40)) is not milliseconds since 1970") }
+            guard let date = ExportDate.epochMilliseconds(created) else {
+                throw RecordError("creation time \(created.prefix(40)) is not milliseconds since 1970")
+            }
             user.createdAt = date
         }
         switch row[26] {

@@ -109,7 +109,8 @@ public enum SupabaseDatabase {
                         default: nil
                         }
                     users[position].identities.append(
-                        SourceIdentity(provider: provider, subject: providerSubject, email: email.flatMap { $0.isEmpty ? nil : $0 }, emailVerified: emailVerified))
+                        SourceIdentity(
+                            provider: provider, subject: providerSubject, email: email.flatMap { $0.isEmpty ? nil : $0 }, emailVerified: emailVerified))
                 } else {
                     users[position].otherMethods = (users[position].otherMethods + [providerName]).uniqued()
                 }
@@ -127,7 +128,8 @@ public enum SupabaseDatabase {
     /// `auth.users`, with what columns the schema's age has (`email_confirmed_at` was `confirmed_at` before 2021-07,
     /// `banned_until` came in 2022-01, `deleted_at` in 2022-11, `is_anonymous` in 2024-02).
     static func usersQuery(_ columns: Set<String>) -> String {
-        let confirmed = columns.contains("email_confirmed_at") ? "email_confirmed_at IS NOT NULL" : columns.contains("confirmed_at") ? "confirmed_at IS NOT NULL" : "false"
+        let confirmed =
+            columns.contains("email_confirmed_at") ? "email_confirmed_at IS NOT NULL" : columns.contains("confirmed_at") ? "confirmed_at IS NOT NULL" : "false"
         let banned = columns.contains("banned_until") ? "coalesce(banned_until > now(), false)" : "false"
         let anonymous = columns.contains("is_anonymous") ? "coalesce(is_anonymous, false)" : "false"
         let created = columns.contains("created_at") ? "created_at" : "NULL::timestamptz"
