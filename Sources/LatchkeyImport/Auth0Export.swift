@@ -31,15 +31,25 @@ public enum Auth0Export {
         return try readLines(bytes)
     }
 
-    /// Unpacks a gzip file.
+    /// Unpacks a gzip file, and checks what it unpacked to against the file's trailer (CRC-32 and size): zlib stops
+    /// quietly where a cut-short file ends.
     static func gunzip(_ bytes: [UInt8]) throws(ImportSourceError) -> [UInt8] {
         var buffer = ByteBuffer(bytes: bytes)
+        let unpacked: [UInt8]
         do {
-            var unpacked = try buffer.decompress(with: .gzip(), maxSize: maximumUnpackedSize)
-            return unpacked.readBytes(length: unpacked.readableBytes) ?? []
+            var output = try buffer.decompress(with: .gzip(), maxSize: maximumUnpackedSize)
+            unpacked = output.readBytes(length: output.readableBytes) ?? []
         } catch {
             throw ImportSourceError("The Auth0 export is a gzip file that cannot be unpacked (\(error)): download it again.")
         }
+        guard bytes.count >= 18 else { throw ImportSourceError("The Auth0 export is a gzip file cut short: download it again.") }
+        let trailer = bytes.suffix(8).map(UInt32.init)
+        let crc = trailer[0] | trailer[1] << 8 | trailer[2] << 16 | trailer[3] << 24
+        let size = trailer[4] | trailer[5] << 8 | trailer[6] << 16 | trailer[7] << 24
+        guard crc == CRC32.checksum(unpacked), size == UInt32(truncatingIfNeeded: unpacked.count) else {
+            throw ImportSourceError("The Auth0 export is a gzip file cut short or damaged (its checksum does not match): download it again.")
+        }
+        return unpacked
     }
 
     private static func readArray(_ bytes: [UInt8]) throws(ImportSourceError) -> SourceRead {
@@ -146,5 +156,16 @@ public enum Auth0Export {
         }
         user.otherMethods = methods.uniqued()
         return user
+    }
+}
+
+/// CRC-32 (ISO 3309, the polynomial gzip uses).
+enum CRC32 {
+    private static let table: [UInt32] = (0..<256).map { index in
+        (0..<8).reduce(UInt32(index)) { value, _ in value & 1 == 1 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
+    }
+
+    static func checksum(_ bytes: [UInt8]) -> UInt32 {
+        ~bytes.reduce(~UInt32(0)) { crc, byte in table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
     }
 }

@@ -53,7 +53,7 @@ enum ExportJSON: Equatable {
     }
 
     /// The value as a claim: integers that an `Int64` holds stay integers, other numbers become `Double`s; nil for an
-    /// integer too large for 64 bits, which no claim can keep exactly.
+    /// integer too large for 64 bits or a number beyond a `Double`, which no claim can keep.
     var jsonValue: JSONValue? {
         switch self {
         case .string(let text): return .string(text)
@@ -62,7 +62,8 @@ enum ExportJSON: Equatable {
         case .number(let literal):
             if let integer = Int64(literal) { return .integer(integer) }
             if literal.allSatisfy({ $0.isNumber || $0 == "-" }) { return nil }
-            return Double(literal).map(JSONValue.number)
+            guard let number = Double(literal), number.isFinite else { return nil }
+            return .number(number)
         case .array(let elements):
             var values: [JSONValue] = []
             for element in elements {

@@ -68,7 +68,9 @@ extension ExportJSON {
         guard case .object(let members) = self else { throw RecordError("\(name) is \(kind), not an object") }
         var claims: [String: JSONValue] = [:]
         for (key, member) in members {
-            guard let value = member.jsonValue else { throw RecordError("\(name).\(key) holds an integer beyond 64 bits") }
+            guard let value = member.jsonValue else {
+                throw RecordError("\(name).\(key) holds a number no claim can keep (an integer beyond 64 bits, or beyond a Double)")
+            }
             claims[key] = value
         }
         return claims

@@ -74,7 +74,8 @@ struct Auth0ExportTests {
     @Test("a file that is no Auth0 export is refused: broken gzip, CSV, one JSON object, nothing but broken lines")
     func notAnExport() throws {
         let cases: [(String, Data, String)] = [
-            ("truncated gzip", try ImportFixtures.data("auth0-truncated.ndjson.gz"), "cannot be unpacked"),
+            ("truncated gzip", try ImportFixtures.data("auth0-truncated.ndjson.gz"), "cut short"),
+            ("damaged gzip", Data([0x1F, 0x8B, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xFF, 0xFF, 0xFF, 0xFF]), "download it again"),
             ("CSV", Data("user_id,email\nauth0|1,a@example.com\n".utf8), "format"),
             ("pretty object", Data("{\n  \"users\": []\n}\n".utf8), "one JSON object"),
             ("broken lines", Data("{\"user_id\":\n{oops\n".utf8), "no line"),

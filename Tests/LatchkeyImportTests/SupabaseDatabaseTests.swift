@@ -86,7 +86,7 @@ struct SupabaseDatabaseTests {
 
     @Test("users and identities of the current schema: providers mapped, claims less provider(s), banned, anonymous, deleted left out")
     func currentSchemaUsers() async throws {
-        try await withSupabaseDatabase(Self.currentSchema + Self.users) { url in
+        try await withSupabaseDatabase([Self.currentSchema, Self.users]) { url in
             let read = try await SupabaseDatabase.read(url: url, logger: Self.logger)
             #expect(read.problems.isEmpty)
             #expect(
@@ -131,7 +131,7 @@ struct SupabaseDatabaseTests {
             INSERT INTO auth.identities (id, user_id, identity_data, provider, created_at) VALUES
             ('5550001', '00000000-0000-4000-8000-000000000011', '{"sub": "5550001", "email": "old@example.com"}', 'github', '2021-10-01T00:00:00Z');
             """
-        try await withSupabaseDatabase(Self.oldSchema + data) { url in
+        try await withSupabaseDatabase([Self.oldSchema, data]) { url in
             let read = try await SupabaseDatabase.read(url: url, logger: Self.logger)
             #expect(read.problems.isEmpty)
             #expect(read.users.count == 1)
@@ -143,7 +143,7 @@ struct SupabaseDatabaseTests {
 
     @Test("a database without Supabase's auth schema is refused, naming the database but not the password")
     func noAuthSchema() async throws {
-        try await withSupabaseDatabase("CREATE TABLE unrelated (id int)") { url in
+        try await withSupabaseDatabase(["CREATE TABLE unrelated (id int)"]) { url in
             var components = try #require(URLComponents(string: url))
             components.password = "not-the-password-\(UUID().uuidString.prefix(6))"
             let password = try #require(components.password)
@@ -169,8 +169,9 @@ struct SupabaseDatabaseTests {
         #expect(message.contains("does not exist"), "\(message)")
     }
 
-    /// Runs `body` with the URL of a fresh database set up by `setup`, then drops the database.
-    private func withSupabaseDatabase(_ setup: String, _ body: (String) async throws -> Void) async throws {
+    /// Runs `body` with the URL of a fresh database set up by the statements of `setup` (each script's statements end
+    /// with `;` and a line break), then drops the database.
+    private func withSupabaseDatabase(_ setup: [String], _ body: (String) async throws -> Void) async throws {
         let base = try #require(ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"])
         let name = "supa_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
         try await Self.execute(["CREATE DATABASE \(name)"], on: base)
@@ -178,7 +179,8 @@ struct SupabaseDatabaseTests {
         components.path = "/" + name
         let url = try #require(components.string)
         do {
-            try await Self.execute(setup.components(separatedBy: ";\n").filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }, on: url)
+            let statements = setup.flatMap { $0.components(separatedBy: ";\n") }.filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }
+            try await Self.execute(statements, on: url)
             try await body(url)
         } catch {
             try? await Self.execute(["DROP DATABASE \(name) WITH (FORCE)"], on: base)
@@ -194,7 +196,14 @@ struct SupabaseDatabaseTests {
             database: String(components.path.dropFirst()), tls: .disable)
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         do {
-            for statement in statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+            for statement in statements {
+                do {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                } catch {
+                    Issue.record("\(statement.prefix(80)): \(String(reflecting: error))")
+                    throw error
+                }
+            }
             try await connection.close()
         } catch {
             try? await connection.close()
