@@ -113,7 +113,12 @@ private struct ExportJSONParser {
     private func fail(_ reason: String) -> ExportJSONError { ExportJSONError(offset: index, reason: reason) }
 
     private mutating func skipWhitespace() {
-        while index < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
     }
 
     private mutating func value(depth: Int) throws(ExportJSONError) -> ExportJSON {

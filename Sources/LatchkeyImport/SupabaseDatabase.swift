@@ -205,7 +205,8 @@ struct DatabaseURL {
     /// The URL without its password, for messages.
     var redacted: String { "postgres://\(username)@\(host):\(port)/\(database ?? "")" }
 
-    static let usage = "postgres://USER:PASSWORD@HOST:5432/postgres (Supabase: Project Settings → Database → Connection string)"
+    static let usage =
+        "postgres://USER:PASSWORD@HOST:5432/postgres, with any @ : / ? # in the password percent-encoded (Supabase: Project Settings → Database → Connection string)"
 
     init(_ url: String) throws(ImportSourceError) {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "postgres" || scheme == "postgresql"
