@@ -21,7 +21,7 @@ public enum FirebaseExport {
     /// The only identities firebase-tools before 15.19.0 exports; it leaves every other provider out of the file.
     static let providersOfOldExports: Set<String> = ["google.com", "facebook.com", "twitter.com", "github.com"]
 
-    /// The command that makes an export every reader here takes.
+    /// How to make an export this reader takes, for its messages.
     public static let exportCommand = "`npm install -g firebase-tools@latest`, then `firebase auth:export users.json --format=json --project ID`"
 
     public static func read(_ data: Data) throws(ImportSourceError) -> SourceRead {
@@ -197,9 +197,10 @@ public enum FirebaseExport {
     }
 
     /// The rows of the file, each with its number (1-based), or why it is no CSV. The whole file is read at once; when
-    /// that fails (firebase-tools leaves quotes in names unescaped), line by line, so that one bad line is one problem.
+    /// that fails (firebase-tools leaves quotes in names unescaped), or a field spans lines (a quote left open would
+    /// swallow the rows after it), line by line, so that one bad line is one problem.
     private static func csvRows(_ text: String) -> [(Int, Result<[String], CSVFailure>)] {
-        if let rows = try? csvRecords(text) {
+        if let rows = try? csvRecords(text), !rows.contains(where: { $0.contains { $0.contains(where: \.isNewline) } }) {
             return rows.enumerated().map { ($0.offset + 1, .success($0.element)) }
         }
         return text.split(separator: "\n", omittingEmptySubsequences: false).enumerated().map { number, line in
@@ -209,6 +210,10 @@ public enum FirebaseExport {
                 let rows = try csvRecords(line)
                 guard rows.count <= 1 else { return (number + 1, .failure(CSVFailure(reason: "it holds more than one row", uid: uid))) }
                 return (number + 1, .success(rows.first ?? []))
+            } catch let error as CSVParseError {
+                switch error {
+                case .generic(let message), .quotation(let message): return (number + 1, .failure(CSVFailure(reason: message, uid: uid)))
+                }
             } catch {
                 return (number + 1, .failure(CSVFailure(reason: "\(error)", uid: uid)))
             }

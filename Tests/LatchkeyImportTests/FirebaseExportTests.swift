@@ -119,6 +119,17 @@ struct FirebaseExportTests {
         let read = try FirebaseExport.read(ImportFixtures.data("firebase-quote-in-name.csv"))
         #expect(read.users.map(\.id) == ["fbGoogle0002"])
         #expect(read.problems.map(\.sourceID) == ["fbQuoted0007"])
+        #expect(read.problems.first?.reason.contains("row 2 is not CSV") == true)
+        #expect(read.problems.first?.reason.contains("quotation") == false)
+    }
+
+    @Test("a name starting with a quote that never closes costs its own row only, not the rows after it")
+    func openQuote() throws {
+        let open = #"u0,a@example.com,true,,,"Ann,,,,,,,,,,,,,,,,,,1650000000000,,,false,,"#
+        let next = "u1,b@example.com,true,,,Bob,,,,,,,,,,,,,,,,,,1650000000000,,,false,,"
+        let read = try FirebaseExport.read(Data((open + "\n" + next + "\n").utf8))
+        #expect(read.users.map(\.id) == ["u1"])
+        #expect(read.problems.map(\.sourceID) == ["u0"])
     }
 
     @Test("CSV rows of the wrong width or values are problems")
