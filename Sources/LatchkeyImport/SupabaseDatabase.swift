@@ -139,7 +139,7 @@ public enum SupabaseDatabase {
         let live = columns.contains("deleted_at") ? "WHERE deleted_at IS NULL" : ""
         return """
             SELECT id::text, email::text, \(confirmed), \(created), \(banned), \(anonymous), \(appMetadata), \(userMetadata), \(phone)
-            FROM auth.users \(live) ORDER BY \(created) NULLS LAST, id
+            FROM auth.users \(live) ORDER BY \(columns.contains("created_at") ? "created_at NULLS LAST, id" : "id")
             """
     }
 
@@ -176,6 +176,7 @@ public enum SupabaseDatabase {
                 let state = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
                 return "the server said: \(message)\(state)"
             }
+            if error.code == .sslUnsupported { return "the server does not offer TLS, which the URL's sslmode requires" }
             if let underlying = error.underlying { return "\(underlying)" }
             return "\(error.code)"
         }

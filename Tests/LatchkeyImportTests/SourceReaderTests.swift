@@ -79,5 +79,6 @@ struct SourceReaderTests {
         #expect(message.contains("Cannot connect"), "\(message)")
         #expect(message.contains("postgres://postgres@127.0.0.1:1/postgres"), "\(message)")
         #expect(!message.contains("secret-pass"), "\(message)")
+        #expect(message.contains("refused"), "\(message)")
     }
 }

@@ -169,6 +169,18 @@ struct SupabaseDatabaseTests {
         #expect(message.contains("does not exist"), "\(message)")
     }
 
+    @Test("sslmode=require against a server without TLS: refused, saying so")
+    func tlsRequired() async throws {
+        let base = try #require(ProcessInfo.processInfo.environment["LATCHKEY_TEST_DATABASE_URL"])
+        var components = try #require(URLComponents(string: base))
+        components.queryItems = [URLQueryItem(name: "sslmode", value: "require")]
+        let url = try #require(components.string)
+        let message = await ImportFixtures.refusal { () async throws(ImportSourceError) in
+            try await SupabaseDatabase.read(url: url, logger: Self.logger)
+        }
+        #expect(message.contains("does not offer TLS"), "\(message)")
+    }
+
     /// Runs `body` with the URL of a fresh database set up by the statements of `setup` (each script's statements end
     /// with `;` and a line break), then drops the database.
     private func withSupabaseDatabase(_ setup: [String], _ body: (String) async throws -> Void) async throws {
