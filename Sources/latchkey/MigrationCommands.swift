@@ -71,9 +71,10 @@ extension UsersCommand {
             } catch {
                 throw printer.fail("unreadable_source", error.description)
             }
+            let records = read.users.count + read.problems.count + read.folded.count
             let result = try await options.withStore { store in
                 try await UserImporter(store: store).run(read, options: .init(source: source, dryRun: dryRun, newIDs: newIds)) { progress in
-                    if !options.json { FileHandle.standardError.write(Data("… \(progress.total) of \(read.users.count) users\n".utf8)) }
+                    if !options.json { FileHandle.standardError.write(Data("… \(progress.total) of \(records) source users\n".utf8)) }
                 }
             }
             if let report {
