@@ -137,9 +137,11 @@ extension SQLAuthStore {
         }
     }
 
-    public func appleTransferSummary() async throws -> AppleTransferSummary {
+    public func appleTransferSummary(countingIdentities: Bool) async throws -> AppleTransferSummary {
         try await read { db in
-            let apple = try await db.raw("SELECT COUNT(*) AS n FROM identities WHERE provider = 'apple'").first()?.decode(column: "n", as: Int.self) ?? 0
+            let apple =
+                countingIdentities
+                ? try await db.raw("SELECT COUNT(*) AS n FROM identities WHERE provider = 'apple'").first()?.decode(column: "n", as: Int.self) ?? 0 : 0
             guard
                 let row = try await db.raw(
                     """

@@ -65,7 +65,7 @@ public struct AppleTransfers: Sendable {
             return
         }
         let now = timeSource.now
-        guard try await summary.value(at: now, { try await store.appleTransferSummary() }).endedIncomplete(at: now),
+        guard try await summary.value(at: now, { try await store.appleTransferSummary(countingIdentities: false) }).endedIncomplete(at: now),
             try await store.identity(provider: "apple", subject: verified.subject) == nil
         else { return }
         throw LatchkeyError(

@@ -113,9 +113,16 @@ public protocol MigrationStore: Sendable {
     func appleTransfer(identityID: String) async throws -> AppleTransferRecord?
     /// The transfer record holding `transferSubject`.
     func appleTransfer(transferSubject: String) async throws -> AppleTransferRecord?
-    func appleTransferSummary() async throws -> AppleTransferSummary
+    /// Where the transfer stands; ``AppleTransferSummary/appleIdentities`` only `countingIdentities` (a scan of every
+    /// Apple identity, which the sign-in path does without).
+    func appleTransferSummary(countingIdentities: Bool) async throws -> AppleTransferSummary
     /// Gives up the prepared transfers left unmoved (after the window); how many.
     func closeAppleTransfers(at: Date) async throws -> Int
     /// Apple identities without an Apple refresh token (imported, or left by a transfer): deletion cannot revoke them.
     func appleIdentitiesWithoutGrant() async throws -> Int
+}
+
+extension MigrationStore {
+    /// Where the transfer stands, every Apple identity counted.
+    public func appleTransferSummary() async throws -> AppleTransferSummary { try await appleTransferSummary(countingIdentities: true) }
 }
