@@ -559,11 +559,14 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
     /// clock of the process (`/proc/<pid>/stat` counts 10 ms ticks, which moved a row of 1,000 sign-ins by up to
     /// 40 µs).
     var cpuSeconds: Double {
+        Self.cpuClockSeconds(process.processIdentifier) ?? Self.cpuSeconds(statFile: "/proc/\(process.processIdentifier)/stat")
+    }
+
+    /// The kernel's CPU-time clock of process `pid`, in seconds; nil once it has ended.
+    static func cpuClockSeconds(_ pid: Int32) -> Double? {
         var clock = clockid_t()
         var time = timespec()
-        guard clock_getcpuclockid(process.processIdentifier, &clock) == 0, clock_gettime(clock, &time) == 0 else {
-            return Self.cpuSeconds(statFile: "/proc/\(process.processIdentifier)/stat")
-        }
+        guard clock_getcpuclockid(pid, &clock) == 0, clock_gettime(clock, &time) == 0 else { return nil }
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 

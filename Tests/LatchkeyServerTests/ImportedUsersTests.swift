@@ -5,6 +5,7 @@ import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyServer
 import LatchkeyTestSupport
+import Logging
 import Testing
 
 /// Users brought in by `latchkey users import` sign in as themselves; disabled users cannot, until enabled.
@@ -74,6 +75,47 @@ struct ImportedUsersTests {
             #expect(kinds.filter { $0 == "user.disabled" }.count == 1 && kinds.filter { $0 == "user.enabled" }.count == 1)
             let audits = try await harness.store.auditEvents(userID: userID, limit: 50).map(\.kind)
             #expect(audits.contains("admin_user_disabled") && audits.contains("admin_user_enabled"))
+        }
+    }
+}
+
+/// Each source's fixture, imported, then signed in to through the emulator with the subjects it holds.
+@Suite("Server: users imported from each source sign in as themselves")
+struct ImportedFixtureSignInTests {
+    static func fixture(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("LatchkeyImportTests/Fixtures/\(name)").path
+    }
+
+    @Test(
+        "an imported user's Apple and Google sign-ins land on the imported id with isNewUser false",
+        arguments: [
+            (ImportSource.firebase, ["firebase-users.json"]), (.auth0, ["auth0-users.ndjson.gz"]),
+            (.cognito, ["cognito-users-page1.json", "cognito-users-page2.json"]),
+        ])
+    func signsIn(source: ImportSource, files: [String]) async throws {
+        let read = try await SourceReader.read(source, paths: files.map(Self.fixture), logger: Logger(label: "test"))
+        try await ServerHarness.with { harness in
+            let report = try await UserImporter(store: harness.store).run(read, options: .init(source: source))
+            #expect(report.summary.imported > 0)
+            var checked = 0
+            for provider in ["apple", "google"] {
+                guard let entry = report.users.first(where: { $0.outcome == .imported && $0.identities.contains { $0.hasPrefix(provider + ":") } }),
+                    let key = entry.identities.first(where: { $0.hasPrefix(provider + ":") })
+                else { continue }
+                let subject = String(key.dropFirst(provider.count + 1))
+                let email = "\(provider)-\(UUID().uuidString.prefix(8))@example.com"
+                let made = try await harness.emulator.createUserAnswer(["email": email, "subjects": [provider: subject]])
+                #expect(made["sub"] != nil)
+                let answer =
+                    provider == "apple"
+                    ? try await harness.signIn(sub: subject) : try await harness.googleSignIn(email: email)
+                #expect(answer.status == 200, "\(answer.text)")
+                let signedIn = try answer.decode(SignInResponse.self)
+                #expect(signedIn.user.id == entry.latchkeyId && !signedIn.isNewUser, "\(source) \(provider)")
+                checked += 1
+            }
+            #expect(checked == 2, "\(source)'s fixture has an imported Apple and an imported Google user")
         }
     }
 }
