@@ -124,14 +124,29 @@ struct AppleCommand: AsyncParsableCommand {
     }
 }
 
-/// The Apple provider of the configured server, or exit 64 saying it is not configured.
-private func appleRun(_ server: LatchkeyServer, pace: Int) throws -> AppleTransferRun {
-    guard let apple = server.providers["apple"] as? AppleIdentityProvider, let clientID = apple.client.configuration.clientIDs.first else {
-        throw ExitStatus.configurationError(
-            CLIError("Sign in with Apple is not configured: set apple.teamId, apple.keyId, apple.privateKey and apple.clientIds"))
+/// Runs `step` with the transfer run of the configured server's Apple provider (exit 64 when Apple is not configured
+/// or a setting is wrong; 1 when Apple could not be reached, to be rerun), then prints what it did under `verb`.
+private func runTransfer(
+    _ options: StoreOptions, pace: Int, verb: String, _ step: @escaping (AppleTransferRun) async throws -> AppleTransferRun.Report
+) async throws {
+    let printer = Printer(json: options.json)
+    try await options.withServer { server, _ in
+        guard let apple = server.providers["apple"] as? AppleIdentityProvider, let clientID = apple.client.configuration.clientIDs.first else {
+            throw ExitStatus.configurationError(
+                CLIError("Sign in with Apple is not configured: set apple.teamId, apple.keyId, apple.privateKey and apple.clientIds"))
+        }
+        let run = AppleTransferRun(
+            client: apple.client, clientID: clientID, store: server.store, transfers: server.sessions.transfers, pace: .milliseconds(max(0, pace)))
+        let report: AppleTransferRun.Report
+        do {
+            report = try await step(run)
+        } catch let error as LatchkeyError where error.code == .invalidConfiguration || error.code == .invalidKey {
+            throw ExitStatus.configurationError(error)
+        } catch let error as LatchkeyError {
+            throw printer.fail(error.errorCode, error.reason + " (rerun to continue where this stopped)")
+        }
+        try emit(report, verb, printer: printer)
     }
-    return AppleTransferRun(
-        client: apple.client, clientID: clientID, store: server.store, transfers: server.sessions.transfers, pace: .milliseconds(max(0, pace)))
 }
 
 private func emit(_ report: AppleTransferRun.Report, _ verb: String, printer: Printer) throws {
@@ -157,18 +172,7 @@ extension AppleCommand.Transfer {
         @Option(help: "Milliseconds between two calls to Apple.") var pace = 20
 
         func run() async throws {
-            let printer = Printer(json: options.json)
-            try await options.withServer { server, _ in
-                let report: AppleTransferRun.Report
-                do {
-                    report = try await appleRun(server, pace: pace).prepare(targetTeam: targetTeam, dryRun: dryRun)
-                } catch let error as LatchkeyError where error.code == .invalidConfiguration || error.code == .invalidKey {
-                    throw ExitStatus.configurationError(error)
-                } catch let error as LatchkeyError {
-                    throw printer.fail(error.errorCode, error.reason + " (rerun to continue where this stopped)")
-                }
-                try emit(report, "prepared", printer: printer)
-            }
+            try await runTransfer(options, pace: pace, verb: "prepared") { try await $0.prepare(targetTeam: targetTeam, dryRun: dryRun) }
         }
     }
 
@@ -180,16 +184,7 @@ extension AppleCommand.Transfer {
         @Option(help: "Milliseconds between two calls to Apple.") var pace = 20
 
         func run() async throws {
-            let printer = Printer(json: options.json)
-            try await options.withServer { server, _ in
-                let report: AppleTransferRun.Report
-                do {
-                    report = try await appleRun(server, pace: pace).complete(dryRun: dryRun)
-                } catch let error as LatchkeyError {
-                    throw printer.fail(error.errorCode, error.reason + " (rerun to continue where this stopped)")
-                }
-                try emit(report, "moved", printer: printer)
-            }
+            try await runTransfer(options, pace: pace, verb: "moved") { try await $0.complete(dryRun: dryRun) }
         }
     }
 
