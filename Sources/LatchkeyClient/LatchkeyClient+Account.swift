@@ -54,6 +54,27 @@ extension LatchkeyClient {
         return try await call("POST", "v1/me/identities/" + Self.pathSegment(provider), body: body, as: UserResponse.self)
     }
 
+    /// A guest proves another account with its ID token and is merged into it (`POST /v1/me/merge/{provider}`): the
+    /// client's session becomes that account's. Call it after a link answered `identity_in_use` with `mergeable`.
+    @discardableResult
+    public func merge(provider: String, idToken: String, rawNonce: String? = nil) async throws -> SignedIn {
+        try await merge(provider: provider, body: ProviderSignInRequest(idToken: idToken, rawNonce: rawNonce))
+    }
+
+    /// A guest proves an Apple account afresh (a new credential) and is merged into the user who holds it.
+    @discardableResult
+    public func mergeWithApple(identityToken: String, authorizationCode: String?, rawNonce: String) async throws -> SignedIn {
+        try await merge(provider: "apple", body: AppleSignInRequest(identityToken: identityToken, authorizationCode: authorizationCode, rawNonce: rawNonce))
+    }
+
+    private func merge(provider: String, body: some Encodable & Sendable) async throws -> SignedIn {
+        let answer = try await call("POST", "v1/me/merge/" + Self.pathSegment(provider), body: body, as: SignInResponse.self)
+        let tokens = TokenPairResponse(
+            accessToken: answer.accessToken, tokenType: answer.tokenType, expiresIn: answer.expiresIn, refreshToken: answer.refreshToken)
+        await engine.signedIn(tokens, user: answer.user)
+        return SignedIn(user: answer.user, isNewUser: answer.isNewUser)
+    }
+
     /// Unlinks one of the user's provider accounts, never the last (`last_identity`).
     @discardableResult
     public func unlinkIdentity(provider: String, subject: String) async throws -> UserResponse {

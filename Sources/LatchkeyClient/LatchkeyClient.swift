@@ -113,6 +113,13 @@ public final class LatchkeyClient: Sendable {
         return try await signIn(path: "v1/auth/apple", body: body)
     }
 
+    /// Signs in as a guest (`POST /v1/auth/anonymous`, when the server's `anonymous.enabled` is on): a user with no
+    /// identity yet (`user.isAnonymous`). Linking an identity later keeps the same user.
+    @discardableResult
+    public func signInAnonymously() async throws -> SignedIn {
+        try await signIn(path: "v1/auth/anonymous", body: [String: String]())
+    }
+
     /// Signs in with another provider's ID token (`POST /v1/auth/{provider}`): Google, Microsoft, generic OpenID Connect.
     /// `inviteCode`: the invitation of a new user, when the server's `signup.mode` is `invite`.
     @discardableResult

@@ -120,7 +120,7 @@ public struct UserImporter: Sendable {
             let taken = options.newIDs ? [] : try await tx.existingUserIDs(users.map(\.id))
             let owners = try await tx.identityOwners(users.flatMap { $0.identities.map { ProviderAccountKey(provider: $0.provider, subject: $0.subject) } })
             var entries: [ImportReport.Entry] = []
-            var accepted: [ImportedAccount] = []
+            var accepted: [NewAccount] = []
             for (position, user) in users.enumerated() {
                 if let existing = imported[user.id] {
                     entries.append(.init(user, latchkeyId: existing, outcome: .alreadyImported, reason: nil))
@@ -142,13 +142,13 @@ public struct UserImporter: Sendable {
                 accepted.append(account)
                 entries.append(.init(user, latchkeyId: account.user.id, outcome: .imported, reason: note))
             }
-            if !dryRun { try await tx.insertImported(accepted) }
+            if !dryRun { try await tx.insertAccounts(accepted) }
             return entries
         }
     }
 
     /// The Latchkey user and identities of a source user, and a note on what was left out.
-    static func account(_ user: SourceUser, id: String, identityIDs: [String], source: String, at now: Date) -> (ImportedAccount, String?) {
+    static func account(_ user: SourceUser, id: String, identityIDs: [String], source: String, at now: Date) -> (NewAccount, String?) {
         var note: String?
         var claims: [String: JSONValue]? = user.claims.isEmpty ? nil : user.claims
         if let kept = claims {
@@ -168,7 +168,7 @@ public struct UserImporter: Sendable {
                 id: identityID, userID: id, provider: identity.provider, subject: identity.subject, email: identity.email,
                 emailVerified: identity.email == nil ? nil : identity.emailVerified, firstSeenAt: created, lastSignInAt: created)
         }
-        return (ImportedAccount(user: account, identities: identities), note)
+        return (NewAccount(user: account, identities: identities), note)
     }
 }
 

@@ -112,11 +112,14 @@ public struct UserResponse: Codable, Sendable, Equatable {
     /// The claims the app's backend set on the user (`PUT /admin/v1/users/{id}/claims`), which every access token
     /// carries; absent when there are none.
     public var claims: [String: JSONValue]?
+    /// `true` for a guest (`POST /v1/auth/anonymous`) until they link an identity; absent otherwise.
+    public var isAnonymous: Bool?
 
     public init(
         id: String, email: String?, emailVerified: Bool?, givenName: String?, familyName: String?, createdAt: Date, identities: [IdentityResponse],
-        claims: [String: JSONValue]? = nil
+        claims: [String: JSONValue]? = nil, isAnonymous: Bool? = nil
     ) {
+        self.isAnonymous = isAnonymous
         self.id = id
         self.email = email
         self.emailVerified = emailVerified

@@ -26,6 +26,8 @@ struct APIError: Error {
     let code: String
     let description: String
     var headers: HTTPFields = [:]
+    /// `identity_in_use` answered to a guest, who may merge instead.
+    var mergeable: Bool? = nil
 
     static func invalidRequest(_ description: String) -> APIError { APIError(status: .badRequest, code: "invalid_request", description: description) }
 }
@@ -42,7 +44,8 @@ enum JSONBody {
     static func error(_ error: APIError) -> Response {
         var headers = error.headers
         headers[.init("Pragma")!] = "no-cache"
-        return response(OAuthErrorResponse(error: error.code, errorDescription: error.description), status: error.status, headers: headers)
+        return response(
+            OAuthErrorResponse(error: error.code, errorDescription: error.description, mergeable: error.mergeable), status: error.status, headers: headers)
     }
 }
 
@@ -120,7 +123,7 @@ struct ErrorMiddleware: RouterMiddleware {
             return APIError(status: .tooManyRequests, code: "rate_limited", description: error.reason)
         case .malformedRequest:
             return APIError(status: .badRequest, code: "invalid_request", description: error.reason)
-        case .identityInUse, .lastIdentity:
+        case .identityInUse, .lastIdentity, .mergeNotAllowed:
             return APIError(status: .conflict, code: error.errorCode, description: error.reason)
         case .signupClosed, .accountDisabled, .appleTransferIncomplete:
             return APIError(status: .forbidden, code: error.errorCode, description: error.reason)

@@ -93,7 +93,11 @@ struct MaintenanceService: Service, CustomStringConvertible {
     /// instance's own next sweep from falling just inside the period it recorded.
     func sweep() async {
         let period = server.configuration.maintenanceInterval * Double(Self.sweepEvery - 1)
-        await report { try await server.store.sweep(now: server.timeSource.now, unlessSweptWithin: period) }
+        await report {
+            // Idle guests go only in the sweep this instance won, so a fleet deletes each once.
+            guard try await server.store.sweep(now: server.timeSource.now, unlessSweptWithin: period) != nil else { return }
+            if server.configuration.session.anonymous.enabled { try await server.sessions.guests.sweep() }
+        }
     }
 
     func outbox() async {

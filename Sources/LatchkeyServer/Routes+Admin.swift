@@ -67,12 +67,17 @@ extension LatchkeyServer {
     func adminListUsers(_ request: Request) async throws -> Response {
         _ = try await requireAdminKey(request, writing: false)
         let fields = try queryFields(request)
-        try Self.allowOnly(["email", "provider", "subject", "createdAfter", "cursor", "limit"], in: fields)
+        try Self.allowOnly(["email", "provider", "subject", "createdAfter", "cursor", "limit", "anonymous"], in: fields)
+        var anonymous: Bool?
+        if let flag = fields["anonymous"] {
+            guard flag == "true" || flag == "false" else { throw APIError.invalidRequest("anonymous is true or false") }
+            anonymous = flag == "true"
+        }
         if fields["subject"] != nil && fields["provider"] == nil { throw APIError.invalidRequest("subject needs provider") }
         if let empty = fields.first(where: { $0.value.isEmpty })?.key { throw APIError.invalidRequest("\(empty) is empty") }
         let search = UserSearch(
             email: fields["email"], provider: fields["provider"], subject: fields["subject"], createdAfter: try Self.instant(fields, "createdAfter"),
-            cursor: fields["cursor"], limit: try Self.limit(fields))
+            cursor: fields["cursor"], limit: try Self.limit(fields), anonymous: anonymous)
         let users = try await store.searchUsers(search)
         var listed: [AdminUserResponse] = []
         for user in users { listed.append(Self.adminUser(user, try await adminIdentities(user.id))) }

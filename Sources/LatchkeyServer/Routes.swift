@@ -15,6 +15,8 @@ extension LatchkeyServer {
     func addRoutes(to router: Router<LatchkeyRequestContext>) {
         // Apple's own path predates the others: the same handler, named in logs and metrics as before.
         router.post("/v1/auth/apple") { request, _ in try await signIn(request, providerName: "apple") }
+        router.post("/v1/auth/anonymous") { request, context in try await signInAnonymously(request, from: origin(request, context)) }
+        router.post("/v1/me/merge/:provider") { request, context in try await merge(request, providerName: try context.parameters.require("provider")) }
         router.post("/v1/auth/:provider") { request, context in try await signIn(request, providerName: try context.parameters.require("provider")) }
         router.post("/v1/token") { request, context in try await refresh(request, from: origin(request, context)) }
         router.post("/v1/logout") { request, _ in try await logout(request) }
@@ -129,13 +131,59 @@ extension LatchkeyServer {
         }
     }
 
+    // MARK: - Guests
+
+    /// `POST /v1/auth/anonymous` with `{}` (or `{"inviteCode"}`, which is accepted and not spent): a guest and their
+    /// session.
+    func signInAnonymously(_ request: Request, from origin: RequestOrigin) async throws -> Response {
+        let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+        if !bytes.isEmpty {
+            guard let body = try? LeanJSONDecoder().decode([String: JSONValue].self, from: bytes), body.keys.allSatisfy({ $0 == "inviteCode" }),
+                body["inviteCode"].map({ if case .string = $0 { true } else { false } }) ?? true
+            else { throw APIError.invalidRequest("the body is {} or {\"inviteCode\": \"…\"}") }
+        }
+        let outcome = try await sessions.guests.signIn(ip: origin.ip, userAgent: origin.userAgent)
+        metrics.signIn(provider: "anonymous", outcome: "new_user")
+        return Self.signInResponse(outcome)
+    }
+
+    /// `POST /v1/me/merge/{provider}`: a guest proves another account afresh (the body of `POST /v1/auth/{provider}`)
+    /// and is merged into it; the answer is a session of that account.
+    func merge(_ request: Request, providerName: String) async throws -> Response {
+        let (token, _) = try await authenticate(request)
+        guard try await store.user(id: token.userID)?.isAnonymous == true else {
+            throw LatchkeyError(.mergeNotAllowed, "only a guest (an anonymous user) is merged into another account; link the identity instead")
+        }
+        let provider = try provider(providerName)
+        let body = try await credentialBody(request, provider: provider)
+        let outcome = try await signInFlow.signIn(
+            provider, body.credential, name: nil, userAgent: request.headers[.userAgent], inviteCode: nil, accounts: .existingOnly)
+        do {
+            try await sessions.guests.merge(guestID: token.userID, into: outcome.user.id)
+        } catch {
+            // The guest stays as they were, and so does their session; the survivor's new one goes.
+            _ = try? await sessions.revokeSession(id: outcome.tokens.sessionID, userID: outcome.user.id)
+            throw error
+        }
+        return Self.signInResponse(outcome)
+    }
+
     // MARK: - Linked identities
 
     func linkIdentity(_ request: Request, providerName: String) async throws -> Response {
         let (token, _) = try await authenticate(request)
         let provider = try provider(providerName)
         let body = try await credentialBody(request, provider: provider)
-        let identities = try await signInFlow.link(provider, body.credential, userID: token.userID)
+        let identities: [LinkedIdentity]
+        do {
+            identities = try await signInFlow.link(provider, body.credential, userID: token.userID)
+        } catch let error as LatchkeyError where error.code == .identityInUse {
+            // A guest may merge into the account that holds it.
+            guard try await store.user(id: token.userID)?.isAnonymous == true else { throw error }
+            var refused = ErrorMiddleware.apiError(error)
+            refused.mergeable = true
+            throw refused
+        }
         guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
         return JSONBody.response(Self.userResponse(user, identities))
     }
@@ -326,7 +374,7 @@ extension LatchkeyServer {
                     provider: $0.provider, subject: $0.subject, email: $0.email, isPrivateEmail: $0.isPrivateEmail, realUserStatus: $0.realUserStatus,
                     emailForwardingEnabled: $0.emailForwardingEnabled, firstSeenAt: $0.firstSeenAt)
             },
-            claims: user.claims
+            claims: user.claims, isAnonymous: user.isAnonymous ? true : nil
         )
     }
 

@@ -50,6 +50,7 @@ extension ServerConfiguration {
     /// | `<module>.*`: each ``ProviderModule``'s ``ProviderModule/settings`` (`github.clientId`, …) | that provider's sign-in | off |
     /// | `<provider>.nonceMatching`, `<provider>.requireNonce` | as for Apple; `requireNonce` defaults to false | `hashed`, false |
     /// | `signup.mode` | `open` or `invite` | `open` |
+    /// | `anonymous.enabled`, `anonymous.perIpPerHour`, `anonymous.ttl` | guests (`POST /v1/auth/anonymous`): on, per-address hourly limit (fleet-wide), seconds unused before the sweep deletes one | false, 30, 2592000 |
     /// | `passkeys.rpId`, `passkeys.origins`, `passkeys.rpName` | passkeys' registrable domain, allowed origins and shown name | off |
     /// | `passkeys.userVerification` | `required`, `preferred` or `discouraged` | `required` |
     /// | `passkeys.allowSignUp` | bool: a passkey may create an account | false |
@@ -129,6 +130,11 @@ extension ServerConfiguration {
             guard let parsed = SignUpMode(rawValue: mode) else { throw setting("signup.mode", "is \"\(mode)\"; use open or invite") }
             signUp = parsed
         }
+        session.anonymous.enabled = try Self.bool(config, "anonymous.enabled") ?? session.anonymous.enabled
+        session.anonymous.perIPPerHour = try Self.int(config, "anonymous.perIpPerHour") ?? session.anonymous.perIPPerHour
+        session.anonymous.ttl = try Self.double(config, "anonymous.ttl") ?? session.anonymous.ttl
+        guard session.anonymous.perIPPerHour >= 1 else { throw setting("anonymous.perIpPerHour", "is at least 1") }
+        guard session.anonymous.ttl >= 3600 else { throw setting("anonymous.ttl", "is at least 3600 seconds") }
         try readPasskeys(config)
         try validate()
     }

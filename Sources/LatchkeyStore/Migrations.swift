@@ -188,6 +188,16 @@ enum Migrations {
                 """,
             ]
         ),
+        (
+            13,
+            [
+                // Guests (`POST /v1/auth/anonymous`) until they link an identity; counters of fixed windows shared by a fleet
+                // (the anonymous sign-ins of an address per hour).
+                "ALTER TABLE users ADD COLUMN is_anonymous INTEGER",
+                "CREATE INDEX users_anonymous ON users(is_anonymous, created_at)",
+                "CREATE TABLE rate_counters (key TEXT PRIMARY KEY, window_start BIGINT NOT NULL, count INTEGER NOT NULL)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

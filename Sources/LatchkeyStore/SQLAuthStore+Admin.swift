@@ -9,6 +9,7 @@ extension SQLAuthStore {
         var conditions: [SQLQueryString] = []
         if let cursor = search.cursor { conditions.append("u.id > \(bind: cursor)") }
         if let after = search.createdAfter { conditions.append("u.created_at > \(bind: after.millis)") }
+        if let anonymous = search.anonymous { conditions.append(anonymous ? "u.is_anonymous = 1" : "u.is_anonymous IS NULL") }
         if let email = search.email?.lowercased() {
             // As given, and in lower case (providers nearly always give e-mails in lower case); a scan, as admin look-ups are rare.
             let spellings = Array(Set([search.email ?? email, email]))

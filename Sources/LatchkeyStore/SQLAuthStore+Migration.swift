@@ -40,23 +40,33 @@ extension SQLStoreTransaction {
         return owners
     }
 
-    func insertImported(_ accounts: [ImportedAccount]) async throws {
+    func insertAccounts(_ accounts: [NewAccount]) async throws {
         guard !accounts.isEmpty else { return }
         let users = try accounts.map { account -> [any StatementValue] in
             let user = account.user
             let claims = try user.claims.flatMap { $0.isEmpty ? nil : String(decoding: try LeanJSONEncoder().encode($0), as: UTF8.self) }
             return [
                 user.id, user.createdAt.millis, user.email, user.emailVerified.flag, user.givenName, user.familyName, claims, user.disabledAt?.millis,
-                user.importedFrom?.source, user.importedFrom?.id, user.importedFrom?.at.millis,
+                user.importedFrom?.source, user.importedFrom?.id, user.importedFrom?.at.millis, user.isAnonymous ? 1 : nil,
             ]
         }
         let insert: BoundStatement = """
-            INSERT INTO users (id, created_at, email, email_verified, given_name, family_name, claims, disabled_at, imported_source, imported_id, imported_at)
+            INSERT INTO users (id, created_at, email, email_verified, given_name, family_name, claims, disabled_at, imported_source, imported_id, imported_at,
+              is_anonymous)
             VALUES \(rows: users)
             """
         try await insert.run(on: db)
         let identities = accounts.flatMap(\.identities)
         if !identities.isEmpty { try await SQLAuthStore.insertIdentities(identities).run(on: db) }
+    }
+
+    func createSession(_ start: SessionStart) async throws {
+        try await SQLAuthStore.insertSessions([start.family]).run(on: db)
+        try await SQLAuthStore.insertTokens([start.firstToken]).run(on: db)
+    }
+
+    func clearAnonymous(userID: String) async throws -> Bool {
+        !(try await db.raw("UPDATE users SET is_anonymous = NULL WHERE id = \(bind: userID) AND is_anonymous = 1 RETURNING id").all().isEmpty)
     }
 
     func moveTransferredIdentity(_ identity: LinkedIdentity, at: Date) async throws -> Bool {
@@ -193,5 +203,34 @@ extension SQLAuthStore {
             preparedAt: try row.date("prepared_at"), movedAt: try row.optionalDate("moved_at"),
             newSubject: try row.decode(column: "new_subject", as: String?.self),
             failure: try row.decode(column: "failure", as: String?.self))
+    }
+}
+
+extension SQLAuthStore {
+    public func countEvent(key: String, window: TimeInterval, at: Date) async throws -> Int {
+        let start = Int64((at.timeIntervalSince1970 / window).rounded(.down) * window * 1000)
+        return try await sqlWrite { db in
+            try await db.raw(
+                """
+                INSERT INTO rate_counters (key, window_start, count) VALUES (\(bind: key), \(bind: start), 1)
+                ON CONFLICT (key) DO UPDATE SET
+                  count = CASE WHEN rate_counters.window_start = excluded.window_start THEN rate_counters.count + 1 ELSE 1 END,
+                  window_start = excluded.window_start
+                RETURNING count
+                """
+            ).first()?.decode(column: "count", as: Int.self) ?? 1
+        }
+    }
+
+    public func idleAnonymousUsers(before cutoff: Date, limit: Int) async throws -> [String] {
+        try await read { db in
+            try await db.raw(
+                """
+                SELECT u.id FROM users u WHERE u.is_anonymous = 1 AND u.created_at < \(bind: cutoff.millis)
+                  AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.user_id = u.id AND s.last_used_at >= \(bind: cutoff.millis))
+                ORDER BY u.created_at LIMIT \(bind: limit)
+                """
+            ).all().map { try $0.decode(column: "id", as: String.self) }
+        }
     }
 }

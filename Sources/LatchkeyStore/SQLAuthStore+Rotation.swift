@@ -127,13 +127,14 @@ extension SQLAuthStore {
     /// A refresh token and its session in one row: the session's columns as they are, the token's prefixed `t_`, and
     /// the user's claims (for the access token a rotation mints).
     static let tokenWithSession = """
-        SELECT s.*, \(refreshTokenColumns.list(table: "t", alias: "t_")), u.claims AS u_claims
+        SELECT s.*, \(refreshTokenColumns.list(table: "t", alias: "t_")), u.claims AS u_claims, u.is_anonymous AS u_is_anonymous
         FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id LEFT JOIN users u ON u.id = s.user_id
         """
 
     static func tokenWithSession(_ row: any SQLRow) throws -> (RefreshTokenRecord, SessionFamily) {
         var family = try session(row)
         family.userClaims = try row.decode(column: "u_claims", as: String?.self).flatMap(claims)
+        family.userIsAnonymous = try row.flag("u_is_anonymous") == true
         let token = RefreshTokenRecord(
             hash: try row.decode(column: "t_hash", as: String.self), familyID: family.id,
             parentHash: try row.decode(column: "t_parent_hash", as: String?.self), createdAt: try row.date("t_created_at"),
@@ -158,17 +159,17 @@ extension PostgresHandle {
             // either list changes this tuple and the initializers below with it.
             let (
                 id, userID, identityID, clientID, created, lastUsed, absoluteExpiry, revoked, reason, userAgent, idp,
-                hash, familyID, parent, tokenCreated, idleExpiry, rotated, successor, claims
+                hash, familyID, parent, tokenCreated, idleExpiry, rotated, successor, claims, anonymous
             ) =
                 try row.decode(
                     (
                         String, String, String?, String, Int64, Int64, Int64, Int64?, String?, String?, String?, String, String, String?, Int64, Int64, Int64?,
-                        String?, String?
+                        String?, String?, Int?
                     ).self)
             let family = SessionFamily(
                 id: id, userID: userID, identityID: identityID, clientID: clientID, createdAt: Date(millis: created), lastUsedAt: Date(millis: lastUsed),
                 absoluteExpiresAt: Date(millis: absoluteExpiry), revokedAt: revoked.map(Date.init(millis:)), revocationReason: reason, userAgent: userAgent,
-                idp: idp, userClaims: claims.flatMap(SQLAuthStore.claims))
+                idp: idp, userClaims: claims.flatMap(SQLAuthStore.claims), userIsAnonymous: (anonymous ?? 0) != 0)
             let token = RefreshTokenRecord(
                 hash: hash, familyID: familyID, parentHash: parent, createdAt: Date(millis: tokenCreated), idleExpiresAt: Date(millis: idleExpiry),
                 rotatedAt: rotated.map(Date.init(millis:)), successorHash: successor)
@@ -180,7 +181,7 @@ extension PostgresHandle {
     /// Every column of the session, then every column of the token, each in its list's order, then the user's claims:
     /// the order the positional decode above reads them.
     static let tokenWithSessionColumns = """
-        SELECT \(SQLAuthStore.sessionColumns.list(table: "s")), \(SQLAuthStore.refreshTokenColumns.list(table: "t")), u.claims
+        SELECT \(SQLAuthStore.sessionColumns.list(table: "s")), \(SQLAuthStore.refreshTokenColumns.list(table: "t")), u.claims, u.is_anonymous
         FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id LEFT JOIN users u ON u.id = s.user_id
         """
 }

@@ -58,7 +58,7 @@ extension SQLAuthStore {
             let rows = try await db.raw(
                 """
                 SELECT u.id AS u_id, u.created_at AS u_created_at, u.email AS u_email, u.email_verified AS u_email_verified,
-                  u.given_name AS u_given_name, u.family_name AS u_family_name, u.claims AS u_claims, i.*
+                  u.given_name AS u_given_name, u.family_name AS u_family_name, u.claims AS u_claims, u.is_anonymous AS u_is_anonymous, i.*
                 FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN identities i ON i.user_id = u.id
                 WHERE s.id = \(bind: sessionID) AND s.user_id = \(bind: userID) AND s.revoked_at IS NULL
                 ORDER BY i.first_seen_at
@@ -86,7 +86,8 @@ extension SQLAuthStore {
             familyName: try row.decode(column: prefix + "family_name", as: String?.self),
             claims: try row.decode(column: prefix + "claims", as: String?.self).flatMap { Self.claims($0) },
             disabledAt: row.contains(column: prefix + "disabled_at") ? try row.optionalDate(prefix + "disabled_at") : nil,
-            importedFrom: try importOrigin(row, prefix: prefix)
+            importedFrom: try importOrigin(row, prefix: prefix),
+            isAnonymous: row.contains(column: prefix + "is_anonymous") ? try row.flag(prefix + "is_anonymous") == true : false
         )
     }
 

@@ -53,6 +53,7 @@ extension UsersCommand {
         @Option(help: "Write the JSON report of every user here.") var report: String?
         @Flag(help: "Give each user a new id; the report maps the source's ids to them.") var newIds = false
         @Flag(help: "Exit 1 when any user is a conflict or invalid.") var strict = false
+        @Option(help: "Users written per transaction (1 to 10000).") var batchSize = 500
 
         func validate() throws {
             guard ImportSource(rawValue: source) != nil else {
@@ -60,6 +61,7 @@ extension UsersCommand {
             }
             guard !sources.isEmpty else { throw ValidationError("name the export file (or the Supabase database URL)") }
             if ImportSource(rawValue: source) != .cognito, sources.count > 1 { throw ValidationError("only --from cognito takes several files") }
+            guard (1...10_000).contains(batchSize) else { throw ValidationError("--batch-size is 1 to 10000") }
         }
 
         func run() async throws {
@@ -73,7 +75,9 @@ extension UsersCommand {
             }
             let records = read.users.count + read.problems.count + read.folded.count
             let result = try await options.withStore { store in
-                try await UserImporter(store: store).run(read, options: .init(source: source, dryRun: dryRun, newIDs: newIds)) { progress in
+                var importer = UserImporter(store: store)
+                importer.batchSize = batchSize
+                return try await importer.run(read, options: .init(source: source, dryRun: dryRun, newIDs: newIds)) { progress in
                     if !options.json { FileHandle.standardError.write(Data("… \(progress.total) of \(records) source users\n".utf8)) }
                 }
             }

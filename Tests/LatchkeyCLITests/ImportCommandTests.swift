@@ -55,7 +55,8 @@ struct ImportCommandTests {
 
         let process = Process()
         process.executableURL = CLI.executable
-        process.arguments = ["users", "import", "--from", "firebase", export]
+        // One user per transaction: each commit waits for the disk, so the run is still going when it is killed.
+        process.arguments = ["users", "import", "--from", "firebase", export, "--batch-size", "1"]
         process.environment = environment
         let errors = Pipe()
         process.standardError = errors
@@ -78,7 +79,7 @@ struct ImportCommandTests {
             ["users", "import", "--from", "firebase", export, "--json"], environment: ["LATCHKEY_DATABASE_URL": directory + "/db.sqlite"])
         #expect(resumed.status == 0, "\(resumed.stderr)")
         let already = try #require(resumed.json["alreadyImported"] as? Int)
-        #expect(already >= 1000 && already < count, "the killed run committed \(already)")
+        #expect(already >= 2 && already < count, "the killed run committed \(already)")
         #expect(resumed.json["imported"] as? Int == count - already)
         let third = try await CLI.run(
             ["users", "import", "--from", "firebase", export, "--json"], environment: ["LATCHKEY_DATABASE_URL": directory + "/db.sqlite"])

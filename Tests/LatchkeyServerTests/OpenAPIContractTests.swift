@@ -60,6 +60,9 @@ struct OpenAPIContractTests {
         let document = try await OpenAPI.fetch()
         let hooks = document.root["webhooks"]?.objectValue ?? [:]
         #expect(Set(hooks.keys) == Set(LifecycleEvent.Kind.allCases.map(\.rawValue)))
+        // The admin API lists deliveries of every type.
+        let deliveryTypes = document.root["components"]?["schemas"]?["WebhookDeliveryResponse"]?["properties"]?["type"]?["enum"]?.arrayValue ?? []
+        #expect(Set(deliveryTypes.compactMap(\.stringValue)) == Set(LifecycleEvent.Kind.allCases.map(\.rawValue)))
         let now = Date(timeIntervalSince1970: 1_768_469_400.125)
         let identity = LinkedIdentity(id: "i", userID: "u", provider: "apple", subject: "001234.abc.1234", firstSeenAt: now, lastSignInAt: now)
         let session = SessionFamily(
@@ -72,9 +75,10 @@ struct OpenAPIContractTests {
             .emailChanged("u", provider: "apple", email: "jane@privaterelay.appleid.com", verified: true, forwarding: false, at: now),
             .reuseDetected(session, ip: nil, userAgent: nil, at: now), .reuseDetected(session, ip: "203.0.113.7", userAgent: "ExampleApp/1.4", at: now),
             .test(at: now), .userDisabled("u", disabled: true, at: now), .userDisabled("u", disabled: false, at: now),
-            .identityTransferred(identity, oldSubject: "000999.def.0999", at: now),
+            .identityTransferred(identity, oldSubject: "000999.def.0999", at: now), .userUpgraded("u", provider: "apple", at: now),
+            .userMerged(from: "g", into: "u", at: now),
         ]
-        for reason in [LifecycleEvent.DeletionReason.userRequest, .admin, .providerAccountDeleted, .providerConsentRevoked] {
+        for reason in [LifecycleEvent.DeletionReason.userRequest, .admin, .providerAccountDeleted, .providerConsentRevoked, .anonymousExpired] {
             events.append(.userDeleted("u", reason: reason, at: now))
         }
         #expect(Set(events.map(\.kind)) == Set(LifecycleEvent.Kind.allCases))
@@ -100,7 +104,7 @@ struct OpenAPIContractTests {
         let claims: [String: JSONValue] = ["plan": .string("pro"), "app_roles": .array([.string("editor")]), "org": .object(["id": .integer(42)])]
         let user = UserResponse(
             id: "u", email: "jane@example.com", emailVerified: true, givenName: "Jane", familyName: "Appleseed", createdAt: date, identities: [identity],
-            claims: claims)
+            claims: claims, isAnonymous: true)
         let tokens = TokenPairResponse(accessToken: "a.b.c", expiresIn: 600, refreshToken: "lkr_x")
         let adminSession = AdminSessionResponse(
             id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", revokedAt: date,
@@ -143,7 +147,7 @@ struct OpenAPIContractTests {
                     SessionResponse(
                         id: "s", clientId: "com.example.app", createdAt: date, lastUsedAt: date, expiresAt: date, userAgent: "ExampleApp/1.0", current: true)
                 ),
-                ("Error", OAuthErrorResponse(error: "invalid_grant", errorDescription: "no")),
+                ("Error", OAuthErrorResponse(error: "identity_in_use", errorDescription: "no", mergeable: true)),
                 ("Claims", claims),
                 ("AdminUserResponse", adminUser),
                 ("AdminUserList", AdminUserList(users: [adminUser], nextCursor: "u")),

@@ -87,6 +87,59 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("guests, fixed-window counters, imported users, disabling and app-transfer records behave alike on each database", arguments: kinds)
+    func guestsImportsAndTransfers(kind: Kind) async throws {
+        try await withStore(kind) { store in
+            let now = Date()
+            // Counters: one window counts up, the next starts again; keys count apart.
+            let key = "\(run)-anonymous|203.0.113.9"
+            let start = Date(timeIntervalSince1970: (now.timeIntervalSince1970 / 3600).rounded(.down) * 3600)
+            #expect(try await store.countEvent(key: key, window: 3600, at: start) == 1)
+            #expect(try await store.countEvent(key: key, window: 3600, at: start.addingTimeInterval(10)) == 2)
+            #expect(try await store.countEvent(key: key + "x", window: 3600, at: start) == 1)
+            #expect(try await store.countEvent(key: key, window: 3600, at: start.addingTimeInterval(3600)) == 1)
+
+            // A guest, an imported user with an Apple identity, disabled.
+            let guest = UserAccount(id: "\(run)-guest", createdAt: now.addingTimeInterval(-10 * 86_400), isAnonymous: true)
+            let imported = UserAccount(
+                id: "\(run)-imported", createdAt: now, claims: ["plan": .string("pro")], disabledAt: now,
+                importedFrom: ImportOrigin(source: "auth0", id: "auth0|\(run)", at: now))
+            let apple = LinkedIdentity(
+                id: "\(run)-apple", userID: imported.id, provider: "apple", subject: "\(run)-old", firstSeenAt: now, lastSignInAt: now)
+            try await store.write { tx in
+                try await tx.insertAccounts([NewAccount(user: guest, identities: []), NewAccount(user: imported, identities: [apple])])
+                #expect(try await tx.importedUserIDs(source: "auth0", sourceIDs: ["auth0|\(run)", "other"]) == ["auth0|\(run)": imported.id])
+                #expect(try await tx.existingUserIDs([guest.id, "\(run)-nobody"]) == [guest.id])
+                #expect(try await tx.identityOwners([ProviderAccountKey(provider: "apple", subject: "\(run)-old")]).values.first == imported.id)
+            }
+            let read = try #require(try await store.user(id: imported.id))
+            #expect(
+                read.importedFrom?.source == "auth0" && read.importedFrom?.id == "auth0|\(run)" && read.disabledAt != nil && read.claims == imported.claims
+                    && !read.isAnonymous)
+            #expect(try await store.user(id: guest.id)?.isAnonymous == true)
+            #expect(try await store.idleAnonymousUsers(before: now.addingTimeInterval(-86_400), limit: 10).contains(guest.id))
+            #expect(try await store.write { tx in try await tx.setUserDisabled(userID: imported.id, at: nil) })
+            #expect(try await store.user(id: imported.id)?.disabledAt == nil)
+            #expect(try await store.write { tx in try await tx.clearAnonymous(userID: guest.id) })
+            #expect(try await store.user(id: guest.id)?.isAnonymous == false)
+            #expect(try await store.write { tx in try await tx.clearAnonymous(userID: guest.id) } == false)
+
+            // A transfer record: prepared, found by its transfer_sub, moved once.
+            #expect(try await store.appleIdentitiesToPrepare(targetTeam: "RECIPIENT1", after: nil, limit: 100_000).contains { $0.id == apple.id })
+            try await store.saveAppleTransfer(
+                AppleTransferRecord(identityID: apple.id, oldSubject: apple.subject, transferSubject: "\(run)-t", targetTeam: "RECIPIENT1", preparedAt: now))
+            #expect(try await store.appleIdentitiesToPrepare(targetTeam: "RECIPIENT1", after: nil, limit: 100_000).contains { $0.id == apple.id } == false)
+            #expect(try await store.appleTransfer(transferSubject: "\(run)-t")?.identityID == apple.id)
+            var movedIdentity = apple
+            movedIdentity.subject = "\(run)-new"
+            let moved = movedIdentity
+            #expect(try await store.write { tx in try await tx.moveTransferredIdentity(moved, at: now) })
+            #expect(try await store.write { tx in try await tx.moveTransferredIdentity(moved, at: now) } == false)
+            #expect(try await store.identity(provider: "apple", subject: "\(run)-new")?.id == apple.id)
+            #expect(try await store.appleTransfer(identityID: apple.id)?.newSubject == "\(run)-new")
+        }
+    }
+
     @Test("rotation: rotated, retried within grace, reuse after it revokes the family", arguments: kinds)
     func rotation(kind: Kind) async throws {
         try await withStore(kind) { store in
@@ -632,7 +685,7 @@ struct StoreConformanceTests {
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         try await store.migrate()
         try await store.migrate()
-        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13])
         await store.close()
     }
 

@@ -53,7 +53,7 @@ server="http://127.0.0.1:$port"
 # never answers keeps every user's deliveries pending, so the admin API has deliveries to list and retry.
 webhook_secret="$(python3 -c 'import base64, os; print("whsec_" + base64.b64encode(os.urandom(32)).decode())')"
 settings=(LATCHKEY_DATABASE_URL="$work/latchkey.sqlite" LATCHKEY_WEBHOOKS_0_URL="http://127.0.0.1:$webhook_port/webhooks"
-  LATCHKEY_WEBHOOKS_0_SECRET="$webhook_secret")
+  LATCHKEY_WEBHOOKS_0_SECRET="$webhook_secret" LATCHKEY_ANONYMOUS_ENABLED=true LATCHKEY_ANONYMOUS_PER_IP_PER_HOUR=100000)
 (
   cd "$work"
   exec env "${settings[@]}" LATCHKEY_RATE_LIMIT_PER_IP=100000 LATCHKEY_RATE_LIMIT_PER_SUBJECT=1000 \

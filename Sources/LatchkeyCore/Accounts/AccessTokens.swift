@@ -139,6 +139,7 @@ public struct AccessTokenService: Sendable {
         let exp: Int
         let iat: Int
         let idp: String?
+        let is_anonymous: Bool?
         let iss: String
         let jti: String
         let sid: String
@@ -171,19 +172,20 @@ public struct AccessTokenService: Sendable {
     public func issue(for session: SessionFamily) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
         try issue(
             userID: session.userID, sessionID: session.id, clientID: session.clientID, authTime: session.createdAt, idp: session.idp,
-            userClaims: session.userClaims)
+            userClaims: session.userClaims, anonymous: session.userIsAnonymous)
     }
 
     /// Signs a new access token; returns it with its lifetime in seconds.
     public func issue(
-        userID: String, sessionID: String, clientID: String, authTime: Date? = nil, idp: String? = nil, userClaims: [String: JSONValue]? = nil
+        userID: String, sessionID: String, clientID: String, authTime: Date? = nil, idp: String? = nil, userClaims: [String: JSONValue]? = nil,
+        anonymous: Bool = false
     ) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
         let instant = timeSource.now
         guard let signer = keys.current?.signer(at: instant) else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
         let now = Int(instant.timeIntervalSince1970)
         let claims = Claims(
             aud: audience, auth_time: authTime.map { Int($0.timeIntervalSince1970) }, client_id: clientID, exp: now + Int(lifetime), iat: now, idp: idp,
-            iss: issuer, jti: newIdentifier(), sid: sessionID, sub: userID)
+            is_anonymous: anonymous ? true : nil, iss: issuer, jti: newIdentifier(), sid: sessionID, sub: userID)
         guard let userClaims, !userClaims.isEmpty else { return (try JWSSigner.es256(claims, header: signer.header, key: signer.key), Int(lifetime)) }
         return (try JWSSigner.es256(ClaimsWithUserClaims(standard: claims, user: userClaims), header: signer.header, key: signer.key), Int(lifetime))
     }

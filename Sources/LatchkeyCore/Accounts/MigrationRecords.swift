@@ -11,8 +11,8 @@ public struct ProviderAccountKey: Sendable, Hashable {
     }
 }
 
-/// A user brought in by `latchkey users import`, with the identities they keep.
-public struct ImportedAccount: Sendable, Equatable {
+/// A user to insert with their identities: one brought in by `latchkey users import`, or a guest (none).
+public struct NewAccount: Sendable, Equatable {
     public var user: UserAccount
     public var identities: [LinkedIdentity]
 
@@ -125,4 +125,13 @@ public protocol MigrationStore: Sendable {
 extension MigrationStore {
     /// Where the transfer stands, every Apple identity counted.
     public func appleTransferSummary() async throws -> AppleTransferSummary { try await appleTransferSummary(countingIdentities: true) }
+}
+
+/// Guests and the fleet-wide counters that limit them.
+public protocol GuestStore: Sendable {
+    /// Counts one event under `key` in the fixed window of `window` seconds that holds `at`, in the store (so that every
+    /// instance of a fleet counts together); returns the window's count with this one.
+    func countEvent(key: String, window: TimeInterval, at: Date) async throws -> Int
+    /// Guests with no session used since `cutoff` and made before it, oldest first.
+    func idleAnonymousUsers(before cutoff: Date, limit: Int) async throws -> [String]
 }

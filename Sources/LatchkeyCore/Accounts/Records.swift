@@ -18,11 +18,14 @@ public struct UserAccount: Sendable, Codable, Equatable {
     public var disabledAt: Date?
     /// Where `latchkey users import` brought the user from.
     public var importedFrom: ImportOrigin?
+    /// A guest (`POST /v1/auth/anonymous`) until an identity is linked: then the same user, no longer anonymous.
+    public var isAnonymous: Bool
 
     public init(
         id: String, createdAt: Date, email: String? = nil, emailVerified: Bool? = nil, givenName: String? = nil, familyName: String? = nil,
-        claims: [String: JSONValue]? = nil, disabledAt: Date? = nil, importedFrom: ImportOrigin? = nil
+        claims: [String: JSONValue]? = nil, disabledAt: Date? = nil, importedFrom: ImportOrigin? = nil, isAnonymous: Bool = false
     ) {
+        self.isAnonymous = isAnonymous
         self.id = id
         self.createdAt = createdAt
         self.email = email
@@ -173,11 +176,16 @@ public struct SessionFamily: Sendable, Codable, Equatable {
     /// The user's claims (``UserAccount/claims``) as read with the session to mint its access tokens: not stored with
     /// the session, and nil wherever the session was not read for that.
     public var userClaims: [String: JSONValue]?
+    /// Whether the user is a guest (``UserAccount/isAnonymous``), read like ``userClaims``: `is_anonymous` in its
+    /// access tokens.
+    public var userIsAnonymous: Bool
 
     public init(
         id: String, userID: String, identityID: String?, clientID: String, createdAt: Date, lastUsedAt: Date, absoluteExpiresAt: Date,
-        revokedAt: Date? = nil, revocationReason: String? = nil, userAgent: String? = nil, idp: String? = nil, userClaims: [String: JSONValue]? = nil
+        revokedAt: Date? = nil, revocationReason: String? = nil, userAgent: String? = nil, idp: String? = nil, userClaims: [String: JSONValue]? = nil,
+        userIsAnonymous: Bool = false
     ) {
+        self.userIsAnonymous = userIsAnonymous
         self.id = id
         self.userID = userID
         self.identityID = identityID

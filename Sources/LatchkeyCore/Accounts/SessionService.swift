@@ -28,6 +28,8 @@ public struct SessionPolicy: Sendable {
     public var requireInvite = false
     /// The app's webhook endpoints: each change they hear of is written with the change (see ``WebhookEndpoints``).
     public var webhooks = WebhookEndpoints()
+    /// Guests: `POST /v1/auth/anonymous` (off by default).
+    public var anonymous = AnonymousPolicy()
 
     public init() {}
 }
@@ -118,6 +120,8 @@ public struct SessionService: Sendable {
     public let events: ProviderEvents
     /// App transfers' moves of Apple identities.
     public let transfers: AppleTransfers
+    /// Guests: anonymous sign-in, merges, and the sweep of idle guests.
+    public let guests: Guests
     private let logger: Logger?
 
     public init(
@@ -136,6 +140,7 @@ public struct SessionService: Sendable {
         signIns = SignInService(store: store, grants: grants, issuer: issuer, policy: policy, timeSource: timeSource, transfers: transfers)
         deletion = AccountDeletion(store: store, grants: grants, timeSource: timeSource)
         administration = Administration(store: store, deletion: deletion, timeSource: timeSource)
+        guests = Guests(store: store, issuer: issuer, policy: policy, timeSource: timeSource)
         events = ProviderEvents(store: store, policy: policy, timeSource: timeSource)
     }
 

@@ -96,14 +96,16 @@ public struct SignInFlow: Sendable {
         self.admit = admit
     }
 
-    /// Signs in with `credential` and starts a session: the user is found by provider and subject, or created.
+    /// Signs in with `credential` and starts a session: the user is found by provider and subject, or created
+    /// (`accounts` may rule either out).
     public func signIn(
-        _ verifier: any CredentialVerifier, _ credential: ProviderCredential, name: PersonName?, userAgent: String?, inviteCode: String?
+        _ verifier: any CredentialVerifier, _ credential: ProviderCredential, name: PersonName?, userAgent: String?, inviteCode: String?,
+        accounts: SignInPlan.Accounts = .existingOrNew
     ) async throws -> SignInService.SignInOutcome {
         try await withVerifiedCredential(verifier, credential, claimingInBody: true) { signIn, token in
             try await signIns.signIn(
                 identity: signIn.identity, provider: verifier.name, givenName: name?.givenName, familyName: name?.familyName,
-                providerRefreshToken: signIn.grant, userAgent: userAgent, inviteCode: inviteCode, claiming: token)
+                providerRefreshToken: signIn.grant, userAgent: userAgent, inviteCode: inviteCode, claiming: token, accounts: accounts)
         }
     }
 

@@ -172,15 +172,22 @@ public struct SignInService: Sendable {
                 emailVerified: verified.emailVerified, givenName: verified.givenName, familyName: verified.familyName,
                 claims: Self.claims(of: verified), firstSeenAt: now, lastSignInAt: now
             )
-            // The identity, its grant, its audit event and its deliveries in one transaction.
+            // The identity, its grant, its audit event and its deliveries in one transaction; a guest's first identity
+            // upgrades them in place (same id, no longer anonymous).
             let grant = try grants.grant(providerRefreshToken, identity: identity, clientID: verified.audience)
             let linked = policy.webhooks.deliveries(.identity(.identityLinked, identity, at: now))
+            let guest = try await store.user(id: userID)?.isAnonymous == true
+            let upgraded = guest ? policy.webhooks.deliveries(.userUpgraded(userID, provider: provider, at: now)) : []
             do {
                 try await store.write { tx in
                     try await tx.addIdentity(identity)
                     if let grant { try await tx.saveProviderGrant(grant) }
                     try await tx.enqueue(linked)
                     try await tx.audit(at: now, userID, "identity_linked", "provider=\(provider)")
+                    if guest, try await tx.clearAnonymous(userID: userID) {
+                        try await tx.enqueue(upgraded)
+                        try await tx.audit(at: now, userID, "user_upgraded", "provider=\(provider)")
+                    }
                 }
             } catch AuthStoreError.duplicate {
                 throw LatchkeyError(.identityInUse, "this \(provider) account was just linked to another user")

@@ -58,9 +58,12 @@ public protocol StoreTransaction: Sendable {
     func importedUserIDs(source: String, sourceIDs: [String]) async throws -> [String: String]
     /// The user holding each of `keys` that is linked.
     func identityOwners(_ keys: [ProviderAccountKey]) async throws -> [ProviderAccountKey: String]
-    /// Inserts imported users and their identities, whose ids and provider accounts the caller found free in this
-    /// transaction.
-    func insertImported(_ accounts: [ImportedAccount]) async throws
+    /// Inserts users and their identities, whose ids and provider accounts the caller found free in this transaction.
+    func insertAccounts(_ accounts: [NewAccount]) async throws
+    /// Starts a session: its family and first refresh token.
+    func createSession(_ start: SessionStart) async throws
+    /// Makes a guest an ordinary user (their id stays); false when the user is gone or was no guest.
+    func clearAnonymous(userID: String) async throws -> Bool
     /// Moves an identity to its subject under the team an app was transferred to (`identity` as it becomes), marks
     /// its transfer record moved and deletes its old team's provider grant; false when the record was moved already.
     func moveTransferredIdentity(_ identity: LinkedIdentity, at: Date) async throws -> Bool

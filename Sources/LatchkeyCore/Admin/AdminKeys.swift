@@ -90,8 +90,14 @@ public struct UserSearch: Sendable, Equatable {
     public var createdAfter: Date?
     public var cursor: String?
     public var limit: Int
+    /// True: guests only; false: no guests.
+    public var anonymous: Bool?
 
-    public init(email: String? = nil, provider: String? = nil, subject: String? = nil, createdAfter: Date? = nil, cursor: String? = nil, limit: Int = 50) {
+    public init(
+        email: String? = nil, provider: String? = nil, subject: String? = nil, createdAfter: Date? = nil, cursor: String? = nil, limit: Int = 50,
+        anonymous: Bool? = nil
+    ) {
+        self.anonymous = anonymous
         self.email = email
         self.provider = provider
         self.subject = subject

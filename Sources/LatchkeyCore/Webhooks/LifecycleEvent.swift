@@ -18,6 +18,10 @@ public struct LifecycleEvent: Sendable, Equatable {
         case userEnabled = "user.enabled"
         /// An Apple identity moved to the subject of the team an app was transferred to.
         case identityTransferred = "identity.transferred"
+        /// A guest linked an identity: the same user, no longer anonymous.
+        case userUpgraded = "user.upgraded"
+        /// A guest was merged into the user who holds the identity they proved: move the guest's rows.
+        case userMerged = "user.merged"
         /// Sent by `latchkey webhooks test` only.
         case webhookTest = "webhook.test"
     }
@@ -28,6 +32,8 @@ public struct LifecycleEvent: Sendable, Equatable {
         case admin
         case providerAccountDeleted = "provider_account_deleted"
         case providerConsentRevoked = "provider_consent_revoked"
+        /// A guest unused for `anonymous.ttl`.
+        case anonymousExpired = "anonymous_expired"
     }
 
     /// The `webhook-id` of every delivery of this event, to every endpoint and on every retry.
@@ -135,6 +141,16 @@ extension LifecycleEvent {
                 "identityId": .string(identity.id), "provider": .string(identity.provider), "oldSubject": .string(oldSubject),
                 "newSubject": .string(identity.subject),
             ])
+    }
+
+    /// `user.upgraded`: the guest linked an identity of `provider`.
+    public static func userUpgraded(_ userID: String, provider: String, at: Date) -> LifecycleEvent {
+        LifecycleEvent(kind: .userUpgraded, at: at, userID: userID, data: ["provider": .string(provider)])
+    }
+
+    /// `user.merged`: the guest `from` is gone into `into` (the event's user).
+    public static func userMerged(from: String, into: String, at: Date) -> LifecycleEvent {
+        LifecycleEvent(kind: .userMerged, at: at, userID: into, data: ["fromUserId": .string(from), "intoUserId": .string(into)])
     }
 
     /// What `latchkey webhooks test` sends: `webhook.test`, for the user `test`.

@@ -68,6 +68,8 @@ public struct LatchkeyError: Error, Sendable, Equatable, CustomStringConvertible
         case accountDisabled = "account_disabled"
         /// An Apple account that may be a user left unmoved when the app's transfer window (60 days) ended.
         case appleTransferIncomplete = "apple_transfer_incomplete"
+        /// Only a guest (an anonymous user) is merged into another account.
+        case mergeNotAllowed = "merge_not_allowed"
 
         // Passkeys
         /// A passkey registration or assertion failed a WebAuthn check: the reason says which.
