@@ -235,3 +235,29 @@ public struct RedirectResponse: Codable, Sendable, Equatable {
 
     public init(redirectTo: String) { self.redirectTo = redirectTo }
 }
+
+/// `POST /v1/auth/email/start` and `/v1/me/identities/email/start`: where to send a sign-in code.
+public struct EmailStartRequest: Codable, Sendable, Equatable {
+    public var email: String
+    /// The invitation of a new user, when the server's `signup.mode` is `invite` (checked at verify).
+    public var inviteCode: String?
+
+    public init(email: String, inviteCode: String? = nil) {
+        self.email = email
+        self.inviteCode = inviteCode
+    }
+}
+
+/// `POST /v1/auth/email/verify` and `/v1/me/identities/email/verify`: the code the message carried.
+public struct EmailVerifyRequest: Codable, Sendable, Equatable {
+    public var email: String
+    public var code: String
+    /// The invitation of a new user, when the server's `signup.mode` is `invite`.
+    public var inviteCode: String?
+
+    public init(email: String, code: String, inviteCode: String? = nil) {
+        self.email = email
+        self.code = code
+        self.inviteCode = inviteCode
+    }
+}

@@ -27,6 +27,8 @@ public struct LatchkeyServer: Sendable {
     public let flows: AuthorizationCodeFlow
     /// Passkeys, when `passkeys.rpId` is set.
     public let passkeys: PasskeyService?
+    /// E-mail one-time codes, when `email.*` is set (and a sender is at hand).
+    public let emailCodes: EmailCodes?
     /// Apps registered for the browser flow, by client id.
     let clients: [String: OAuthClient]
     /// The confidential ones among them, whose sessions `POST /v1/token` does not refresh (it takes no client credentials).
@@ -51,7 +53,8 @@ public struct LatchkeyServer: Sendable {
         encryptionKey: String,
         transport: any HTTPTransport = AsyncHTTPClientTransport(),
         timeSource: TimeSource = .system,
-        logger: Logger = Logger(label: "latchkey")
+        logger: Logger = Logger(label: "latchkey"),
+        emailSender: (any EmailSender)? = nil
     ) async throws -> LatchkeyServer {
         try configuration.validate()
         let box = try SecretBox(base64Key: encryptionKey)
@@ -91,12 +94,23 @@ public struct LatchkeyServer: Sendable {
             configuration: configuration, store: store, sessions: sessions, metrics: metrics, accessKeys: accessKeys, providers: registry,
             flows: AuthorizationCodeFlow(store: store, issuer: sessions.issuer, box: box, timeSource: timeSource),
             passkeys: configuration.passkeys.map { PasskeyService(settings: $0, signIns: sessions.signIns, store: store, box: box) },
+            emailCodes: try configuration.email.flatMap { settings in
+                try (emailSender ?? Self.smtpSender(settings, logger: logger)).map {
+                    EmailCodes(store: store, sender: $0, policy: settings.policy, timeSource: timeSource)
+                }
+            },
             clients: Dictionary(configuration.clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first }),
             confidentialClients: Set(configuration.clients.filter { $0.kind == .confidential }.map(\.clientID)),
             appleNotifications: appleNotifications, box: box, timeSource: timeSource, logger: logger,
             ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP), subjectLimiter: subjectLimiter,
             signInFlow: signInFlow, verifiedTokens: VerifiedTokenCache(timeSource: timeSource)
         )
+    }
+
+    /// The SMTP sender of `email.smtp.url`; nil without one (development: `serve --dev` passes its emulator's mailbox).
+    static func smtpSender(_ settings: EmailSettings, logger: Logger) throws -> (any EmailSender)? {
+        guard settings.smtpURL != nil else { return nil }
+        throw LatchkeyError(.invalidConfiguration, "email.smtp.url: sending by SMTP is not built yet")
     }
 
     /// Where a provider answers a browser sign-in: `{issuer}/oauth2/callback/{provider}`.

@@ -32,6 +32,7 @@ extension LatchkeyServer {
         }
         router.post("/v1/apple/notifications") { request, _ in try await appleNotification(request) }
         addPasskeyRoutes(to: router)
+        addEmailRoutes(to: router)
         // Cached for one maintenance interval: a rotated key signs only after two, so backends that verify with a cached
         // copy have the new key before its first token, even without refetching on an unknown kid.
         let jwksCaching = "public, max-age=\(Int(configuration.maintenanceInterval))"

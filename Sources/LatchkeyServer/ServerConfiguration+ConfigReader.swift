@@ -50,6 +50,8 @@ extension ServerConfiguration {
     /// | `<module>.*`: each ``ProviderModule``'s ``ProviderModule/settings`` (`github.clientId`, …) | that provider's sign-in | off |
     /// | `<provider>.nonceMatching`, `<provider>.requireNonce` | as for Apple; `requireNonce` defaults to false | `hashed`, false |
     /// | `signup.mode` | `open` or `invite` | `open` |
+    /// | `email.smtp.url`, `email.smtp.passwordFile`, `email.from`, `email.productName`, `email.codeLength`, `email.codeLifetime` | e-mail one-time codes: the SMTP server (`smtp://`, STARTTLS unless on loopback, or `smtps://`), the sender, the product named in messages, digits (6–10) and seconds a code lives | off; `Latchkey`, 6, 600 |
+    /// | `email.reviewAccess[]`: `address`, `code`, `expiresAt` | App Review's addresses: a fixed code of at least 8 digits, until an RFC 3339 time | none |
     /// | `anonymous.enabled`, `anonymous.perIpPerHour`, `anonymous.ttl` | guests (`POST /v1/auth/anonymous`): on, per-address hourly limit (fleet-wide), seconds unused before the sweep deletes one | false, 30, 2592000 |
     /// | `passkeys.rpId`, `passkeys.origins`, `passkeys.rpName` | passkeys' registrable domain, allowed origins and shown name | off |
     /// | `passkeys.userVerification` | `required`, `preferred` or `discouraged` | `required` |
@@ -135,6 +137,7 @@ extension ServerConfiguration {
         session.anonymous.ttl = try Self.double(config, "anonymous.ttl") ?? session.anonymous.ttl
         guard session.anonymous.perIPPerHour >= 1 else { throw setting("anonymous.perIpPerHour", "is at least 1") }
         guard session.anonymous.ttl >= 3600 else { throw setting("anonymous.ttl", "is at least 3600 seconds") }
+        try readEmail(config)
         try readPasskeys(config)
         try validate()
     }
@@ -232,6 +235,42 @@ extension ServerConfiguration {
                     secret: try Self.secret(config, ConfigKey(key + ".clientSecret"), fileKey: ConfigKey(key + ".clientSecretFile"))))
             index += 1
         }
+    }
+
+    /// `email.*`; review access in a JSON file as an array of `{address, code, expiresAt}`, in the environment
+    /// `LATCHKEY_EMAIL_REVIEW_ACCESS_0_ADDRESS`, `…_CODE`, `…_EXPIRES_AT`.
+    private mutating func readEmail(_ config: ConfigReader) throws(LatchkeyError) {
+        let url = config.string(forKey: "email.smtp.url", isSecret: true)
+        guard url != nil || mode == .development || config.string(forKey: "email.from") != nil else { return }
+        var settings = EmailSettings(smtpURL: url)
+        if let url {
+            guard url.hasPrefix("smtp://") || url.hasPrefix("smtps://") else {
+                throw setting("email.smtp.url", "is not smtp://HOST:PORT or smtps://HOST:PORT (credentials may go in it: smtp://USER:PASSWORD@HOST:587)")
+            }
+        }
+        settings.smtpPassword = try config.settingSecret("email.smtp.password", fileKey: "email.smtp.passwordFile", fullFileKey: "email.smtp.passwordFile")
+            .map { Secret($0) }
+        settings.from = config.string(forKey: "email.from") ?? settings.from
+        guard EmailAddress(settings.from) != nil else { throw setting("email.from", "is not an e-mail address") }
+        settings.policy.productName = config.string(forKey: "email.productName") ?? settings.policy.productName
+        settings.policy.codeLength = try Self.int(config, "email.codeLength") ?? settings.policy.codeLength
+        guard (6...10).contains(settings.policy.codeLength) else { throw setting("email.codeLength", "is 6 to 10 digits") }
+        settings.policy.codeLifetime = try Self.double(config, "email.codeLifetime") ?? settings.policy.codeLifetime
+        guard (60...3600).contains(settings.policy.codeLifetime) else { throw setting("email.codeLifetime", "is 60 to 3600 seconds") }
+        var index = 0
+        while let text = config.string(forKey: ConfigKey("email.reviewAccess.\(index).address")) {
+            let key = "email.reviewAccess[\(index)]"
+            guard let address = EmailAddress(text) else { throw setting("\(key).address", "is not an e-mail address") }
+            guard let code = config.string(forKey: ConfigKey("email.reviewAccess.\(index).code"), isSecret: true), code.count >= 8,
+                code.allSatisfy({ $0.isASCII && $0.isNumber })
+            else { throw setting("\(key).code", "is at least 8 digits") }
+            guard let expiry = config.string(forKey: ConfigKey("email.reviewAccess.\(index).expiresAt")),
+                let expiresAt = try? Date(expiry, strategy: Date.ISO8601FormatStyle())
+            else { throw setting("\(key).expiresAt", "is an RFC 3339 time, such as 2027-03-01T00:00:00Z") }
+            settings.policy.reviewAccess.append(ReviewAccess(address: address, code: code, expiresAt: expiresAt))
+            index += 1
+        }
+        email = settings
     }
 
     /// `webhooks`: in a JSON file an array of `{url, secret, events?}`; in the environment `LATCHKEY_WEBHOOKS_0_URL`,

@@ -57,6 +57,8 @@ public struct ServerConfiguration: Sendable {
     public var webhooks: [WebhookEndpoint] = []
     /// How long one webhook delivery attempt may take before it counts as failed, in seconds.
     public var webhookTimeout: TimeInterval = 10
+    /// E-mail one-time codes (`email.*`); nil while `email.smtp.url` is not set, outside development.
+    public var email: EmailSettings?
     /// Serve the demo sign-in page at `/` (and its `/callback`): `serve --dev` turns it on.
     public var servesDemoPage = false
     public var rateLimit = RateLimits()
@@ -232,5 +234,23 @@ extension ServerConfiguration {
             }
             if endpoint.events?.isEmpty == true { throw setting("webhooks[\(index)].events", "is empty; leave it out to receive every event") }
         }
+    }
+}
+
+/// `email.*`: where codes are sent from and how they look.
+public struct EmailSettings: Sendable {
+    /// `smtp://` or `smtps://`, credentials in it or in `email.smtp.passwordFile`; nil: the development mailbox
+    /// (`serve --dev`'s emulator, `GET /emulator/mail?to=`).
+    public var smtpURL: String?
+    public var smtpPassword: Secret?
+    /// The `From` address.
+    public var from: String
+    public var policy: EmailPolicy
+
+    public init(smtpURL: String? = nil, smtpPassword: Secret? = nil, from: String = "sign-in@latchkey.localhost", policy: EmailPolicy = EmailPolicy()) {
+        self.smtpURL = smtpURL
+        self.smtpPassword = smtpPassword
+        self.from = from
+        self.policy = policy
     }
 }

@@ -198,6 +198,13 @@ enum Migrations {
                 "CREATE TABLE rate_counters (key TEXT PRIMARY KEY, window_start BIGINT NOT NULL, count INTEGER NOT NULL)",
             ]
         ),
+        (
+            14,
+            [
+                // E-mail sign-in codes: one live code per address, only its hash, and the wrong tries so far.
+                "CREATE TABLE email_codes (address TEXT PRIMARY KEY, code_hash TEXT NOT NULL, expires_at BIGINT NOT NULL, attempts INTEGER NOT NULL)"
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -234,3 +234,42 @@ extension SQLAuthStore {
         }
     }
 }
+
+extension SQLAuthStore {
+    public func saveEmailCode(_ record: EmailCodeRecord) async throws {
+        try await sqlWrite { db in
+            try await db.raw(
+                """
+                INSERT INTO email_codes (address, code_hash, expires_at, attempts)
+                VALUES (\(bind: record.address), \(bind: record.codeHash), \(bind: record.expiresAt.millis), \(bind: record.attempts))
+                ON CONFLICT (address) DO UPDATE SET code_hash = excluded.code_hash, expires_at = excluded.expires_at, attempts = excluded.attempts
+                """
+            ).run()
+        }
+    }
+
+    public func checkEmailCode(address: String, codeHash: String, at now: Date, maximumAttempts: Int) async throws -> EmailCodeCheck {
+        let postgres = backend.isPostgres
+        return try await sqlWrite { db in
+            let lock: SQLQueryString = postgres ? " FOR UPDATE" : ""
+            guard
+                let row = try await db.raw("SELECT code_hash, expires_at, attempts FROM email_codes WHERE address = \(bind: address)\(lock)").first()
+            else { return .none }
+            guard try row.date("expires_at") > now else {
+                try await db.raw("DELETE FROM email_codes WHERE address = \(bind: address)").run()
+                return .none
+            }
+            if constantTimeEquals(try row.decode(column: "code_hash", as: String.self), codeHash) {
+                try await db.raw("DELETE FROM email_codes WHERE address = \(bind: address)").run()
+                return .accepted
+            }
+            let attempts = try row.decode(column: "attempts", as: Int.self) + 1
+            if attempts >= maximumAttempts {
+                try await db.raw("DELETE FROM email_codes WHERE address = \(bind: address)").run()
+            } else {
+                try await db.raw("UPDATE email_codes SET attempts = \(bind: attempts) WHERE address = \(bind: address)").run()
+            }
+            return .wrong(remaining: max(0, maximumAttempts - attempts))
+        }
+    }
+}

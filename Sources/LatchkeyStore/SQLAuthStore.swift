@@ -229,6 +229,7 @@ public final class SQLAuthStore: AuthStore {
             try await db.raw("DELETE FROM used_sign_in_tokens WHERE expires_at <= \(bind: now.millis)").run()
             // Counters of windows long past (no window is longer than a day).
             try await db.raw("DELETE FROM rate_counters WHERE window_start < \(bind: dayAgo)").run()
+            try await db.raw("DELETE FROM email_codes WHERE expires_at <= \(bind: now.millis)").run()
             let oneTime =
                 try await db.raw("SELECT COUNT(*) AS n FROM one_time_records WHERE expires_at <= \(bind: dayAgo)").first()?
                 .decode(column: "n", as: Int.self) ?? 0

@@ -166,6 +166,8 @@ struct OpenAPIContractTests {
                         id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: "u", status: "pending",
                         attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
                 ),
+                ("EmailStartRequest", EmailStartRequest(email: "jane@example.com", inviteCode: "inv_x")),
+                ("EmailVerifyRequest", EmailVerifyRequest(email: "jane@example.com", code: "123456", inviteCode: "inv_x")),
             ] + OpenAPI.answers(date: date, session: session, claims: claims, delivery: delivery, invite: invite, passkey: passkey)
         // Every optional member nil and every array empty: what is left must be required. An answer omits exactly its nil
         // members, so it requires exactly the rest, except members the server always sends though the type allows leaving them out;
@@ -216,6 +218,8 @@ struct OpenAPIContractTests {
                         id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: nil, status: "pending",
                         attempts: 0, nextAttemptAt: nil, lastError: nil, createdAt: date, finishedAt: nil)
                 ),
+                ("EmailStartRequest", EmailStartRequest(email: "jane@example.com")),
+                ("EmailVerifyRequest", EmailVerifyRequest(email: "jane@example.com", code: "123456")),
             ] + OpenAPI.answers(date: date, session: session, claims: claims, delivery: delivery, invite: invite, passkey: minimalPasskey)
         #expect(Set(full.map(\.0)) == Set(OpenAPI.wireTypes.keys))
         for (name, value) in full {
@@ -683,7 +687,8 @@ struct OpenAPI: Sendable {
         "AppleNotificationResponse": AppleNotificationResponse.self, "Redirect": RedirectResponse.self, "AdminUserDeletion": AdminUserDeletion.self,
         "ClaimsResponse": ClaimsResponse.self, "InviteList": InviteList.self, "WebhookDeliveryList": WebhookDeliveryList.self,
         "DeliveryRetry": DeliveryRetry.self, "Passkey": PasskeyResponse.self, "PasskeyList": PasskeyList.self,
-        "AdminUserDisable": AdminUserDisable.self, "ImportedFrom": ImportedFromResponse.self,
+        "AdminUserDisable": AdminUserDisable.self, "ImportedFrom": ImportedFromResponse.self, "EmailStartRequest": EmailStartRequest.self,
+        "EmailVerifyRequest": EmailVerifyRequest.self, "EmailSent": StatusResponse.self,
     ]
 
     /// The answers that wrap other wire types or a count, built from `passkey` and the others given.
@@ -702,6 +707,7 @@ struct OpenAPI: Sendable {
             ("DeliveryRetry", DeliveryRetry(retrying: delivery.id)), ("Passkey", passkey), ("PasskeyList", PasskeyList(passkeys: [passkey])),
             ("AdminUserDisable", AdminUserDisable(userId: "u", disabled: true, changed: true, sessionsRevoked: 2)),
             ("ImportedFrom", ImportedFromResponse(source: "firebase", id: "u", at: date)),
+            ("EmailSent", StatusResponse(status: "sent")),
         ]
     }
 

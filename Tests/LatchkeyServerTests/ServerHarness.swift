@@ -37,11 +37,13 @@ struct ServerHarness: Sendable {
         emulator emulatorConfiguration: EmulatorConfiguration = EmulatorHarness.configuration(),
         logger: Logger? = nil,
         transport: any HTTPTransport = AsyncHTTPClientTransport(),
+        emailSender: (any EmailSender)? = nil,
         _ body: (ServerHarness) async throws -> Void
     ) async throws {
         await running.acquire()
         defer { running.release() }
-        let harness = try await start(configure: configure, emulator: emulatorConfiguration, logger: logger, transport: transport)
+        let harness = try await start(
+            configure: configure, emulator: emulatorConfiguration, logger: logger, transport: transport, emailSender: emailSender)
         do {
             try await body(harness)
         } catch {
@@ -61,7 +63,7 @@ struct ServerHarness: Sendable {
     /// `transport`: how the server reaches the providers (the emulator).
     static func start(
         configure: (inout ServerConfiguration) -> Void, emulator emulatorConfiguration: EmulatorConfiguration, logger: Logger? = nil,
-        transport: any HTTPTransport = AsyncHTTPClientTransport()
+        transport: any HTTPTransport = AsyncHTTPClientTransport(), emailSender: (any EmailSender)? = nil
     ) async throws -> ServerHarness {
         let emulator = try await EmulatorHarness.start(emulatorConfiguration)
         var configuration = ServerConfiguration()
@@ -99,7 +101,7 @@ struct ServerHarness: Sendable {
         let encryptionKey = SecretBox.generateKey()
         let server = try await LatchkeyServer.make(
             configuration: configuration, store: store, encryptionKey: encryptionKey,
-            transport: transport, timeSource: clock.source, logger: logger
+            transport: transport, timeSource: clock.source, logger: logger, emailSender: emailSender
         )
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let application = server.makeApplication { port in continuation.yield(port) }
