@@ -75,6 +75,17 @@ extension LatchkeyClient {
         return SignedIn(user: answer.user, isNewUser: answer.isNewUser)
     }
 
+    /// Sends a code to an address the user adds as another way in (`POST /v1/me/identities/email/start`).
+    public func startLinkingEmail(_ email: String) async throws {
+        _ = try await call("POST", "v1/me/identities/email/start", body: EmailStartRequest(email: email), as: StatusResponse.self)
+    }
+
+    /// Links the address with its code (`POST /v1/me/identities/email/verify`); a guest becomes a user like any other.
+    @discardableResult
+    public func linkEmail(_ email: String, code: String) async throws -> UserResponse {
+        try await call("POST", "v1/me/identities/email/verify", body: EmailVerifyRequest(email: email, code: code), as: UserResponse.self)
+    }
+
     /// Unlinks one of the user's provider accounts, never the last (`last_identity`).
     @discardableResult
     public func unlinkIdentity(provider: String, subject: String) async throws -> UserResponse {

@@ -120,6 +120,18 @@ public final class LatchkeyClient: Sendable {
         try await signIn(path: "v1/auth/anonymous", body: [String: String]())
     }
 
+    /// Asks the server to e-mail a one-time sign-in code to `email` (`POST /v1/auth/email/start`). The answer is the same
+    /// whether or not the address has an account; the message's subject begins with the code, which iOS offers as AutoFill.
+    public func startEmailSignIn(email: String, inviteCode: String? = nil) async throws {
+        _ = try await post("v1/auth/email/start", body: EmailStartRequest(email: email, inviteCode: inviteCode), as: StatusResponse.self)
+    }
+
+    /// Signs in with the code the message carried (`POST /v1/auth/email/verify`); five wrong tries end a code.
+    @discardableResult
+    public func verifyEmailCode(_ code: String, email: String, inviteCode: String? = nil) async throws -> SignedIn {
+        try await signIn(path: "v1/auth/email/verify", body: EmailVerifyRequest(email: email, code: code, inviteCode: inviteCode))
+    }
+
     /// Signs in with another provider's ID token (`POST /v1/auth/{provider}`): Google, Microsoft, generic OpenID Connect.
     /// `inviteCode`: the invitation of a new user, when the server's `signup.mode` is `invite`.
     @discardableResult

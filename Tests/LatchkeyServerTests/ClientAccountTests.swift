@@ -109,3 +109,45 @@ struct ClientPasskeyTests {
         }
     }
 }
+
+/// The SDK's guest and e-mail calls against a real server.
+@Suite("Client: guests and e-mail codes against a real server")
+struct ClientGuestTests {
+    @Test("signInAnonymously, linking an e-mail (the guest upgraded), signing in with a code; merging a second guest into that account")
+    func guestEmailAndMerge() async throws {
+        let mailbox = EmailCodeTests.Mailbox()
+        try await ServerHarness.with(configure: EmailCodeTests.emailOn, emailSender: mailbox) { harness in
+            let base = try #require(URL(string: harness.baseURL))
+            func newClient() -> LatchkeyClient {
+                LatchkeyClient(
+                    baseURL: base,
+                    tokenStore: FileTokenStore(
+                        url: URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("latchkey-guest-\(UUID().uuidString).json")))
+            }
+            let client = newClient()
+            let guest = try await client.signInAnonymously()
+            #expect(guest.isNewUser && guest.user.isAnonymous == true)
+            try await client.startLinkingEmail("guest.sdk@example.com")
+            let linked = try await client.linkEmail("guest.sdk@example.com", code: try #require(mailbox.code(to: "guest.sdk@example.com")))
+            #expect(linked.id == guest.user.id && linked.isAnonymous == nil)
+
+            let other = newClient()
+            harness.clock.advance(61)
+            try await other.startEmailSignIn(email: "guest.sdk@example.com")
+            let signedIn = try await other.verifyEmailCode(try #require(mailbox.code(to: "guest.sdk@example.com")), email: "guest.sdk@example.com")
+            #expect(signedIn.user.id == guest.user.id && !signedIn.isNewUser)
+            let wrong = await #expect(throws: LatchkeyClientError.rejected) { try await other.verifyEmailCode("000000", email: "nobody@example.com") }
+            #expect(wrong?.serverError?.error == "invalid_grant")
+
+            // A second guest proves an Apple account another user holds, and is merged into that user.
+            let (sub, owner) = try await harness.signedIn(email: "merge.sdk@example.com")
+            let second = newClient()
+            try await second.signInAnonymously()
+            let again = AppleNonce()
+            let proof = try await harness.emulator.nativeSignIn(sub: sub, nonce: again.sha256)
+            let merged = try await second.mergeWithApple(identityToken: proof.identityToken, authorizationCode: proof.code, rawNonce: again.raw)
+            #expect(merged.user.id == owner.user.id && merged.user.isAnonymous == nil && !merged.isNewUser)
+            #expect(try await second.user().id == merged.user.id)
+        }
+    }
+}
