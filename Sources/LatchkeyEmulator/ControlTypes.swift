@@ -100,4 +100,13 @@ struct AuthorizationRequest: Decodable {
 }
 
 struct EmailForwardingRequest: Decodable { var enabled: Bool }
+
+/// A message in the development mailbox: what `serve --dev` would have sent by SMTP.
+public struct MailRecord: Codable, Sendable, Equatable {
+    public var to: String
+    public var subject: String
+    public var text: String
+    public var html: String?
+    public var receivedAt: Date?
+}
 struct ClockRequest: Decodable { var offsetSeconds: Double }

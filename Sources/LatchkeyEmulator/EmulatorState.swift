@@ -35,6 +35,8 @@ actor EmulatorState {
     private var log: [RequestRecord] = []
     private var logStart = 0
     private var deliveries: [String: NotificationRecord] = [:]
+    /// The development mailbox (`POST`/`GET /emulator/mail`): the newest 1,000 messages.
+    private var mail: [MailRecord] = []
     private let outbox: AsyncStream<PendingNotification>.Continuation
     let pendingNotifications: AsyncStream<PendingNotification>
 
@@ -43,6 +45,18 @@ actor EmulatorState {
         codes = ExpiringRecords(retention: configuration.expiredRecordRetention)
         accessTokens = ExpiringRecords(retention: configuration.expiredRecordRetention)
         (pendingNotifications, outbox) = AsyncStream.makeStream()
+    }
+
+    /// Keeps a message for `GET /emulator/mail`, dropping the oldest past 1,000.
+    func deliverMail(_ message: MailRecord) {
+        mail.append(message)
+        if mail.count > 1000 { mail.removeFirst(mail.count - 1000) }
+    }
+
+    /// The messages to `address` (case-insensitively), oldest first; every message when nil.
+    func mail(to address: String?) -> [MailRecord] {
+        guard let address = address?.lowercased() else { return mail }
+        return mail.filter { $0.to.lowercased() == address }
     }
 
     /// The emulator's clock: real time plus the offset set through the control API.

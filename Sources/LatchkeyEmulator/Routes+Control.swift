@@ -102,6 +102,18 @@ extension Emulator {
             return HTTPAnswer.empty(.noContent)
         }
 
+        // The development mailbox: `serve --dev` delivers sign-in codes here instead of by SMTP.
+        control.post("/mail") { request, context in
+            var message = try await decode(MailRecord.self, request, context)
+            guard !message.to.isEmpty else { return controlError("to is the recipient's address") }
+            message.receivedAt = await state.now
+            await state.deliverMail(message)
+            return HTTPAnswer.empty(.noContent)
+        }
+        control.get("/mail") { request, _ in
+            HTTPAnswer.json(["messages": await state.mail(to: request.uri.queryParameters.get("to"))])
+        }
+
         // App Store Connect's app transfer: {clientId, toTeamId} → 201 {teamId, keyId, privateKey}, the recipient team's new key.
         control.post("/apple/transfers") { request, context in
             let body = try await decode(AppTransferRequest.self, request, context)

@@ -95,7 +95,8 @@ public struct LatchkeyServer: Sendable {
             flows: AuthorizationCodeFlow(store: store, issuer: sessions.issuer, box: box, timeSource: timeSource),
             passkeys: configuration.passkeys.map { PasskeyService(settings: $0, signIns: sessions.signIns, store: store, box: box) },
             emailCodes: try configuration.email.flatMap { settings in
-                try (emailSender ?? Self.smtpSender(settings, logger: logger)).map {
+                try (emailSender ?? Self.smtpSender(settings, logger: logger) ?? settings.mailboxURL.map { DevelopmentMailbox(url: $0, transport: transport) })
+                    .map {
                     EmailCodes(store: store, sender: $0, policy: settings.policy, timeSource: timeSource)
                 }
             },
@@ -165,5 +166,19 @@ extension LatchkeyServer {
         WebhookDispatcher(
             store: store, endpoints: configuration.webhooks, timeout: .milliseconds(Int64(configuration.webhookTimeout * 1000)), send: send,
             timeSource: timeSource, metrics: metrics, logger: logger)
+    }
+}
+
+/// Development's sender: each message goes to the emulator's mailbox (`POST /emulator/mail`), where
+/// `GET /emulator/mail?to=ADDRESS` and the demo page read it.
+struct DevelopmentMailbox: EmailSender {
+    let url: String
+    let transport: any HTTPTransport
+
+    func send(_ message: EmailCodeMessage) async throws {
+        let body = try LeanJSONEncoder().encode(["to": message.to, "subject": message.subject, "text": message.text, "html": message.html])
+        let answer = try await transport.send(
+            OutboundRequest(method: "POST", url: url, headers: [("Content-Type", "application/json")], body: body, timeout: .seconds(5)))
+        guard (200..<300).contains(answer.status) else { throw LatchkeyError(.temporarilyUnavailable, "the development mailbox answered \(answer.status)") }
     }
 }

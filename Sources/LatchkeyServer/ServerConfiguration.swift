@@ -243,6 +243,8 @@ public struct EmailSettings: Sendable {
     /// (`serve --dev`'s emulator, `GET /emulator/mail?to=`).
     public var smtpURL: String?
     public var smtpPassword: Secret?
+    /// Without SMTP, in development: where messages go instead (`serve --dev` sets its emulator's `/emulator/mail`).
+    public var mailboxURL: String?
     /// The `From` address.
     public var from: String
     public var policy: EmailPolicy

@@ -87,6 +87,9 @@ struct Serve: AsyncParsableCommand {
                 OAuthClient(clientID: clientID, redirectURIs: ["http://127.0.0.1/callback", "http://localhost/callback", clientID + ":/oauth2redirect"]))
         }
         devConfiguration.servesDemoPage = true
+        if devConfiguration.email != nil, devConfiguration.email?.smtpURL == nil {
+            devConfiguration.email?.mailboxURL = (emulatorUrl ?? "http://127.0.0.1:\(emulatorPort)") + "/emulator/mail"
+        }
         return (devConfiguration, team)
     }
 
