@@ -54,6 +54,11 @@ let package = Package(
         .package(url: "https://github.com/swiftcsv/SwiftCSV.git", from: "0.10.0"),
         // `swift package generate-documentation`: the DocC catalogs of LatchkeyClient and LatchkeyBackend.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
+        // LatchkeyMail's SMTP client (e-mailed sign-in codes); both already come in through async-http-client.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+        // LatchkeyMailTests' self-signed certificate for a real STARTTLS handshake; already in the graph.
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
     ],
     targets: [
         .target(
@@ -189,6 +194,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Sign-in codes by e-mail: an SMTP client on SwiftNIO (STARTTLS or implicit TLS, AUTH PLAIN or LOGIN). No Latchkey module.
+        .target(
+            name: "LatchkeyMail",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(name: "CMallocTuning"),
         .target(name: "CSystemRandom"),
         // The client SDK in a process of its own, for tests and `latchkey-bench`: URLSession stays out of the server.
@@ -268,6 +284,19 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: testSwiftSettings
         ),
+        .testTarget(
+            name: "LatchkeyMailTests",
+            dependencies: [
+                "LatchkeyMail",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: testSwiftSettings
+        ),
         .testTarget(name: "LatchkeyBenchReportTests", dependencies: ["LatchkeyBenchReport"], swiftSettings: testSwiftSettings),
         .testTarget(name: "LatchkeyModelsTests", dependencies: ["LatchkeyModels"], swiftSettings: swiftSettings),
         .testTarget(name: "LatchkeyClientTests", dependencies: ["LatchkeyClient", "LatchkeyTestSupport"], swiftSettings: testSwiftSettings),
@@ -308,6 +337,8 @@ let package = Package(
             dependencies: [
                 "LatchkeyServer", "LatchkeyEmulator", "LatchkeyTestSupport", "LatchkeyClient", "LatchkeyBackend", "LatchkeyBackendHummingbird",
                 "LatchkeyImport",
+                // DocumentationExamplesTests compiles LatchkeyMail's documented examples.
+                "LatchkeyMail",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "JWTKit", package: "jwt-kit"),

@@ -7,6 +7,7 @@ import LatchkeyClient
 import LatchkeyCore
 import LatchkeyEmulator
 import LatchkeyJOSE
+import LatchkeyMail
 import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer
@@ -321,6 +322,32 @@ extension DocumentationExamplesTests {
         let container = URL(fileURLWithPath: NSTemporaryDirectory())
         let store = FileTokenStore(url: container.appendingPathComponent("session.json"))
         #expect(store.url.lastPathComponent == "session.json")
+    }
+
+    // MARK: LatchkeyMail
+
+    @Test("SMTPServer.swift: a server URL with its password from elsewhere")
+    func smtpServerExample() throws {
+        let server = try SMTPServer(url: "smtps://codes%40example.com@smtp.example.com", password: "s3cret")
+        #expect(server.description == "smtps://codes%40example.com@smtp.example.com:465")
+    }
+
+    @Test("MailMessage.swift: a message with a text and an HTML body")
+    func mailMessageExample() {
+        let message = MailMessage(
+            from: "codes@example.com", to: "ada@example.org", subject: "Your sign-in code",
+            text: "Your code is 123456.", html: "<p>Your code is <b>123456</b>.</p>")
+        #expect(message.html != nil)
+    }
+
+    @Test("SMTPClient.swift: a client and a send (built only: sending would reach smtp.example.com)")
+    func smtpClientExample() {
+        func example() async throws {
+            let server = try SMTPServer(url: "smtp://codes%40example.com@smtp.example.com:587", password: "s3cret")
+            let client = SMTPClient(server: server, heloName: "auth.example.com", timeout: .seconds(10))
+            try await client.send(MailMessage(from: "codes@example.com", to: "ada@example.org", subject: "Your code", text: "123456", html: nil))
+        }
+        _ = example
     }
 
     // MARK: LatchkeyBackend
