@@ -163,6 +163,7 @@ let package = Package(
                 "LatchkeyJOSE",
                 "LatchkeyProviders",
                 "LatchkeyStore",
+                "LatchkeyMail",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -2,6 +2,7 @@ import Foundation
 public import Hummingbird
 public import LatchkeyCore
 public import LatchkeyJOSE
+import LatchkeyMail
 import LatchkeyModels
 public import LatchkeyProviders
 import LatchkeyStore
@@ -110,8 +111,14 @@ public struct LatchkeyServer: Sendable {
 
     /// The SMTP sender of `email.smtp.url`; nil without one (development: `serve --dev` passes its emulator's mailbox).
     static func smtpSender(_ settings: EmailSettings, logger: Logger) throws -> (any EmailSender)? {
-        guard settings.smtpURL != nil else { return nil }
-        throw LatchkeyError(.invalidConfiguration, "email.smtp.url: sending by SMTP is not built yet")
+        guard let url = settings.smtpURL else { return nil }
+        let server: SMTPServer
+        do {
+            server = try SMTPServer(url: url, password: settings.smtpPassword?.revealed)
+        } catch {
+            throw LatchkeyError(.invalidConfiguration, "setting email.smtp.url: \(error.reason)")
+        }
+        return SMTPSender(client: SMTPClient(server: server, logger: logger), from: settings.from)
     }
 
     /// Where a provider answers a browser sign-in: `{issuer}/oauth2/callback/{provider}`.
@@ -180,5 +187,20 @@ struct DevelopmentMailbox: EmailSender {
         let answer = try await transport.send(
             OutboundRequest(method: "POST", url: url, headers: [("Content-Type", "application/json")], body: body, timeout: .seconds(5)))
         guard (200..<300).contains(answer.status) else { throw LatchkeyError(.temporarilyUnavailable, "the development mailbox answered \(answer.status)") }
+    }
+}
+
+/// Sign-in codes by SMTP (`email.smtp.url`): a failure to send is `temporarily_unavailable`, and never logs the
+/// message (it holds the code) or the password.
+struct SMTPSender: EmailSender {
+    let client: SMTPClient
+    let from: String
+
+    func send(_ message: EmailCodeMessage) async throws {
+        do {
+            try await client.send(MailMessage(from: from, to: message.to, subject: message.subject, text: message.text, html: message.html))
+        } catch {
+            throw LatchkeyError(.temporarilyUnavailable, "the SMTP server did not take the message: \(error.errorCode)")
+        }
     }
 }
