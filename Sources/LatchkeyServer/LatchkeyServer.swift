@@ -98,8 +98,8 @@ public struct LatchkeyServer: Sendable {
             emailCodes: try configuration.email.flatMap { settings in
                 try (emailSender ?? Self.smtpSender(settings, logger: logger) ?? settings.mailboxURL.map { DevelopmentMailbox(url: $0, transport: transport) })
                     .map {
-                    EmailCodes(store: store, sender: $0, policy: settings.policy, timeSource: timeSource)
-                }
+                        EmailCodes(store: store, sender: $0, policy: settings.policy, timeSource: timeSource)
+                    }
             },
             clients: Dictionary(configuration.clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first }),
             confidentialClients: Set(configuration.clients.filter { $0.kind == .confidential }.map(\.clientID)),
