@@ -92,6 +92,7 @@ struct DoctorCommand: AsyncParsableCommand {
         if !notConfigured.isEmpty { add(.ok, "providers", "not configured: \(notConfigured.joined(separator: ", "))") }
         await checkProviders(serverConfiguration, add)
         if let serverConfiguration { await checkStore(serverConfiguration, add) }
+        if let email = serverConfiguration?.email { checkEmail(email, add) }
         finishChecks(reader: reader, mode: mode, add)
         // After every setting above was read: what is left in the file or the environment names none.
         for finding in UnknownSettings.findings(file: readFile, environment: ProcessInfo.processInfo.environment, known: read.known) {
@@ -100,6 +101,30 @@ struct DoctorCommand: AsyncParsableCommand {
 
         report(findings)
         if findings.contains(where: { $0.status == .error }) { throw ExitStatus.failure }
+    }
+
+    /// E-mail codes: where they go, and App Review addresses that have expired or will within 7 days.
+    private func checkEmail(_ email: EmailSettings, _ add: (Finding.Status, String, String, String?) -> Void) {
+        if email.smtpURL != nil {
+            add(.ok, "email", "sign-in codes are sent by SMTP from \(email.from)", nil)
+        } else {
+            add(.warning, "email", "no email.smtp.url: sign-in codes go to the development mailbox only", "set email.smtp.url to your SMTP server")
+        }
+        let now = Date()
+        for access in email.policy.reviewAccess {
+            let days = Int((access.expiresAt.timeIntervalSince(now) / 86_400).rounded(.down))
+            if access.expiresAt <= now {
+                add(
+                    .error, "email.reviewAccess", "the App Review access of \(access.address) expired",
+                    "set a new expiresAt and code, and update the review notes")
+            } else if days < 7 {
+                add(
+                    .warning, "email.reviewAccess", "the App Review access of \(access.address) expires in \(days) day(s)",
+                    "move expiresAt past the review, or App Review cannot sign in")
+            } else {
+                add(.ok, "email.reviewAccess", "App Review signs in as \(access.address) until \(describeInstant(access.expiresAt))", nil)
+            }
+        }
     }
 
     /// What the store holds that needs the operator: Apple identities whose grant deletion cannot revoke, and an app

@@ -54,7 +54,7 @@ enum Runtime {
                 // Valid JSON the loader cannot take: say where, not "not valid JSON".
                 throw CLIError(
                     "configuration file \(file) is valid JSON, but not a shape settings take: \(error); a setting is a string, number, boolean or "
-                        + "array of them, inside objects, and only the top-level lists (clients, webhooks) hold objects")
+                        + "array of them, inside objects, and only lists of records (clients, webhooks, email.reviewAccess) hold objects")
             }
         }
         return ConfigReader(providers: providers, accessReporter: reporting)
@@ -158,23 +158,28 @@ enum Runtime {
 }
 
 /// The JSON configuration file. swift-configuration reads arrays of strings and numbers only, so an array of
-/// objects (`clients`) is read as an object keyed by index: `clients.0.clientId`, as the environment spells it.
+/// objects (`clients`, `email.reviewAccess`), at any depth, is read as an object keyed by index: `clients.0.clientId`,
+/// as the environment spells it.
 struct ConfigurationFileSnapshot: FileConfigSnapshot {
     typealias ParsingOptions = JSONSnapshot.ParsingOptions
     private let json: JSONSnapshot
 
     init(data: RawSpan, providerName: String, parsingOptions: ParsingOptions) throws {
-        guard var object = try JSONSerialization.jsonObject(with: data.withUnsafeBytes { Data($0) }) as? [String: Any] else {
+        guard let object = try JSONSerialization.jsonObject(with: data.withUnsafeBytes { Data($0) }) as? [String: Any] else {
             json = try JSONSnapshot(data: data, providerName: providerName, parsingOptions: parsingOptions)
             return
         }
-        for (key, value) in object {
-            if let array = value as? [Any], array.contains(where: { $0 is [String: Any] }) {
-                object[key] = [String: Any](uniqueKeysWithValues: array.enumerated().map { (String($0.offset), $0.element) })
-            }
-        }
-        let rewritten = [UInt8](try JSONSerialization.data(withJSONObject: object))
+        let rewritten = [UInt8](try JSONSerialization.data(withJSONObject: Self.indexingArraysOfObjects(object)))
         json = try JSONSnapshot(data: rewritten.span.bytes, providerName: providerName, parsingOptions: parsingOptions)
+    }
+
+    /// `value` with every array that holds an object turned into an object keyed by index, at every depth.
+    private static func indexingArraysOfObjects(_ value: Any) -> Any {
+        if let object = value as? [String: Any] { return object.mapValues(indexingArraysOfObjects) }
+        if let array = value as? [Any], array.contains(where: { $0 is [String: Any] }) {
+            return [String: Any](uniqueKeysWithValues: array.enumerated().map { (String($0.offset), indexingArraysOfObjects($0.element)) })
+        }
+        return value
     }
 
     var providerName: String { json.providerName }

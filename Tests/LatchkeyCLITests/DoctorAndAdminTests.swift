@@ -340,7 +340,7 @@ struct DoctorAndAdminTests {
         #expect(notJSON.status == 64)
         #expect(notJSON.stderr.contains("not valid JSON"))
         // Valid JSON in a shape the loader cannot take is not called invalid JSON.
-        try #"{"email": {"servers": [{"host": "smtp.example.com"}]}}"#.write(toFile: directory + "/shape.json", atomically: true, encoding: .utf8)
+        try #"{"email": {"servers": [["smtp.example.com", 25]]}}"#.write(toFile: directory + "/shape.json", atomically: true, encoding: .utf8)
         let shape = try await CLI.run(["keys", "list", "--config", directory + "/shape.json"])
         #expect(shape.status == 64)
         #expect(!shape.stderr.contains("not valid JSON") && shape.stderr.contains("is valid JSON, but") && shape.stderr.contains("email"), "\(shape.stderr)")

@@ -15,6 +15,9 @@ struct SecretsInLogTests {
         "webhook": "whsec_d2ViaG9vay1zaWduaW5nLWtleS0zMi1ieXRlcy1sb25nISE=",
         // Under a misspelt key: the warning that names the key must not quote its value.
         "misspelt": "misspelt-secret-7f3e2a9d1c",
+        // The SMTP server's password (in its URL) and an App Review code.
+        "smtp": "smtp-password-9e4b7c1d2a",
+        "review": "7319046285",
     ]
 
     /// Every module of the registry but Apple (whose key is the fixture's .p8 file), configured as `serve --dev` points it
@@ -63,6 +66,10 @@ struct SecretsInLogTests {
                 ["clientId": "web", "redirectUris": "https://app.example.com/cb", "type": "confidential", "clientSecret": Self.secrets["client"]!]
             ],
             "webhooks": [["url": nowhere + "/hooks", "secret": Self.secrets["webhook"]!]],
+            "email": [
+                "smtp": ["url": "smtp://codes:\(Self.secrets["smtp"]!)@127.0.0.1:1"], "from": "sign-in@example.com",
+                "reviewAccess": [["address": "review@example.com", "code": Self.secrets["review"]!, "expiresAt": "2099-01-01T00:00:00Z"]],
+            ],
         ]
         config.merge(modules.settings) { own, _ in own }
         var github = try #require(config["github"] as? [String: String], "GitHub is the module the misspelt key goes under")

@@ -54,3 +54,27 @@ struct TransferCommandTests {
         }
     }
 }
+
+/// What `doctor` says about e-mail codes and App Review access.
+@Suite("CLI: doctor and e-mail codes")
+struct EmailDoctorTests {
+    @Test("an App Review access that expires within 7 days is a warning, an expired one an error; no SMTP server is a warning")
+    func reviewAccess() async throws {
+        let soon = Date().addingTimeInterval(3 * 86_400).formatted(.iso8601)
+        let past = Date().addingTimeInterval(-86_400).formatted(.iso8601)
+        var config = DoctorAndAdminTests.goodConfig()
+        config["email"] = [
+            "from": "sign-in@example.com",
+            "reviewAccess": [
+                ["address": "soon@example.com", "code": "12345678", "expiresAt": soon], ["address": "gone@example.com", "code": "87654321", "expiresAt": past],
+            ],
+        ]
+        let result = try await DoctorAndAdminTests().doctor(config)
+        let findings = (result.json["findings"] as? [[String: Any]] ?? []).map { $0.compactMapValues { $0 as? String } }
+        #expect(findings.contains { $0["check"] == "email.reviewAccess" && $0["status"] == "warning" && $0["message"]?.contains("soon@example.com") == true })
+        #expect(findings.contains { $0["check"] == "email.reviewAccess" && $0["status"] == "error" && $0["message"]?.contains("gone@example.com") == true })
+        #expect(findings.contains { $0["check"] == "email" && $0["status"] == "warning" })
+        #expect(result.status == 1)
+        #expect(!result.stdout.contains("12345678") && !result.stdout.contains("87654321"))
+    }
+}
