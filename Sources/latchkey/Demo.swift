@@ -47,6 +47,7 @@ struct Demo: AsyncParsableCommand {
         configuration.port = 0
         configuration.database = .sqlite(path: directory + "/latchkey.sqlite")
         configuration.session.reuseGraceWindow = 1
+        configuration.session.anonymous.enabled = true
         // The app's backend, as far as webhooks go: a tiny receiver that checks each delivery's signature.
         let backend = try await DemoBackend.start(logger: logger)
         configuration.webhooks = [WebhookEndpoint(url: backend.url, secret: Secret(backend.secret))]
@@ -166,7 +167,38 @@ struct Demo: AsyncParsableCommand {
                 "same user: \(viaGoogle.child("user")["id"] == signIn.child("user")["id"]) · isNewUser \(viaGoogle.flag("isNewUser")) · provider google"
             )
 
-            say.step("Then she deletes her account in the app: DELETE /v1/me")
+            say.step("Her friend Tom, who has an account from his iPad, tries the app on a new phone as a guest: POST /v1/auth/anonymous")
+            let tomUser = try await http.json("POST", running.baseURL + "/emulator/users", ["email": "tom@example.com", "givenName": "Tom"])
+            func tomApple() async throws -> (token: String, nonce: String) {
+                let tomNonce = PKCE.makeVerifier()
+                let minted = try await http.json(
+                    "POST", running.baseURL + "/emulator/authorizations", ["sub": tomUser["sub"], "clientId": clientID, "nonce": hashedNonce(tomNonce)])
+                return (minted["identityToken"], tomNonce)
+            }
+            let ipad = try await tomApple()
+            let tom = try await http.json("POST", latchkey + "/v1/auth/apple", ["identityToken": ipad.token, "rawNonce": ipad.nonce])
+            let guest = try await http.json("POST", latchkey + "/v1/auth/anonymous", [:])
+            say.detail(
+                "guest \(guest.child("user")["id"]) · isAnonymous \(guest.child("user").flag("isAnonymous")) · no account asked for (guideline 5.1.1(v))")
+            say.step("Later he signs in with Apple on that phone: his Apple account is already a user, so the link offers a merge")
+            let offered = try await tomApple()
+            let refused = try await http.json(
+                "POST", latchkey + "/v1/me/identities/apple", ["identityToken": offered.token, "rawNonce": offered.nonce], bearer: guest["accessToken"],
+                expectError: true)
+            say.detail("\(refused["error"]) · mergeable \(refused.flag("mergeable"))")
+            let proof = try await tomApple()
+            let merged = try await http.json(
+                "POST", latchkey + "/v1/me/merge/apple", ["identityToken": proof.token, "rawNonce": proof.nonce], bearer: guest["accessToken"])
+            say.detail(
+                "POST /v1/me/merge/apple → a session of his account \(merged.child("user")["id"]) (the same as his iPad's: \(merged.child("user")["id"] == tom.child("user")["id"]))"
+            )
+            if await backend.waitFor(type: "user.merged", userID: tom.child("user")["id"]) != nil {
+                say.detail("the app's backend got webhook user.merged (fromUserId the guest, intoUserId Tom) and moves the guest's rows to Tom")
+            } else {
+                say.detail("the app's backend did not get user.merged within 10 s (latchkey webhooks list shows why)")
+            }
+
+            say.step("Then Jane deletes her account in the app: DELETE /v1/me")
             let deletion = try await http.json("DELETE", latchkey + "/v1/me", bearer: viaGoogle["accessToken"])
             let log = try await http.array("GET", running.baseURL + "/emulator/requests")
             func calls(_ endpoint: String) -> String {

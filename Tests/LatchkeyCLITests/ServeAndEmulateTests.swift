@@ -253,6 +253,7 @@ struct ServeAndEmulateTests {
         for step in [
             "nonce_required", "token_already_used", "isNewUser false", "identities: apple + google", "same user: true", "POST /auth/revoke → 200",
             "POST /google/revoke → 200", "got webhook user.deleted (reason user_request, signature verified", "nonce_mismatch", "Done.",
+            "isAnonymous true", "identity_in_use · mergeable true", "(the same as his iPad's: true)", "got webhook user.merged",
         ] {
             #expect(result.stdout.contains(step), "\(step) is missing from the demo's output")
         }
