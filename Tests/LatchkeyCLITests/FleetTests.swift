@@ -89,6 +89,24 @@ struct FleetTests {
         #expect(worst < .seconds(1))
     }
 
+    @Test("two instances share e-mail codes and their limits, and the guests-per-address limit: each is held in the database")
+    func sharedCodesAndLimits() async throws {
+        let fleet = try await Fleet(instances: 2, environment: ["LATCHKEY_ANONYMOUS_ENABLED": "true", "LATCHKEY_ANONYMOUS_PER_IP_PER_HOUR": "3"])
+        defer { fleet.stop() }
+        // A code asked for at one instance signs in at the other; the address's one send a minute holds at both.
+        #expect(try await fleet.post(0, "/v1/auth/email/start", json: ["email": "fleet@example.com"]).status == 202)
+        #expect(try await fleet.post(1, "/v1/auth/email/start", json: ["email": "fleet@example.com"]).status == 429)
+        let mail = try await fleet.send(.GET, fleet.emulatorURL + "/emulator/mail?to=fleet@example.com").json
+        let subject = try #require((mail["messages"] as? [[String: Any]])?.last?["subject"] as? String)
+        let code = String(subject.prefix { $0.isNumber })
+        #expect(try await fleet.post(1, "/v1/auth/email/verify", json: ["email": "fleet@example.com", "code": code]).status == 200)
+        #expect(try await fleet.post(0, "/v1/auth/email/verify", json: ["email": "fleet@example.com", "code": code]).status == 400)
+        // Three guests an hour from one address, whichever instance makes them.
+        var statuses: [Int] = []
+        for index in [0, 1, 0, 1] { statuses.append(try await fleet.post(index, "/v1/auth/anonymous").status) }
+        #expect(statuses == [200, 200, 200, 429])
+    }
+
     @Test("the daily Apple validation of one grant happens once across the fleet")
     func validationOnce() async throws {
         let fleet = try await Fleet(instances: 3)
