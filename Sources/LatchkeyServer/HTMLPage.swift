@@ -134,7 +134,7 @@ enum HTMLPage {
     /// `serve --dev`'s demo: a button per provider that runs the whole browser flow as a public client with PKCE,
     /// then shows the user and the tokens; with passkeys, a passkey sign-in (offered in the username field too, by
     /// conditional mediation) and "Add a passkey" for the signed-in user.
-    static func demo(providers: [(name: String, displayName: String)], clientID: String, passkeys: Bool) -> Response {
+    static func demo(providers: [(name: String, displayName: String)], clientID: String, passkeys: Bool, email: Bool = false) -> Response {
         var buttons = providers.map { #"<button type="button" data-provider="\#(escape($0.name))">Sign in with \#(escape($0.displayName))</button>"# }
             .joined(separator: "\n")
         if passkeys {
@@ -142,6 +142,18 @@ enum HTMLPage {
 
                 <input id="passkey-username" autocomplete="username webauthn" placeholder="Username or passkey" aria-label="Username or passkey">
                 <button type="button" id="passkey-signin">Sign in with a passkey</button>
+                """
+        }
+        if email {
+            buttons += """
+
+                <form id="email-form">
+                <input id="email-address" type="email" autocomplete="email" placeholder="E-mail address" aria-label="E-mail address">
+                <button type="submit" id="email-send">Sign in with e-mail</button>
+                <input id="email-code" inputmode="numeric" autocomplete="one-time-code" placeholder="Code" aria-label="Code" hidden>
+                <button type="button" id="email-verify" hidden>Sign in with the code</button>
+                </form>
+                <p>Development sends no mail: the code is in the emulator's mailbox, <code>GET /emulator/mail?to=ADDRESS</code>.</p>
                 """
         }
         let body = """
@@ -235,7 +247,7 @@ enum HTMLPage {
         document.getElementById("refresh").addEventListener("click", async () => {
           try {
             const tokens = JSON.parse(sessionStorage.getItem("latchkey.demo.tokens"));
-            // A passkey session is the app's own (POST /v1/token), not the browser flow's client's.
+            // A passkey or e-mail session is the app's own (POST /v1/token), not the browser flow's client's.
             if (tokens.passkey) {
               const pair = await api("/v1/token", { grantType: "refresh_token", refreshToken: tokens.refresh_token });
               await show({ access_token: pair.accessToken, token_type: pair.tokenType, expires_in: pair.expiresIn, refresh_token: pair.refreshToken, passkey: true });
@@ -251,6 +263,22 @@ enum HTMLPage {
             await show({ access_token: answer.accessToken, token_type: answer.tokenType, expires_in: answer.expiresIn, refresh_token: answer.refreshToken,
               passkey: true });
           }, (e) => status(e.message, true), location.pathname === "/");
+        }
+        const emailForm = document.getElementById("email-form");
+        if (emailForm) {
+          const address = () => document.getElementById("email-address").value;
+          emailForm.addEventListener("submit", (event) => {
+            event.preventDefault();
+            api("/v1/auth/email/start", { email: address() }).then(() => {
+              for (const id of ["email-code", "email-verify"]) { document.getElementById(id).hidden = false; }
+              status("A code is on its way to " + address());
+            }, (e) => status(e.message, true));
+          });
+          document.getElementById("email-verify").addEventListener("click", () => {
+            api("/v1/auth/email/verify", { email: address(), code: document.getElementById("email-code").value }).then((answer) => show({
+              access_token: answer.accessToken, token_type: answer.tokenType, expires_in: answer.expiresIn, refresh_token: answer.refreshToken, passkey: true
+            }), (e) => status(e.message, true));
+          });
         }
         const addButton = document.getElementById("add-passkey");
         if (addButton) { addButton.addEventListener("click", () => addPasskey().catch((e) => status(e.message, true))); }

@@ -37,7 +37,8 @@ extension LatchkeyServer {
             // The page is also its own redirect URI: its script finishes the flow there.
             for path in ["/", "/callback"] {
                 router.get(RouterPath(path)) { _, _ in
-                    HTMLPage.demo(providers: browserProviders(for: demoClient), clientID: demoClient?.clientID ?? "", passkeys: passkeys != nil)
+                    HTMLPage.demo(
+                        providers: browserProviders(for: demoClient), clientID: demoClient?.clientID ?? "", passkeys: passkeys != nil, email: emailCodes != nil)
                 }
             }
             router.get("/demo.js") { _, _ in HTMLPage.demoScript() }

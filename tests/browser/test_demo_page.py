@@ -336,3 +336,26 @@ def test_sign_in_with_a_passkey_on_the_browser_flows_chooser(browser, server):
                            "redirect_uri": redirect, "client_id": "com.example.app", "code_verifier": verifier}, timeout=10).json()
     claims = json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[1] + "=="))
     assert claims["idp"] == "passkey" and claims["sub"] == user["id"], claims
+
+
+def test_email_code_sign_in_from_the_demo_page(browser, server: Server):
+    """The demo page's e-mail form: the code goes to the emulator's mailbox; typed in, it signs in with provider email."""
+    import urllib.parse
+    import urllib.request
+
+    address = unique_email("mailbox")
+    browser.get(server.base_url + "/")
+    field = WebDriverWait(browser, PAGE_TIMEOUT).until(EC.presence_of_element_located((By.ID, "email-address")))
+    field.send_keys(address)
+    browser.find_element(By.ID, "email-send").click()
+    WebDriverWait(browser, PAGE_TIMEOUT).until(EC.visibility_of_element_located((By.ID, "email-code")))
+    with urllib.request.urlopen(server.emulator_url + "/emulator/mail?to=" + urllib.parse.quote(address), timeout=10) as response:
+        messages = json.load(response)["messages"]
+    code = messages[-1]["subject"].split(" ")[0]
+    assert code.isdigit() and len(code) == 6, messages[-1]["subject"]
+    browser.find_element(By.ID, "email-code").send_keys(code)
+    browser.find_element(By.ID, "email-verify").click()
+    text = wait_for_status(browser, server, lambda t, el: t.startswith("Signed in as") or "error" in (el.get_attribute("class") or "").split())
+    assert text.startswith("Signed in as") and text.endswith("with email"), text
+    user = json.loads(browser.find_element(By.ID, "user").get_attribute("textContent"))
+    assert user["identities"][0]["provider"] == "email" and user["email"] == address
