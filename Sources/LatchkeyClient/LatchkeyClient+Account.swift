@@ -67,6 +67,29 @@ extension LatchkeyClient {
         try await merge(provider: "apple", body: AppleSignInRequest(identityToken: identityToken, authorizationCode: authorizationCode, rawNonce: rawNonce))
     }
 
+    /// A guest proves another account with an authorization code the app got with PKCE, and is merged into it.
+    @discardableResult
+    public func merge(provider: String, authorizationCode: String, codeVerifier: String, redirectUri: String) async throws -> SignedIn {
+        try await merge(
+            provider: provider, body: ProviderSignInRequest(authorizationCode: authorizationCode, codeVerifier: codeVerifier, redirectUri: redirectUri))
+    }
+
+    /// A guest proves an account by the code e-mailed to its address (``startEmailSignIn(email:inviteCode:)`` sends it),
+    /// and is merged into it.
+    @discardableResult
+    public func mergeWithEmailCode(_ code: String, email: String) async throws -> SignedIn {
+        try await merge(provider: "email", body: EmailVerifyRequest(email: email, code: code))
+    }
+
+    /// A guest proves an account with one of its passkeys, and is merged into it.
+    @discardableResult
+    public func mergeWithPasskey(using authenticator: some PasskeyAuthenticator) async throws -> SignedIn {
+        let options = try await post("v1/auth/passkey/options", body: [String: String](), as: PublicKeyCredentialRequestOptionsJSON.self)
+        guard let challengeID = options.challengeId else { throw LatchkeyClientError.invalidResponse("passkey options without a challengeId") }
+        let assertion = try await authenticator.assertPasskey(options)
+        return try await merge(provider: "passkey", body: PasskeySignInRequest(challengeId: challengeID, credential: assertion))
+    }
+
     private func merge(provider: String, body: some Encodable & Sendable) async throws -> SignedIn {
         let answer = try await call("POST", "v1/me/merge/" + Self.pathSegment(provider), body: body, as: SignInResponse.self)
         let tokens = TokenPairResponse(

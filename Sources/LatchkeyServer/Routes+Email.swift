@@ -14,7 +14,7 @@ extension LatchkeyServer {
         router.post("/v1/me/identities/email/verify") { request, _ in try await emailVerify(request, linking: true) }
     }
 
-    private var requireEmailCodes: EmailCodes {
+    var requireEmailCodes: EmailCodes {
         get throws {
             guard let emailCodes else {
                 throw APIError(status: .notFound, code: "not_found", description: "e-mail sign-in is off on this server (email.smtp.url)")

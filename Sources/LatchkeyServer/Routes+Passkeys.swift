@@ -99,7 +99,7 @@ extension LatchkeyServer {
         return JSONBody.response(RedirectResponse(redirectTo: redirect.headers[.location] ?? authorization.redirectURI))
     }
 
-    private func passkeyService() throws -> PasskeyService {
+    func passkeyService() throws -> PasskeyService {
         guard let passkeys else {
             throw APIError(
                 status: .notFound, code: "not_found", description: "passkeys are not configured on this server (set passkeys.rpId and passkeys.origins)")

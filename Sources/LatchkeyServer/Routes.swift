@@ -91,7 +91,10 @@ extension LatchkeyServer {
     }
 
     private func credentialBody(_ request: Request, provider: any IdentityProvider) async throws -> CredentialBody {
-        let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+        try credentialBody(try await request.bytes(limit: configuration.maximumBodySize), provider: provider)
+    }
+
+    private func credentialBody(_ bytes: [UInt8], provider: any IdentityProvider) throws -> CredentialBody {
         let body: any SignInBody
         do { body = try provider.signInBody.decoded(from: bytes) } catch { throw Self.notTheJSONThisEndpointTakes }
         return CredentialBody(
@@ -155,10 +158,28 @@ extension LatchkeyServer {
         guard try await store.user(id: token.userID)?.isAnonymous == true else {
             throw LatchkeyError(.mergeNotAllowed, "only a guest (an anonymous user) is merged into another account; link the identity instead")
         }
-        let provider = try provider(providerName)
-        let body = try await credentialBody(request, provider: provider)
-        let outcome = try await signInFlow.signIn(
-            provider, body.credential, name: nil, userAgent: request.headers[.userAgent], inviteCode: nil, accounts: .existingOnly)
+        let outcome: SignInService.SignInOutcome
+        let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+        switch providerName {
+        case EmailCodes.provider:
+            // `POST /v1/auth/email/verify`'s body: a code sent to that account's address.
+            let codes = try requireEmailCodes
+            let body = try decodeJSON(EmailVerifyRequest.self, bytes)
+            let address = try EmailCodes.address(body.email)
+            try signInFlow.admit(EmailCodes.provider, address.normalized)
+            outcome = try await sessions.signIns.signIn(
+                identity: try await codes.verify(address, code: body.code), provider: EmailCodes.provider, userAgent: request.headers[.userAgent],
+                accounts: .existingOnly)
+        case "passkey":
+            // `POST /v1/auth/passkey`'s body: an assertion of that account's passkey.
+            let body = try decodeJSON(PasskeySignInRequest.self, bytes)
+            outcome = try await passkeyService().signIn(challengeID: body.challengeId, credential: body.credential, userAgent: request.headers[.userAgent])
+        default:
+            let provider = try provider(providerName)
+            let body = try credentialBody(bytes, provider: provider)
+            outcome = try await signInFlow.signIn(
+                provider, body.credential, name: nil, userAgent: request.headers[.userAgent], inviteCode: nil, accounts: .existingOnly)
+        }
         do {
             try await sessions.guests.merge(guestID: token.userID, into: outcome.user.id)
         } catch {

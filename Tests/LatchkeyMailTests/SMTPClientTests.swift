@@ -14,7 +14,7 @@ struct SMTPClientTests {
     )
 
     func client(
-        port: Int, scheme: String = "smtp", host: String = "127.0.0.1", user: String? = "codes@example.com", timeout: Duration = .seconds(5),
+        port: Int, scheme: String = "smtp", host: String = "127.0.0.1", user: String? = "codes@example.com", timeout: Duration = .seconds(60),
         tls: TLSConfiguration = .makeClientConfiguration(), requiresTLS: Bool? = nil, logger: Logger? = nil
     ) throws -> SMTPClient {
         let userInfo = user.map { "\($0.replacingOccurrences(of: "@", with: "%40"))@" } ?? ""

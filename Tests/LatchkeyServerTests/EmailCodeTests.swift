@@ -139,6 +139,32 @@ struct EmailCodeTests {
         }
     }
 
+    @Test("a guest merges into the account an e-mailed code proves; a code for an address no account holds merges nothing")
+    func mergeByCode() async throws {
+        let mailbox = Mailbox()
+        try await ServerHarness.with(configure: Self.emailOn, emailSender: mailbox) { harness in
+            _ = try await harness.post("/v1/auth/email/start", json: ["email": "owner@example.com"])
+            let owner = try await harness.post(
+                "/v1/auth/email/verify", json: ["email": "owner@example.com", "code": try #require(mailbox.code(to: "owner@example.com"))]
+            ).decode(SignInResponse.self)
+            let guest = try await harness.post("/v1/auth/anonymous", json: [:]).decode(SignInResponse.self)
+            harness.clock.advance(61)
+            _ = try await harness.post("/v1/auth/email/start", json: ["email": "nobody@example.com"])
+            let nobody = try await harness.post(
+                "/v1/me/merge/email", json: ["email": "nobody@example.com", "code": try #require(mailbox.code(to: "nobody@example.com"))],
+                bearer: guest.accessToken)
+            #expect(nobody.status == 401 && nobody.error == "invalid_credential", "\(nobody.text)")
+            #expect(try await harness.store.user(id: guest.user.id) != nil)
+            _ = try await harness.post("/v1/auth/email/start", json: ["email": "owner@example.com"])
+            let merged = try await harness.post(
+                "/v1/me/merge/email", json: ["email": "owner@example.com", "code": try #require(mailbox.code(to: "owner@example.com"))],
+                bearer: guest.accessToken)
+            #expect(merged.status == 200, "\(merged.text)")
+            #expect(try merged.decode(SignInResponse.self).user.id == owner.user.id)
+            #expect(try await harness.store.user(id: guest.user.id) == nil)
+        }
+    }
+
     @Test("e-mail sign-in is off without email settings: 404")
     func off() async throws {
         try await ServerHarness.with { harness in

@@ -54,6 +54,26 @@ struct PasskeyTests {
 
     static func claims(_ accessToken: String) -> [String: Any] { jsonSegment(accessToken.split(separator: ".")[1]) }
 
+    @Test("a guest merges into the account whose passkey it asserts: POST /v1/me/merge/passkey")
+    func mergeByPasskey() async throws {
+        try await ServerHarness.with(configure: {
+            Self.configure()(&$0); $0.session.anonymous.enabled = true
+        }) { harness in
+            let (_, owner) = try await harness.signedIn()
+            var authenticator = SoftwareAuthenticator()
+            let (added, handle) = try await Self.register(harness, authenticator, bearer: owner.accessToken)
+            #expect(added.status == 201)
+            let guest = try await harness.post("/v1/auth/anonymous", json: [:]).decode(SignInResponse.self)
+            let options = try await Self.signInOptions(harness)
+            let assertion = authenticator.assert(challenge: Self.bytes(options.challenge), userHandle: handle, .init())
+            let body = try Self.json(PasskeySignInRequest(challengeId: try #require(options.challengeId), credential: assertion))
+            let merged = try await harness.send("POST", "/v1/me/merge/passkey", body: body, bearer: guest.accessToken)
+            #expect(merged.status == 200, "\(merged.text)")
+            #expect(try merged.decode(SignInResponse.self).user.id == owner.user.id)
+            #expect(try await harness.store.user(id: guest.user.id) == nil)
+        }
+    }
+
     @Test("a user signed in with Apple adds a passkey, lists it and signs in with it: the same user, idp passkey, the counter kept")
     func addAndSignIn() async throws {
         try await ServerHarness.with(configure: Self.configure()) { harness in
