@@ -26,7 +26,8 @@ extension LatchkeyServer {
     func emailStart(_ request: Request, from origin: RequestOrigin, linking: Bool) async throws -> Response {
         if linking { _ = try await authenticate(request) }
         let codes = try requireEmailCodes
-        let body = try decodeJSON(EmailStartRequest.self, try await request.bytes(limit: configuration.maximumBodySize))
+        let body = try decodeJSON(
+            EmailStartRequest.self, try Self.onlyMembers(["email", "inviteCode"], of: try await request.bytes(limit: configuration.maximumBodySize)))
         try await codes.start(try EmailCodes.address(body.email), ip: origin.ip)
         return JSONBody.response(StatusResponse(status: "sent"), status: .accepted)
     }
@@ -34,7 +35,8 @@ extension LatchkeyServer {
     func emailVerify(_ request: Request, linking: Bool) async throws -> Response {
         let token = linking ? try await authenticate(request).0 : nil
         let codes = try requireEmailCodes
-        let body = try decodeJSON(EmailVerifyRequest.self, try await request.bytes(limit: configuration.maximumBodySize))
+        let body = try decodeJSON(
+            EmailVerifyRequest.self, try Self.onlyMembers(["email", "code", "inviteCode"], of: try await request.bytes(limit: configuration.maximumBodySize)))
         let address = try EmailCodes.address(body.email)
         try signInFlow.admit(EmailCodes.provider, address.normalized)
         let identity = try await codes.verify(address, code: body.code)
@@ -47,5 +49,15 @@ extension LatchkeyServer {
             identity: identity, provider: EmailCodes.provider, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
         metrics.signIn(provider: EmailCodes.provider, outcome: outcome.isNewUser ? "new_user" : "ok")
         return Self.signInResponse(outcome)
+    }
+
+    /// `bytes`, refused unless the JSON object in it names only `allowed` members (as the schema says).
+    static func onlyMembers(_ allowed: [String], of bytes: [UInt8]) throws -> [UInt8] {
+        if let members = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+            let unknown = members.keys.first(where: { !allowed.contains($0) })
+        {
+            throw APIError.invalidRequest("unknown member \(unknown.prefix(40)); this body takes \(allowed.joined(separator: ", "))")
+        }
+        return bytes
     }
 }

@@ -164,7 +164,7 @@ extension LatchkeyServer {
         case EmailCodes.provider:
             // `POST /v1/auth/email/verify`'s body: a code sent to that account's address.
             let codes = try requireEmailCodes
-            let body = try decodeJSON(EmailVerifyRequest.self, bytes)
+            let body = try decodeJSON(EmailVerifyRequest.self, try Self.onlyMembers(["email", "code", "inviteCode"], of: bytes))
             let address = try EmailCodes.address(body.email)
             try signInFlow.admit(EmailCodes.provider, address.normalized)
             outcome = try await sessions.signIns.signIn(

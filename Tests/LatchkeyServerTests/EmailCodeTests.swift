@@ -96,6 +96,9 @@ struct EmailCodeTests {
                 #expect(try await harness.post("/v1/auth/email/start", json: ["email": bad]).error == "invalid_request", "\(bad)")
             }
             #expect(try await harness.post("/v1/auth/email/start", json: ["mail": "x@example.com"]).error == "invalid_request")
+            let extra = try await harness.post("/v1/auth/email/start", json: ["email": "x@example.com", "code": "123456"])
+            #expect(extra.error == "invalid_request", "\(extra.text)")
+            #expect(try await harness.post("/v1/auth/email/verify", json: ["email": "x@example.com", "code": "123456", "x": 1]).error == "invalid_request")
         }
     }
 
