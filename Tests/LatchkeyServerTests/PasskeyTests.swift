@@ -71,6 +71,12 @@ struct PasskeyTests {
             #expect(merged.status == 200, "\(merged.text)")
             #expect(try merged.decode(SignInResponse.self).user.id == owner.user.id)
             #expect(try await harness.store.user(id: guest.user.id) == nil)
+
+            // Another guest adds a passkey of their own: upgraded in place.
+            let second = try await harness.post("/v1/auth/anonymous", json: [:]).decode(SignInResponse.self)
+            let (own, _) = try await Self.register(harness, SoftwareAuthenticator(), bearer: second.accessToken)
+            #expect(own.status == 201, "\(own.text)")
+            #expect(try await harness.store.user(id: second.user.id)?.isAnonymous == false)
         }
     }
 

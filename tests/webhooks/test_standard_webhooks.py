@@ -5,6 +5,7 @@ attempt was refused arrives later under the same webhook-id."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import datetime
 import json
 import secrets
@@ -82,7 +83,10 @@ class Receiver:
 def dev_server():
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     receiver = Receiver(secret, refuse=1)
-    settings = {"LATCHKEY_WEBHOOKS_0_URL": receiver.url, "LATCHKEY_WEBHOOKS_0_SECRET": secret, "LATCHKEY_SESSION_REUSE_GRACE": "0"}
+    settings = {
+        "LATCHKEY_WEBHOOKS_0_URL": receiver.url, "LATCHKEY_WEBHOOKS_0_SECRET": secret, "LATCHKEY_SESSION_REUSE_GRACE": "0",
+        "LATCHKEY_ANONYMOUS_ENABLED": "true",
+    }
     try:
         with serve(settings, dev=True, prefix="latchkey-webhooks-") as served:
             yield {
@@ -155,3 +159,43 @@ def test_a_tampered_delivery_is_refused_by_the_reference_library() -> None:
         assert receiver.judge(body, headers) == 400
     finally:
         receiver.server.shutdown()
+
+
+def apple_proof(emulator: str, sub: str) -> dict:
+    """A fresh native Apple sign-in of the emulator user `sub`: the body of POST /v1/auth/apple."""
+    raw_nonce = secrets.token_urlsafe(24)
+    status, authorization = post(
+        f"{emulator}/emulator/authorizations", {"sub": sub, "clientId": CLIENT_ID, "nonce": hashlib.sha256(raw_nonce.encode()).hexdigest()})
+    assert status == 201, authorization
+    return {"identityToken": authorization["identityToken"], "rawNonce": raw_nonce}
+
+
+def test_guest_upgrade_and_merge_verify_with_the_reference_library(dev_server) -> None:
+    server, emulator, receiver = dev_server["server"], dev_server["emulator"], dev_server["receiver"]
+    # A guest links a new Apple account: upgraded in place.
+    status, guest = post(f"{server}/v1/auth/anonymous", {})
+    assert status == 200 and guest["user"]["isAnonymous"] is True, guest
+    status, made = post(f"{emulator}/emulator/users", {})
+    assert status == 201, made
+    status, linked = post(f"{server}/v1/me/identities/apple", apple_proof(emulator, made["sub"]), bearer=guest["accessToken"])
+    assert status == 200 and linked["id"] == guest["user"]["id"] and "isAnonymous" not in linked, linked
+
+    # Another guest proves an Apple account that already has a user: told mergeable, then merged into it.
+    status, owner = post(f"{emulator}/emulator/users", {})
+    status, existing = post(f"{server}/v1/auth/apple", apple_proof(emulator, owner["sub"]))
+    assert status == 200, existing
+    status, second = post(f"{server}/v1/auth/anonymous", {})
+    status, refused = post(f"{server}/v1/me/identities/apple", apple_proof(emulator, owner["sub"]), bearer=second["accessToken"])
+    assert status == 409 and refused["error"] == "identity_in_use" and refused["mergeable"] is True, refused
+    status, merged = post(f"{server}/v1/me/merge/apple", apple_proof(emulator, owner["sub"]), bearer=second["accessToken"])
+    assert status == 200 and merged["user"]["id"] == existing["user"]["id"], merged
+
+    receiver.wait_for(lambda seen: {"user.upgraded", "user.merged"} <= {item.get("type") for item in seen}, 60, "user.upgraded and user.merged")
+    with receiver.lock:
+        verified = list(receiver.verified)
+    assert all("error" not in item for item in verified), verified
+    upgraded = next(item for item in verified if item["type"] == "user.upgraded")
+    assert upgraded["data"] == {"userId": guest["user"]["id"], "provider": "apple"}, upgraded
+    merge = next(item for item in verified if item["type"] == "user.merged")
+    assert merge["data"] == {"userId": existing["user"]["id"], "fromUserId": second["user"]["id"], "intoUserId": existing["user"]["id"]}, merge
+    assert not any(item["type"] == "user.deleted" and item["data"]["userId"] == second["user"]["id"] for item in verified)

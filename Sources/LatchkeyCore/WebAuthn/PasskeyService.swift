@@ -86,11 +86,18 @@ public struct PasskeyService: Sendable {
             id: newIdentifier(), userID: userID, provider: Self.provider, subject: base64URL(registered.credentialID),
             claims: Self.claims(registered, name: try Self.name(name), userHandle: challenge.userHandle), firstSeenAt: at, lastSignInAt: at)
         let linked = signIns.policy.webhooks.deliveries(.identity(.identityLinked, identity, at: at))
+        // A guest's first passkey upgrades them in place, as any linked identity does.
+        let guest = try await store.user(id: userID)?.isAnonymous == true
+        let upgraded = guest ? signIns.policy.webhooks.deliveries(.userUpgraded(userID, provider: Self.provider, at: at)) : []
         do {
             try await store.write { tx in
                 try await tx.addIdentity(identity)
                 try await tx.enqueue(linked)
                 try await tx.audit(at: at, userID, "passkey.added", "credential=\(identity.subject.prefix(16))")
+                if guest, try await tx.clearAnonymous(userID: userID) {
+                    try await tx.enqueue(upgraded)
+                    try await tx.audit(at: at, userID, "user_upgraded", "provider=\(Self.provider)")
+                }
             }
         } catch AuthStoreError.duplicate {
             throw LatchkeyError(.identityInUse, "this passkey is registered already")
