@@ -41,7 +41,8 @@ extension LatchkeyServer {
         try signInFlow.admit(EmailCodes.provider, address.normalized)
         let identity = try await codes.verify(address, code: body.code)
         if let token {
-            let identities = try await sessions.signIns.link(identity: identity, provider: EmailCodes.provider, userID: token.userID)
+            let identities = try await sessions.signIns.link(
+                identity: identity, provider: EmailCodes.provider, userID: token.userID, inviteCode: body.inviteCode)
             guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
             return JSONBody.response(Self.userResponse(user, identities))
         }

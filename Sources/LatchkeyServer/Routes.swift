@@ -198,7 +198,7 @@ extension LatchkeyServer {
         let body = try await credentialBody(request, provider: provider)
         let identities: [LinkedIdentity]
         do {
-            identities = try await signInFlow.link(provider, body.credential, userID: token.userID)
+            identities = try await signInFlow.link(provider, body.credential, userID: token.userID, inviteCode: body.inviteCode)
         } catch let error as LatchkeyError where error.code == .identityInUse {
             // A guest may merge into the account that holds it.
             guard try await store.user(id: token.userID)?.isAnonymous == true else { throw error }

@@ -65,6 +65,10 @@ extension SQLStoreTransaction {
         try await SQLAuthStore.insertTokens([start.firstToken]).run(on: db)
     }
 
+    func redeemInvite(codeHash: String, at: Date) async throws -> Bool {
+        try await SQLAuthStore.redeemInvite(codeHash: codeHash, at: at, db)
+    }
+
     func clearAnonymous(userID: String) async throws -> Bool {
         !(try await db.raw("UPDATE users SET is_anonymous = NULL WHERE id = \(bind: userID) AND is_anonymous = 1 RETURNING id").all().isEmpty)
     }

@@ -74,6 +74,35 @@ struct GuestTests {
         }
     }
 
+    @Test("signup.mode invite applies at the upgrade: a guest's first link needs an invite code, and spends it")
+    func inviteAtUpgrade() async throws {
+        try await ServerHarness.with(configure: {
+            Self.guestsOn(&$0)
+            $0.signUp = .invite
+        }) { harness in
+            let guest = try await harness.post("/v1/auth/anonymous", json: [:]).decode(SignInResponse.self)
+            let sub = try await harness.emulator.createUser(email: "invited@example.com")
+            func link(_ invite: String?) async throws -> ServerHarness.Answer {
+                let nonce = "nonce-\(UUID().uuidString)"
+                let apple = try await harness.emulator.nativeSignIn(sub: sub, nonce: sha256Hex(nonce))
+                var body: [String: any Sendable] = ["identityToken": apple.identityToken, "rawNonce": nonce]
+                if let invite { body["inviteCode"] = invite }
+                return try await harness.post("/v1/me/identities/apple", json: body, bearer: guest.accessToken)
+            }
+            let none = try await link(nil)
+            #expect((none.status, none.error) == (403, "signup_closed"), "\(none.text)")
+            let bogus = try await link("inv_bogus")
+            #expect((bogus.status, bogus.error) == (403, "signup_closed"), "\(bogus.text)")
+            #expect(try await harness.store.identities(userID: guest.user.id).isEmpty)
+            #expect(try await harness.store.user(id: guest.user.id)?.isAnonymous == true)
+            let (invite, code) = try await harness.server.sessions.administration.createInvite(maxUses: 1, by: .cli)
+            let linked = try await link(code)
+            #expect(linked.status == 200, "\(linked.text)")
+            #expect(try linked.decode(UserResponse.self).isAnonymous == nil)
+            #expect(try await harness.store.invites().first { $0.id == invite.id }?.uses == 1)
+        }
+    }
+
     @Test("merge: a guest linking another user's Apple is told mergeable; merging ends the guest with user.merged and answers the other's session")
     func merge() async throws {
         try await ServerHarness.with(configure: Self.guestsOn) { harness in

@@ -122,9 +122,12 @@ public struct SignInFlow: Sendable {
     }
 
     /// Links the identity of `credential` to the user `userID`; returns the user's identities.
-    public func link(_ verifier: any CredentialVerifier, _ credential: ProviderCredential, userID: String) async throws -> [LinkedIdentity] {
+    public func link(_ verifier: any CredentialVerifier, _ credential: ProviderCredential, userID: String, inviteCode: String? = nil) async throws
+        -> [LinkedIdentity]
+    {
         try await withVerifiedCredential(verifier, credential) { signIn, _ in
-            try await signIns.link(identity: signIn.identity, provider: verifier.name, userID: userID, providerRefreshToken: signIn.grant)
+            try await signIns.link(
+                identity: signIn.identity, provider: verifier.name, userID: userID, providerRefreshToken: signIn.grant, inviteCode: inviteCode)
         }
     }
 

@@ -153,9 +153,11 @@ public struct SignInService: Sendable {
 
     /// Links the verified provider account to a signed-in user. Linking the same account again refreshes it;
     /// an account linked to another user is refused (`identity_in_use`). Never matches by e-mail.
-    public func link(identity verified: VerifiedIdentity, provider: String, userID: String, providerRefreshToken: String? = nil) async throws
-        -> [LinkedIdentity]
-    {
+    /// A guest's first identity is their sign-up: while `signup.mode` is `invite`, it needs `inviteCode`, whose use
+    /// it spends in the link's transaction.
+    public func link(
+        identity verified: VerifiedIdentity, provider: String, userID: String, providerRefreshToken: String? = nil, inviteCode: String? = nil
+    ) async throws -> [LinkedIdentity] {
         let now = timeSource.now
         if var existing = try await store.identity(provider: provider, subject: verified.subject) {
             guard existing.userID == userID else {
@@ -178,6 +180,7 @@ public struct SignInService: Sendable {
             let linked = policy.webhooks.deliveries(.identity(.identityLinked, identity, at: now))
             let guest = try await store.user(id: userID)?.isAnonymous == true
             let upgraded = guest ? policy.webhooks.deliveries(.userUpgraded(userID, provider: provider, at: now)) : []
+            let invite = try Self.upgradeInvite(guest: guest, requireInvite: policy.requireInvite, code: inviteCode)
             do {
                 try await store.write { tx in
                     try await tx.addIdentity(identity)
@@ -185,6 +188,9 @@ public struct SignInService: Sendable {
                     try await tx.enqueue(linked)
                     try await tx.audit(at: now, userID, "identity_linked", "provider=\(provider)")
                     if guest, try await tx.clearAnonymous(userID: userID) {
+                        if let invite, try await !tx.redeemInvite(codeHash: invite, at: now) {
+                            throw LatchkeyError(.signupClosed, "the invite code is unknown, used up, expired or revoked")
+                        }
                         try await tx.enqueue(upgraded)
                         try await tx.audit(at: now, userID, "user_upgraded", "provider=\(provider)")
                     }
@@ -194,6 +200,16 @@ public struct SignInService: Sendable {
             }
         }
         return try await store.identities(userID: userID)
+    }
+
+    /// The hash of the invite a guest's upgrade spends: nil when none is needed; `signup_closed` when one is needed and
+    /// none was sent.
+    static func upgradeInvite(guest: Bool, requireInvite: Bool, code: String?) throws -> String? {
+        guard guest, requireInvite else { return nil }
+        guard let code, !code.isEmpty else {
+            throw LatchkeyError(.signupClosed, "sign-up needs an invitation on this server: a guest's first identity carries the inviteCode you were given")
+        }
+        return sha256Hex(code)
     }
 
     /// Unlinks one of the user's identities, never the last: its sessions end and its provider grant is revoked

@@ -62,6 +62,8 @@ public protocol StoreTransaction: Sendable {
     func insertAccounts(_ accounts: [NewAccount]) async throws
     /// Starts a session: its family and first refresh token.
     func createSession(_ start: SessionStart) async throws
+    /// Spends one use of the invite whose code hashes to `codeHash`; false when it is unknown, used up, expired or revoked.
+    func redeemInvite(codeHash: String, at: Date) async throws -> Bool
     /// Makes a guest an ordinary user (their id stays); false when the user is gone or was no guest.
     func clearAnonymous(userID: String) async throws -> Bool
     /// Moves an identity to its subject under the team an app was transferred to (`identity` as it becomes), marks

@@ -88,6 +88,10 @@ public struct PasskeyService: Sendable {
         let linked = signIns.policy.webhooks.deliveries(.identity(.identityLinked, identity, at: at))
         // A guest's first passkey upgrades them in place, as any linked identity does.
         let guest = try await store.user(id: userID)?.isAnonymous == true
+        if guest, signIns.policy.requireInvite {
+            throw LatchkeyError(
+                .signupClosed, "sign-up needs an invitation on this server: link a provider or an e-mail address with the inviteCode first")
+        }
         let upgraded = guest ? signIns.policy.webhooks.deliveries(.userUpgraded(userID, provider: Self.provider, at: at)) : []
         do {
             try await store.write { tx in
