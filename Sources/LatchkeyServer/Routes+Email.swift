@@ -34,12 +34,7 @@ extension LatchkeyServer {
 
     func emailVerify(_ request: Request, linking: Bool) async throws -> Response {
         let token = linking ? try await authenticate(request).0 : nil
-        let codes = try requireEmailCodes
-        let body = try decodeJSON(
-            EmailVerifyRequest.self, try Self.onlyMembers(["email", "code", "inviteCode"], of: try await request.bytes(limit: configuration.maximumBodySize)))
-        let address = try EmailCodes.address(body.email)
-        try signInFlow.admit(EmailCodes.provider, address.normalized)
-        let identity = try await codes.verify(address, code: body.code)
+        let (body, identity) = try await verifiedEmail(try await request.bytes(limit: configuration.maximumBodySize))
         if let token {
             let identities = try await sessions.signIns.link(
                 identity: identity, provider: EmailCodes.provider, userID: token.userID, inviteCode: body.inviteCode)
@@ -50,6 +45,15 @@ extension LatchkeyServer {
             identity: identity, provider: EmailCodes.provider, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
         metrics.signIn(provider: EmailCodes.provider, outcome: outcome.isNewUser ? "new_user" : "ok")
         return Self.signInResponse(outcome)
+    }
+
+    /// The address a `{email, code, inviteCode?}` body proves (held to the per-account rate limit), with the body.
+    func verifiedEmail(_ bytes: [UInt8]) async throws -> (EmailVerifyRequest, VerifiedIdentity) {
+        let codes = try requireEmailCodes
+        let body = try decodeJSON(EmailVerifyRequest.self, try Self.onlyMembers(["email", "code", "inviteCode"], of: bytes))
+        let address = try EmailCodes.address(body.email)
+        try signInFlow.admit(EmailCodes.provider, address.normalized)
+        return (body, try await codes.verify(address, code: body.code))
     }
 
     /// `bytes`, refused unless the JSON object in it names only `allowed` members (as the schema says).

@@ -163,13 +163,8 @@ extension LatchkeyServer {
         switch providerName {
         case EmailCodes.provider:
             // `POST /v1/auth/email/verify`'s body: a code sent to that account's address.
-            let codes = try requireEmailCodes
-            let body = try decodeJSON(EmailVerifyRequest.self, try Self.onlyMembers(["email", "code", "inviteCode"], of: bytes))
-            let address = try EmailCodes.address(body.email)
-            try signInFlow.admit(EmailCodes.provider, address.normalized)
             outcome = try await sessions.signIns.signIn(
-                identity: try await codes.verify(address, code: body.code), provider: EmailCodes.provider, userAgent: request.headers[.userAgent],
-                accounts: .existingOnly)
+                identity: try await verifiedEmail(bytes).1, provider: EmailCodes.provider, userAgent: request.headers[.userAgent], accounts: .existingOnly)
         case "passkey":
             // `POST /v1/auth/passkey`'s body: an assertion of that account's passkey.
             let body = try decodeJSON(PasskeySignInRequest.self, bytes)

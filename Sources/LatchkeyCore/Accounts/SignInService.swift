@@ -187,13 +187,7 @@ public struct SignInService: Sendable {
                     if let grant { try await tx.saveProviderGrant(grant) }
                     try await tx.enqueue(linked)
                     try await tx.audit(at: now, userID, "identity_linked", "provider=\(provider)")
-                    if guest, try await tx.clearAnonymous(userID: userID) {
-                        if let invite, try await !tx.redeemInvite(codeHash: invite, at: now) {
-                            throw LatchkeyError(.signupClosed, "the invite code is unknown, used up, expired or revoked")
-                        }
-                        try await tx.enqueue(upgraded)
-                        try await tx.audit(at: now, userID, "user_upgraded", "provider=\(provider)")
-                    }
+                    if guest { try await tx.upgradeGuest(userID: userID, provider: provider, at: now, deliveries: upgraded, inviteHash: invite) }
                 }
             } catch AuthStoreError.duplicate {
                 throw LatchkeyError(.identityInUse, "this \(provider) account was just linked to another user")

@@ -72,6 +72,18 @@ public protocol StoreTransaction: Sendable {
 }
 
 extension StoreTransaction {
+    /// A guest's first identity, written in this transaction, upgrades them: they stop being anonymous, with their
+    /// `user.upgraded` `deliveries` and an audit event, spending the invite `inviteHash` names when sign-up needs one
+    /// (`signup_closed` when it cannot be spent). Nothing for a user who is no guest.
+    public func upgradeGuest(userID: String, provider: String, at: Date, deliveries: [WebhookDelivery], inviteHash: String? = nil) async throws {
+        guard try await clearAnonymous(userID: userID) else { return }
+        if let inviteHash, try await !redeemInvite(codeHash: inviteHash, at: at) {
+            throw LatchkeyError(.signupClosed, "the invite code is unknown, used up, expired or revoked")
+        }
+        try await enqueue(deliveries)
+        try await audit(at: at, userID, "user_upgraded", "provider=\(provider)")
+    }
+
     /// Records what happened to a user's account.
     public func audit(at: Date, _ userID: String?, _ kind: String, _ detail: String = "") async throws {
         try await audit(AuditEvent(at: at, userID: userID, kind: kind, detail: detail))

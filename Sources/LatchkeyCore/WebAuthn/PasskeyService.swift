@@ -98,10 +98,7 @@ public struct PasskeyService: Sendable {
                 try await tx.addIdentity(identity)
                 try await tx.enqueue(linked)
                 try await tx.audit(at: at, userID, "passkey.added", "credential=\(identity.subject.prefix(16))")
-                if guest, try await tx.clearAnonymous(userID: userID) {
-                    try await tx.enqueue(upgraded)
-                    try await tx.audit(at: at, userID, "user_upgraded", "provider=\(Self.provider)")
-                }
+                if guest { try await tx.upgradeGuest(userID: userID, provider: Self.provider, at: at, deliveries: upgraded) }
             }
         } catch AuthStoreError.duplicate {
             throw LatchkeyError(.identityInUse, "this passkey is registered already")
