@@ -129,8 +129,10 @@ struct ErrorMiddleware: RouterMiddleware {
             return APIError(status: .forbidden, code: error.errorCode, description: error.reason)
         case .invalidCredential, .credentialCloneSuspected:
             return APIError(status: .unauthorized, code: error.errorCode, description: error.reason)
-        case .challengeExpired:
+        case .challengeExpired, .invalidDPoPProof, .useDPoPNonce:
             return APIError(status: .badRequest, code: error.errorCode, description: error.reason)
+        case .invalidAttestation:
+            return APIError(status: .unauthorized, code: error.errorCode, description: error.reason)
         case .invalidNotification:
             return APIError(status: .badRequest, code: "invalid_request", description: error.reason)
         case .malformedToken, .tokenTooLarge, .unsupportedAlgorithm, .unsupportedCriticalHeader, .unknownKeyID, .invalidSignature, .missingClaim,
@@ -261,17 +263,34 @@ extension Request {
         Array(buffer: try await body.collect(upTo: limit))
     }
 
-    /// The token of `Authorization: Bearer <token>`. Byte-level on purpose: Foundation's trimming takes the
-    /// slow UTF-16 path and was a quarter of the cost of an authenticated request.
+    /// The token of `Authorization: Bearer <token>`.
     var bearerToken: String? {
+        guard let (scheme, token) = authorization, scheme == .bearer else { return nil }
+        return token
+    }
+
+    /// The scheme and token of `Authorization: Bearer <token>` or `Authorization: DPoP <token>` (RFC 9449 §7.1).
+    /// Byte-level on purpose: Foundation's trimming takes the slow UTF-16 path and was a quarter of the cost of an
+    /// authenticated request.
+    var authorization: (AuthorizationScheme, String)? {
         guard let value = headers[.authorization] else { return nil }
         let bytes = value.utf8
-        guard bytes.count > 7, bytes.prefix(6).map({ $0 | 0x20 }).elementsEqual("bearer".utf8), bytes.dropFirst(6).first == UInt8(ascii: " ") else {
+        let scheme: AuthorizationScheme
+        let name: Int
+        if bytes.count > 7, bytes.prefix(6).map({ $0 | 0x20 }).elementsEqual("bearer".utf8) {
+            (scheme, name) = (.bearer, 6)
+        } else if bytes.count > 5, bytes.prefix(4).map({ $0 | 0x20 }).elementsEqual("dpop".utf8) {
+            (scheme, name) = (.dpop, 4)
+        } else {
             return nil
         }
-        let token = bytes.dropFirst(7).drop { $0 == UInt8(ascii: " ") }
+        guard bytes.dropFirst(name).first == UInt8(ascii: " ") else { return nil }
+        let token = bytes.dropFirst(name + 1).drop { $0 == UInt8(ascii: " ") }
         let end = token.lastIndex { $0 != UInt8(ascii: " ") }.map { token.index(after: $0) } ?? token.startIndex
         let trimmed = token[token.startIndex..<end]
-        return trimmed.isEmpty ? nil : String(decoding: trimmed, as: UTF8.self)
+        return trimmed.isEmpty ? nil : (scheme, String(decoding: trimmed, as: UTF8.self))
     }
 }
+
+/// How an access token is presented.
+enum AuthorizationScheme: Sendable { case bearer, dpop }

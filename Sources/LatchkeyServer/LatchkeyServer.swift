@@ -44,6 +44,8 @@ public struct LatchkeyServer: Sendable {
     /// Sign-ins with a provider's credential, each verified account held to the per-account rate limit.
     let signInFlow: SignInFlow
     let verifiedTokens: VerifiedTokenCache
+    /// DPoP proofs: checked, their nonces, their single use.
+    let dpopProofs: DPoPProofs
     let keyReloads = Cooldown(interval: 5)
 
     /// Loads (or, on first start, creates) signing keys and wires every component.
@@ -105,7 +107,9 @@ public struct LatchkeyServer: Sendable {
             confidentialClients: Set(configuration.clients.filter { $0.kind == .confidential }.map(\.clientID)),
             appleNotifications: appleNotifications, box: box, timeSource: timeSource, logger: logger,
             ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP), subjectLimiter: subjectLimiter,
-            signInFlow: signInFlow, verifiedTokens: VerifiedTokenCache(timeSource: timeSource)
+            signInFlow: signInFlow, verifiedTokens: VerifiedTokenCache(timeSource: timeSource),
+            dpopProofs: DPoPProofs(
+                policy: configuration.dpop, store: store, nonceKey: box.derivedKey(purpose: "latchkey dpop nonce v1"), timeSource: timeSource)
         )
     }
 
@@ -134,6 +138,7 @@ public struct LatchkeyServer: Sendable {
         if !configuration.corsAllowedOrigins.isEmpty { router.add(middleware: CORSAllowListMiddleware(origins: Set(configuration.corsAllowedOrigins))) }
         router.add(middleware: ErrorMiddleware(metrics: metrics))
         router.add(middleware: RateLimitMiddleware(limiter: ipLimiter, trustedProxies: configuration.trustedProxies))
+        router.add(middleware: DPoPMiddleware(proofs: dpopProofs, issuer: configuration.issuer))
         addRoutes(to: router)
         return router
     }

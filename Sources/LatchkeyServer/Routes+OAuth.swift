@@ -61,6 +61,8 @@ extension LatchkeyServer {
         let token_endpoint_auth_methods_supported, revocation_endpoint_auth_methods_supported: [String]
         let authorization_response_iss_parameter_supported: Bool
         let access_token_signing_alg_values_supported: [String]
+        /// RFC 9449 §5.1.
+        let dpop_signing_alg_values_supported: [String]
     }
 
     var authorizationServerMetadata: AuthorizationServerMetadata {
@@ -71,7 +73,8 @@ extension LatchkeyServer {
             revocation_endpoint: issuer + "/oauth2/revoke", jwks_uri: issuer + "/.well-known/jwks.json", response_types_supported: ["code"],
             response_modes_supported: ["query"], grant_types_supported: ["authorization_code", "refresh_token"], code_challenge_methods_supported: ["S256"],
             token_endpoint_auth_methods_supported: methods, revocation_endpoint_auth_methods_supported: methods,
-            authorization_response_iss_parameter_supported: true, access_token_signing_alg_values_supported: ["ES256"])
+            authorization_response_iss_parameter_supported: true, access_token_signing_alg_values_supported: ["ES256"],
+            dpop_signing_alg_values_supported: DPoPProofCheck.algorithms)
     }
 
     // MARK: - Authorization endpoint
@@ -83,6 +86,8 @@ extension LatchkeyServer {
         let redirectURI: String
         let appState: String
         let codeChallenge: String
+        /// `dpop_jkt` (RFC 9449 §10).
+        let dpopThumbprint: String?
     }
 
     func authorize(_ request: Request) async throws -> Response {
@@ -113,9 +118,10 @@ extension LatchkeyServer {
                 "invalid_request",
                 "provider \(providerName.prefix(40)) is not available to this client; available: \(offered.map(\.name).joined(separator: ", "))")
         }
-        let pending = AuthorizationCodeFlow.PendingSignIn(
+        var pending = AuthorizationCodeFlow.PendingSignIn(
             provider: provider.name, clientID: clientID, redirectURI: redirectURI, appState: appState, codeChallenge: challenge,
             rawNonce: PKCE.makeVerifier(), providerCodeVerifier: PKCE.makeVerifier(byteCount: 48), inviteCode: query["invite_code"])
+        pending.dpopThumbprint = authorization.dpopThumbprint
         let state = try await flows.begin(pending)
         do {
             guard let start = try await provider.browserSignIn(browserRequest(pending, state: state)) else {
@@ -171,7 +177,14 @@ extension LatchkeyServer {
         guard challenge.utf8.count == 43, challenge.utf8.allSatisfy(Self.isBase64URL) else {
             return refuse("invalid_request", "code_challenge is not an S256 challenge (43 base64url characters)")
         }
-        return .success(AuthorizationRequest(client: client, query: query, redirectURI: redirectURI, appState: appState, codeChallenge: challenge))
+        // An RFC 7638 SHA-256 thumbprint: 43 base64url characters.
+        let dpopThumbprint = query["dpop_jkt"]
+        if let dpopThumbprint, dpopThumbprint.utf8.count != 43 || !dpopThumbprint.utf8.allSatisfy(Self.isBase64URL) {
+            return refuse("invalid_request", "dpop_jkt is not a JWK SHA-256 thumbprint (43 base64url characters)")
+        }
+        return .success(
+            AuthorizationRequest(
+                client: client, query: query, redirectURI: redirectURI, appState: appState, codeChallenge: challenge, dpopThumbprint: dpopThumbprint))
     }
 
     /// The base64url alphabet (RFC 4648 §5), which an S256 challenge is written in.
@@ -293,10 +306,14 @@ extension LatchkeyServer {
                 guard let verifier = fields["code_verifier"], !verifier.isEmpty else {
                     throw APIError.invalidRequest("code_verifier is missing (PKCE is required)")
                 }
+                if (client.dpop ?? configuration.dpop.mode) == .require, SessionBinding.current.dpopThumbprint == nil {
+                    throw LatchkeyError(.invalidDPoPProof, "this client's sessions are bound to a device key: send a DPoP proof (RFC 9449) with the code")
+                }
                 tokens = try await flows.redeem(code: code, clientID: client.clientID, redirectURI: redirectURI, codeVerifier: verifier)
             case "refresh_token":
                 guard let refreshToken = fields["refresh_token"], !refreshToken.isEmpty else { throw APIError.invalidRequest("refresh_token is missing") }
-                tokens = try await sessions.refresh(refreshToken, forClient: client.clientID, origin: origin)
+                tokens = try await sessions.refresh(
+                    refreshToken, forClient: client.clientID, origin: origin, proofThumbprint: SessionBinding.current.dpopThumbprint)
             case nil:
                 throw APIError.invalidRequest("grant_type is missing")
             case let other?:
@@ -306,7 +323,8 @@ extension LatchkeyServer {
             }
             if fields["grant_type"] == "refresh_token" { metrics.refresh(outcome: "ok") }
             return JSONBody.response(
-                OAuthTokenResponse(access_token: tokens.accessToken, token_type: "Bearer", expires_in: tokens.expiresIn, refresh_token: tokens.refreshToken),
+                OAuthTokenResponse(
+                    access_token: tokens.accessToken, token_type: tokens.tokenType, expires_in: tokens.expiresIn, refresh_token: tokens.refreshToken),
                 headers: Self.tokenHeaders)
         } catch {
             return oauthError(error)

@@ -90,9 +90,10 @@ extension LatchkeyServer {
             metrics.signIn(provider: PasskeyService.provider, outcome: (error as? LatchkeyError)?.errorCode ?? "error")
             throw error
         }
-        let pending = AuthorizationCodeFlow.PendingSignIn(
+        var pending = AuthorizationCodeFlow.PendingSignIn(
             provider: PasskeyService.provider, clientID: authorization.client.clientID, redirectURI: authorization.redirectURI,
             appState: authorization.appState, codeChallenge: authorization.codeChallenge, rawNonce: "", providerCodeVerifier: "")
+        pending.dpopThumbprint = authorization.dpopThumbprint
         let code = try await flows.issueCode(for: pending, userID: account.user.id, identityID: account.identity.id, userAgent: request.headers[.userAgent])
         metrics.signIn(provider: PasskeyService.provider, outcome: "ok")
         let redirect = redirectToApp(authorization.redirectURI, [("code", code)], state: authorization.appState)

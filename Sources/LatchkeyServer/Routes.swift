@@ -232,9 +232,11 @@ extension LatchkeyServer {
                 headers: [.retryAfter: String(wait)])
         }
         do {
-            let tokens = try await sessions.refresh(refreshToken, refusing: confidentialClients, origin: origin)
+            let tokens = try await sessions.refresh(
+                refreshToken, refusing: confidentialClients, origin: origin, proofThumbprint: SessionBinding.current.dpopThumbprint)
             metrics.refresh(outcome: "ok")
-            return JSONBody.response(TokenPairResponse(accessToken: tokens.accessToken, expiresIn: tokens.expiresIn, refreshToken: tokens.refreshToken))
+            return JSONBody.response(
+                TokenPairResponse(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresIn: tokens.expiresIn, refreshToken: tokens.refreshToken))
         } catch let error as LatchkeyError {
             metrics.refresh(outcome: error.errorCode)
             throw error
@@ -275,12 +277,20 @@ extension LatchkeyServer {
     // MARK: - Authenticated
 
     static let missingBearer = APIError(
-        status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer <access token>", headers: [.wwwAuthenticate: "Bearer"])
+        status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer <access token> (or DPoP <access token> with a DPoP proof)",
+        headers: [.wwwAuthenticate: "Bearer, DPoP algs=\"ES256\""])
 
-    /// Verifies the bearer token and that its session is still alive.
-    func authenticate(_ request: Request) async throws -> (VerifiedAccessToken, SessionFamily) {
-        guard let token = request.bearerToken else { throw Self.missingBearer }
+    /// The request's access token, verified, and presented as it must be (``checkPresentation(_:scheme:token:verified:)``).
+    func presentedAccessToken(_ request: Request) async throws -> VerifiedAccessToken {
+        guard let (scheme, token) = request.authorization else { throw Self.missingBearer }
         let verified = try await verifyAccessToken(token)
+        try await checkPresentation(request, scheme: scheme, token: token, verified: verified)
+        return verified
+    }
+
+    /// Verifies the access token and that its session is still alive.
+    func authenticate(_ request: Request) async throws -> (VerifiedAccessToken, SessionFamily) {
+        let verified = try await presentedAccessToken(request)
         guard let session = try await store.session(id: verified.sessionID), session.userID == verified.userID, !session.isRevoked else {
             throw LatchkeyError(.invalidToken, "the session of this access token has ended")
         }
@@ -312,8 +322,7 @@ extension LatchkeyServer {
     }
 
     func me(_ request: Request) async throws -> Response {
-        guard let token = request.bearerToken else { throw Self.missingBearer }
-        let verified = try await verifyAccessToken(token)
+        let verified = try await presentedAccessToken(request)
         // One read checks the session is alive and loads the user with their identities.
         guard let (user, identities) = try await store.profile(userID: verified.userID, sessionID: verified.sessionID) else {
             throw LatchkeyError(.invalidToken, "the session of this access token has ended")
@@ -378,7 +387,9 @@ extension LatchkeyServer {
 
     /// Every sign-in's answer: the token pair, the user and whether they are new.
     static func signInResponse(_ outcome: SignInService.SignInOutcome) -> Response {
-        let tokens = TokenPairResponse(accessToken: outcome.tokens.accessToken, expiresIn: outcome.tokens.expiresIn, refreshToken: outcome.tokens.refreshToken)
+        let tokens = TokenPairResponse(
+            accessToken: outcome.tokens.accessToken, tokenType: outcome.tokens.tokenType, expiresIn: outcome.tokens.expiresIn,
+            refreshToken: outcome.tokens.refreshToken)
         return JSONBody.response(SignInResponse(tokens: tokens, user: userResponse(outcome.user, outcome.identities), isNewUser: outcome.isNewUser))
     }
 

@@ -56,7 +56,8 @@ extension ServerConfiguration {
     /// | `passkeys.rpId`, `passkeys.origins`, `passkeys.rpName` | passkeys' registrable domain, allowed origins and shown name | off |
     /// | `passkeys.userVerification` | `required`, `preferred` or `discouraged` | `required` |
     /// | `passkeys.allowSignUp` | bool: a passkey may create an account | false |
-    /// | `clients[]`: `clientId`, `redirectUris`, `providers`, `type` (`public`/`confidential`), `clientSecret`/`clientSecretFile` | apps of the browser flow | none |
+    /// | `clients[]`: `clientId`, `redirectUris`, `providers`, `type` (`public`/`confidential`), `clientSecret`/`clientSecretFile`, `dpop` (`allow`/`require`) | apps of the browser flow | none |
+    /// | `dpop.mode` (`allow`/`require`), `dpop.maxAge`, `dpop.requireNonce` | DPoP (RFC 9449): sessions bound to a device key; a proof's age window; server nonces | allow, 60, false |
     /// | `apple.servicesId`, `<provider>.webClientId`, `dropbox.authorizeUrl` | the browser flow's client ids and Dropbox's sign-in page | first client id |
     /// | `webhooks[]`: `url`, `secret`/`secretFile`, `events` | the app backend's Standard Webhooks endpoints | none |
     /// | `webhookTimeout` | seconds one delivery attempt may take | 10 |
@@ -133,6 +134,7 @@ extension ServerConfiguration {
             signUp = parsed
         }
         session.anonymous.enabled = try Self.bool(config, "anonymous.enabled") ?? session.anonymous.enabled
+        try readDPoP(config)
         session.anonymous.perIPPerHour = try Self.int(config, "anonymous.perIpPerHour") ?? session.anonymous.perIPPerHour
         session.anonymous.ttl = try Self.double(config, "anonymous.ttl") ?? session.anonymous.ttl
         guard session.anonymous.perIPPerHour >= 1 else { throw setting("anonymous.perIpPerHour", "is at least 1") }
@@ -217,6 +219,17 @@ extension ServerConfiguration {
     /// The names a generic OpenID Connect provider may not take: each module's, and passkeys'.
     static let builtInProviders = Set(ProviderModules.all.map { $0.name } + ["passkey"])
 
+    /// `dpop.mode`, `dpop.maxAge`, `dpop.requireNonce`.
+    private mutating func readDPoP(_ config: ConfigReader) throws(LatchkeyError) {
+        if let mode = config.string(forKey: "dpop.mode") {
+            guard let parsed = DPoPMode(rawValue: mode) else { throw setting("dpop.mode", "is \"\(mode.prefix(40))\"; use allow or require") }
+            dpop.mode = parsed
+        }
+        dpop.maximumAge = try Self.double(config, "dpop.maxAge") ?? dpop.maximumAge
+        guard (5...600).contains(dpop.maximumAge) else { throw setting("dpop.maxAge", "is 5 to 600 seconds") }
+        dpop.requireNonce = try Self.bool(config, "dpop.requireNonce") ?? dpop.requireNonce
+    }
+
     /// `clients`: in a JSON file an array of objects; in the environment `LATCHKEY_CLIENTS_0_CLIENT_ID` and so on.
     private mutating func readClients(_ config: ConfigReader) throws(LatchkeyError) {
         var index = 0
@@ -228,11 +241,15 @@ extension ServerConfiguration {
             case "confidential": kind = .confidential
             case let other: throw setting("clients[\(index)].type", "is \"\(other.prefix(40))\"; use public or confidential")
             }
+            let dpop = try config.string(forKey: ConfigKey(key + ".dpop")).map { value throws(LatchkeyError) in
+                guard let mode = DPoPMode(rawValue: value) else { throw setting("clients[\(index)].dpop", "is \"\(value.prefix(40))\"; use allow or require") }
+                return mode
+            }
             clients.append(
                 OAuthClient(
                     clientID: clientID, redirectURIs: Self.list(config, ConfigKey(key + ".redirectUris")) ?? [],
                     providers: Self.list(config, ConfigKey(key + ".providers")), kind: kind,
-                    secret: try Self.secret(config, ConfigKey(key + ".clientSecret"), fileKey: ConfigKey(key + ".clientSecretFile"))))
+                    secret: try Self.secret(config, ConfigKey(key + ".clientSecret"), fileKey: ConfigKey(key + ".clientSecretFile")), dpop: dpop))
             index += 1
         }
     }

@@ -27,6 +27,8 @@ public struct ServerConfiguration: Sendable {
     /// How long an instance holds the outbox items it took before another instance may retry them (seconds).
     public var outboxLease: TimeInterval = 300
     public var session = SessionPolicy()
+    /// DPoP (RFC 9449): sessions bound to a key on the device (`dpop.*`).
+    public var dpop = DPoPPolicy()
     /// Sign in with Apple, the first of ``providerModules`` when configured.
     public var apple: AppleModule? {
         get { module(AppleModule.self) }

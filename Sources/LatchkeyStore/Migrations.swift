@@ -205,6 +205,21 @@ enum Migrations {
                 "CREATE TABLE email_codes (address TEXT PRIMARY KEY, code_hash TEXT NOT NULL, expires_at BIGINT NOT NULL, attempts INTEGER NOT NULL)"
             ]
         ),
+        (
+            15,
+            [
+                // Sessions bound to a device's DPoP key (RFC 9449), and whether App Attest vouched for their sign-in.
+                "ALTER TABLE sessions ADD COLUMN dpop_jkt TEXT",
+                "ALTER TABLE sessions ADD COLUMN attested INTEGER",
+                // Each install's App Attest key: its public half, the last assertion's counter, Apple's receipt.
+                """
+                CREATE TABLE app_attest_keys (key_id TEXT PRIMARY KEY, user_id TEXT REFERENCES users(id) ON DELETE CASCADE, public_key TEXT NOT NULL,
+                  counter BIGINT NOT NULL, receipt TEXT NOT NULL, app_id TEXT NOT NULL, environment TEXT NOT NULL, created_at BIGINT NOT NULL,
+                  last_used_at BIGINT NOT NULL)
+                """,
+                "CREATE INDEX app_attest_keys_user ON app_attest_keys(user_id)",
+            ]
+        ),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }

@@ -158,18 +158,19 @@ extension PostgresHandle {
             // token's in the order of `SQLAuthStore.refreshTokenColumns` (see `tokenWithSessionColumns`). A change to
             // either list changes this tuple and the initializers below with it.
             let (
-                id, userID, identityID, clientID, created, lastUsed, absoluteExpiry, revoked, reason, userAgent, idp,
+                id, userID, identityID, clientID, created, lastUsed, absoluteExpiry, revoked, reason, userAgent, idp, dpopThumbprint, attested,
                 hash, familyID, parent, tokenCreated, idleExpiry, rotated, successor, claims, anonymous
             ) =
                 try row.decode(
                     (
-                        String, String, String?, String, Int64, Int64, Int64, Int64?, String?, String?, String?, String, String, String?, Int64, Int64, Int64?,
-                        String?, String?, Int?
+                        String, String, String?, String, Int64, Int64, Int64, Int64?, String?, String?, String?, String?, Int?, String, String, String?, Int64,
+                        Int64, Int64?, String?, String?, Int?
                     ).self)
             let family = SessionFamily(
                 id: id, userID: userID, identityID: identityID, clientID: clientID, createdAt: Date(millis: created), lastUsedAt: Date(millis: lastUsed),
                 absoluteExpiresAt: Date(millis: absoluteExpiry), revokedAt: revoked.map(Date.init(millis:)), revocationReason: reason, userAgent: userAgent,
-                idp: idp, userClaims: claims.flatMap(SQLAuthStore.claims), userIsAnonymous: (anonymous ?? 0) != 0)
+                idp: idp, userClaims: claims.flatMap(SQLAuthStore.claims), userIsAnonymous: (anonymous ?? 0) != 0, dpopThumbprint: dpopThumbprint,
+                attested: (attested ?? 0) != 0)
             let token = RefreshTokenRecord(
                 hash: hash, familyID: familyID, parentHash: parent, createdAt: Date(millis: tokenCreated), idleExpiresAt: Date(millis: idleExpiry),
                 rotatedAt: rotated.map(Date.init(millis:)), successorHash: successor)

@@ -81,7 +81,7 @@ extension SQLAuthStore {
     /// through a rotation on both databases).
     static let sessionColumns: SQLColumns = [
         "id", "user_id", "identity_id", "client_id", "created_at", "last_used_at", "absolute_expires_at", "revoked_at", "revocation_reason", "user_agent",
-        "idp",
+        "idp", "dpop_jkt", "attested",
     ]
 
     /// A family's values in the order of ``sessionColumns``.
@@ -89,6 +89,7 @@ extension SQLAuthStore {
         [
             family.id, family.userID, family.identityID, family.clientID, family.createdAt.millis, family.lastUsedAt.millis,
             family.absoluteExpiresAt.millis, family.revokedAt?.millis, family.revocationReason, family.userAgent, family.idp,
+            family.dpopThumbprint, family.attested ? 1 : nil,
         ]
     }
 
@@ -116,7 +117,8 @@ extension SQLAuthStore {
             identityID: try row.decode(column: "identity_id", as: String?.self), clientID: try row.decode(column: "client_id", as: String.self),
             createdAt: try row.date("created_at"), lastUsedAt: try row.date("last_used_at"), absoluteExpiresAt: try row.date("absolute_expires_at"),
             revokedAt: try row.optionalDate("revoked_at"), revocationReason: try row.decode(column: "revocation_reason", as: String?.self),
-            userAgent: try row.decode(column: "user_agent", as: String?.self), idp: try row.decode(column: "idp", as: String?.self)
+            userAgent: try row.decode(column: "user_agent", as: String?.self), idp: try row.decode(column: "idp", as: String?.self),
+            dpopThumbprint: try row.decode(column: "dpop_jkt", as: String?.self), attested: try row.flag("attested") == true
         )
     }
 }

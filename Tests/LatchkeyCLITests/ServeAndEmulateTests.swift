@@ -265,7 +265,7 @@ struct ServeAndEmulateTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let result = try await CLI.run(["migrate"], environment: ["LATCHKEY_DATABASE_URL": directory + "/db.sqlite"], directory: directory)
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("schema version 14"))
+        #expect(result.stdout.contains("schema version 15"))
     }
 
     @Test("emulate needs a team, and checks its options")

@@ -222,8 +222,9 @@ struct ServerHarness: Sendable {
         return Answer(status: Int(response.status.code), headers: answerHeaders, body: Array(buffer: bytes))
     }
 
-    func post(_ path: String, json object: [String: any Sendable], bearer: String? = nil) async throws -> Answer {
-        try await send("POST", path, body: String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self), bearer: bearer)
+    func post(_ path: String, json object: [String: any Sendable], bearer: String? = nil, headers: [(String, String)] = []) async throws -> Answer {
+        try await send(
+            "POST", path, body: String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self), bearer: bearer, headers: headers)
     }
 
     // MARK: Flows
@@ -261,11 +262,13 @@ struct ServerHarness: Sendable {
     }
 
     /// `POST /v1/auth/google` (or `path`) with a fresh Google code for `email`.
-    func googleSignIn(email: String, path: String = "/v1/auth/google", bearer: String? = nil, extra: [String: any Sendable] = [:]) async throws -> Answer {
+    func googleSignIn(
+        email: String, path: String = "/v1/auth/google", bearer: String? = nil, extra: [String: any Sendable] = [:], headers: [(String, String)] = []
+    ) async throws -> Answer {
         let verifier = PKCE.makeVerifier()
         let code = try await googleCode(email: email, verifier: verifier)
         let body: [String: any Sendable] = ["authorizationCode": code, "codeVerifier": verifier, "redirectUri": EmulatorHarness.redirectURI]
-        return try await post(path, json: body.merging(extra) { $1 }, bearer: bearer)
+        return try await post(path, json: body.merging(extra) { $1 }, bearer: bearer, headers: headers)
     }
 
     /// Checks that a later sign-in found `created`'s user and that its session works (`/v1/me`, one rotation).

@@ -685,7 +685,7 @@ struct StoreConformanceTests {
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         try await store.migrate()
         try await store.migrate()
-        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
         await store.close()
     }
 

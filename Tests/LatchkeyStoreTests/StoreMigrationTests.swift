@@ -30,7 +30,7 @@ struct StoreMigrationTests {
         let store = try await SQLAuthStore.open(.sqlite(path: path))
         #expect(try await store.appliedMigrations() == [1, 2])
         try await store.migrate()
-        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+        #expect(try await store.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
 
         let identity = try #require(try await store.identity(provider: "apple", subject: "001234.abcdef.1234"))
         #expect(identity.userID == "user-1")

@@ -134,8 +134,10 @@ public struct AccessTokenService: Sendable {
     /// Declared in key order, the order they are written in, which spares the encoder a sort.
     struct Claims: Encodable {
         let aud: String
+        let attested: Bool?
         let auth_time: Int?
         let client_id: String
+        let cnf: Confirmation?
         let exp: Int
         let iat: Int
         let idp: String?
@@ -160,6 +162,11 @@ public struct AccessTokenService: Sendable {
         }
     }
 
+    /// RFC 7800's confirmation claim, as RFC 9449 §6.1 uses it: the thumbprint of the DPoP key the token is bound to.
+    struct Confirmation: Encodable {
+        let jkt: String
+    }
+
     struct UserClaimKey: CodingKey {
         let stringValue: String
         init(stringValue: String) { self.stringValue = stringValue }
@@ -167,24 +174,25 @@ public struct AccessTokenService: Sendable {
         init?(intValue: Int) { nil }
     }
 
-    /// Signs a new access token for `session`: its user, client, start (`auth_time`), provider (`idp`) and the user's
-    /// claims as read with it; returns it with its lifetime in seconds.
+    /// Signs a new access token for `session`: its user, client, start (`auth_time`), provider (`idp`), DPoP key
+    /// (`cnf.jkt`), attestation, and the user's claims as read with it; returns it with its lifetime in seconds.
     public func issue(for session: SessionFamily) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
         try issue(
             userID: session.userID, sessionID: session.id, clientID: session.clientID, authTime: session.createdAt, idp: session.idp,
-            userClaims: session.userClaims, anonymous: session.userIsAnonymous)
+            userClaims: session.userClaims, anonymous: session.userIsAnonymous, dpopThumbprint: session.dpopThumbprint, attested: session.attested)
     }
 
     /// Signs a new access token; returns it with its lifetime in seconds.
     public func issue(
         userID: String, sessionID: String, clientID: String, authTime: Date? = nil, idp: String? = nil, userClaims: [String: JSONValue]? = nil,
-        anonymous: Bool = false
+        anonymous: Bool = false, dpopThumbprint: String? = nil, attested: Bool = false
     ) throws(LatchkeyError) -> (token: String, expiresIn: Int) {
         let instant = timeSource.now
         guard let signer = keys.current?.signer(at: instant) else { throw LatchkeyError(.keysUnavailable, "signing keys are not loaded") }
         let now = Int(instant.timeIntervalSince1970)
         let claims = Claims(
-            aud: audience, auth_time: authTime.map { Int($0.timeIntervalSince1970) }, client_id: clientID, exp: now + Int(lifetime), iat: now, idp: idp,
+            aud: audience, attested: attested ? true : nil, auth_time: authTime.map { Int($0.timeIntervalSince1970) }, client_id: clientID,
+            cnf: dpopThumbprint.map(Confirmation.init(jkt:)), exp: now + Int(lifetime), iat: now, idp: idp,
             is_anonymous: anonymous ? true : nil, iss: issuer, jti: newIdentifier(), sid: sessionID, sub: userID)
         guard let userClaims, !userClaims.isEmpty else { return (try JWSSigner.es256(claims, header: signer.header, key: signer.key), Int(lifetime)) }
         return (try JWSSigner.es256(ClaimsWithUserClaims(standard: claims, user: userClaims), header: signer.header, key: signer.key), Int(lifetime))

@@ -179,13 +179,20 @@ public struct SessionFamily: Sendable, Codable, Equatable {
     /// Whether the user is a guest (``UserAccount/isAnonymous``), read like ``userClaims``: `is_anonymous` in its
     /// access tokens.
     public var userIsAnonymous: Bool
+    /// The RFC 7638 thumbprint of the DPoP key the session is bound to (RFC 9449): every refresh needs a proof by that
+    /// key, and its access tokens carry it as `cnf.jkt`. Nil for a bearer session.
+    public var dpopThumbprint: String?
+    /// Whether the sign-in that began the session was vouched for by App Attest (`attested` in its access tokens).
+    public var attested: Bool
 
     public init(
         id: String, userID: String, identityID: String?, clientID: String, createdAt: Date, lastUsedAt: Date, absoluteExpiresAt: Date,
         revokedAt: Date? = nil, revocationReason: String? = nil, userAgent: String? = nil, idp: String? = nil, userClaims: [String: JSONValue]? = nil,
-        userIsAnonymous: Bool = false
+        userIsAnonymous: Bool = false, dpopThumbprint: String? = nil, attested: Bool = false
     ) {
         self.userIsAnonymous = userIsAnonymous
+        self.dpopThumbprint = dpopThumbprint
+        self.attested = attested
         self.id = id
         self.userID = userID
         self.identityID = identityID

@@ -40,6 +40,11 @@ public struct IssuedTokens: Sendable, Equatable {
     public var expiresIn: Int
     public var refreshToken: String
     public var sessionID: String
+    /// The DPoP key the access token is bound to (`cnf.jkt`); nil for a bearer token.
+    public var boundKeyThumbprint: String? = nil
+
+    /// `DPoP` for a bound access token, else `Bearer` (RFC 9449 §5): the answers' `token_type`.
+    public var tokenType: String { boundKeyThumbprint == nil ? "Bearer" : "DPoP" }
 }
 
 /// Starts session families: the first refresh token and its access token.
@@ -75,9 +80,11 @@ public struct SessionIssuer: Sendable {
         userID: String, identityID: String?, clientID: String, userAgent: String?, sessionID: String = newIdentifier(), idp: String? = nil, at now: Date
     ) -> PreparedSession {
         let refreshToken = refreshTokens.generate()
+        let binding = SessionBinding.current
         let family = SessionFamily(
             id: sessionID, userID: userID, identityID: identityID, clientID: clientID, createdAt: now, lastUsedAt: now,
-            absoluteExpiresAt: now.addingTimeInterval(policy.refreshAbsoluteLifetime), userAgent: userAgent.map { String($0.prefix(256)) }, idp: idp
+            absoluteExpiresAt: now.addingTimeInterval(policy.refreshAbsoluteLifetime), userAgent: userAgent.map { String($0.prefix(256)) }, idp: idp,
+            dpopThumbprint: binding.dpopThumbprint, attested: binding.attested
         )
         let record = RefreshTokenRecord(
             hash: RefreshTokens.hash(refreshToken), familyID: family.id, parentHash: nil, createdAt: now,
@@ -89,8 +96,28 @@ public struct SessionIssuer: Sendable {
     public func issue(_ prepared: PreparedSession) throws -> IssuedTokens {
         let family = prepared.start.family
         let access = try accessTokens.issue(for: family)
-        return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: prepared.refreshToken, sessionID: family.id)
+        return IssuedTokens(
+            accessToken: access.token, expiresIn: access.expiresIn, refreshToken: prepared.refreshToken, sessionID: family.id,
+            boundKeyThumbprint: family.dpopThumbprint)
     }
+}
+
+/// What a new session is bound to, set by the request that starts it around the sign-in (`SessionBinding.$current
+/// .withValue(…)`): every way in (a provider, a passkey, an e-mail code, a guest, the browser flow) starts its session
+/// through ``SessionIssuer``, which reads it, so no sign-in path can forget the binding.
+public struct SessionBinding: Sendable, Equatable {
+    /// The RFC 7638 thumbprint of the DPoP key of the sign-in's proof (RFC 9449).
+    public var dpopThumbprint: String?
+    /// Whether App Attest vouched for the sign-in.
+    public var attested: Bool
+
+    public init(dpopThumbprint: String? = nil, attested: Bool = false) {
+        self.dpopThumbprint = dpopThumbprint
+        self.attested = attested
+    }
+
+    /// The binding of the sessions started in this task; none by default (a bearer session).
+    @TaskLocal public static var current = SessionBinding()
 }
 
 /// A session made by ``SessionIssuer/prepareSession(userID:identityID:clientID:userAgent:sessionID:)``: what to store,
@@ -153,8 +180,12 @@ public struct SessionService: Sendable {
     ///   - confidentialClients: tokens of these clients' sessions are refused: a confidential client refreshes only
     ///     where it authenticates (RFC 6749 §6), so a leaked token is worth nothing without the client's secret.
     /// - Parameter origin: where the request came from, for the webhook event of a detected reuse.
+    /// - Parameter proofThumbprint: the key of the request's verified DPoP proof. A session bound to a key refreshes
+    ///   only with a proof by that key, and is left untouched otherwise; a bearer session's new access token is bound
+    ///   to the proof's key.
     public func refresh(
-        _ refreshToken: String, forClient clientID: String? = nil, refusing confidentialClients: Set<String> = [], origin: RequestOrigin = RequestOrigin()
+        _ refreshToken: String, forClient clientID: String? = nil, refusing confidentialClients: Set<String> = [], origin: RequestOrigin = RequestOrigin(),
+        proofThumbprint: String? = nil
     ) async throws -> IssuedTokens {
         guard RefreshTokens.isWellFormed(refreshToken) else {
             throw LatchkeyError(.invalidGrant, "the refresh token is malformed")
@@ -179,6 +210,7 @@ public struct SessionService: Sendable {
         let grants = grants
         var result = try await rotation { family in
             (clientID == nil || family.clientID == clientID) && !confidentialClients.contains(family.clientID)
+                && (family.dpopThumbprint == nil || family.dpopThumbprint == proofThumbprint)
                 && (family.identityID.map { grants.isKnownValidated(identityID: $0) } ?? true)
         }
         if case .declined = result {
@@ -190,14 +222,23 @@ public struct SessionService: Sendable {
                 throw LatchkeyError(
                     .invalidGrant, "the refresh token was issued to a confidential client; it refreshes at /oauth2/token with its client credentials")
             }
+            if let bound = family.dpopThumbprint, bound != proofThumbprint {
+                throw LatchkeyError(
+                    .invalidDPoPProof,
+                    proofThumbprint == nil
+                        ? "this session is bound to a DPoP key: refresh with a DPoP proof by that key" : "the DPoP proof is by another key than the session's")
+            }
             if family.isRevoked { throw revokedError(family) }
             if let identityID = family.identityID { try await grants.checkAuthorization(identityID: identityID, userID: family.userID) }
             result = try await rotation(accepting: nil)
         }
         switch result {
-        case .rotated(let family), .retried(let family):
+        case .rotated(var family), .retried(var family):
+            family.dpopThumbprint = family.dpopThumbprint ?? proofThumbprint
             let access = try accessTokens.issue(for: family)
-            return IssuedTokens(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, sessionID: family.id)
+            return IssuedTokens(
+                accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, sessionID: family.id,
+                boundKeyThumbprint: family.dpopThumbprint)
         case .reuseDetected(let family):
             logger?.debug("refresh token reuse detected; session revoked", metadata: ["session": "\(family.id)"])
             throw LatchkeyError(.invalidGrant, "this refresh token was already used; the session has been revoked as a precaution — sign in again")

@@ -21,7 +21,7 @@ public enum UserClaims {
         // RFC 7800, RFC 8693
         "cnf", "act", "may_act",
         // Latchkey's own
-        "idp", "is_anonymous",
+        "idp", "is_anonymous", "attested",
     ]
 
     /// RFC 9068 §2.2.3.1: an authorization server should carry SCIM's `roles`, `groups` and `entitlements` (RFC 7643

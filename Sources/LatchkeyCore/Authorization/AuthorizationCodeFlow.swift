@@ -27,6 +27,8 @@ public struct AuthorizationCodeFlow: Sendable {
         /// Latchkey's own PKCE verifier at the provider.
         public var providerCodeVerifier: String
         public var inviteCode: String?
+        /// `dpop_jkt` (RFC 9449 §10): the code is redeemed only with a DPoP proof by this key.
+        public var dpopThumbprint: String?
 
         public init(
             provider: String, clientID: String, redirectURI: String, appState: String, codeChallenge: String, rawNonce: String,
@@ -64,6 +66,8 @@ public struct AuthorizationCodeFlow: Sendable {
         var userAgent: String?
         /// The provider the user signed in with (nil in codes issued before it was kept).
         var idp: String?
+        /// The authorization request's `dpop_jkt`.
+        var dpopThumbprint: String?
     }
 
     public let store: any OneTimeRecordStore & UserStore & AuditStore & TransactionalStore
@@ -101,7 +105,7 @@ public struct AuthorizationCodeFlow: Sendable {
         let code = Self.randomToken()
         let grant = CodeGrant(
             clientID: pending.clientID, redirectURI: pending.redirectURI, codeChallenge: pending.codeChallenge, userID: userID, identityID: identityID,
-            sessionID: newIdentifier(), userAgent: userAgent, idp: pending.provider)
+            sessionID: newIdentifier(), userAgent: userAgent, idp: pending.provider, dpopThumbprint: pending.dpopThumbprint)
         try await store.saveOneTimeRecord(
             OneTimeRecord(
                 kind: "code", keyHash: sha256Hex(code), sealedPayload: try seal(grant), expiresAt: timeSource.now.addingTimeInterval(Self.codeLifetime)))
@@ -131,6 +135,10 @@ public struct AuthorizationCodeFlow: Sendable {
         }
         guard PKCE.verify(verifier: codeVerifier, challenge: grant.codeChallenge, method: .s256) else {
             throw LatchkeyError(.invalidGrant, "code_verifier does not match the code_challenge of the authorization request")
+        }
+        // The session takes the key of the request's proof (``SessionBinding``); dpop_jkt named it in advance.
+        if let expected = grant.dpopThumbprint, SessionBinding.current.dpopThumbprint != expected {
+            throw LatchkeyError(.invalidDPoPProof, "the authorization request named a DPoP key (dpop_jkt): redeem the code with a proof by that key")
         }
         let tokens = try await issuer.startSession(
             userID: grant.userID, identityID: grant.identityID, clientID: grant.clientID, userAgent: grant.userAgent, sessionID: grant.sessionID,

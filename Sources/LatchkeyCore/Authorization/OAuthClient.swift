@@ -18,8 +18,13 @@ public struct OAuthClient: Sendable, Equatable {
     public var kind: Kind
     /// The secret of a confidential client.
     public var secret: Secret?
+    /// Whether this client's sessions must be DPoP-bound; nil follows the server's `dpop.mode`.
+    public var dpop: DPoPMode?
 
-    public init(clientID: String, redirectURIs: [String], providers: [String]? = nil, kind: Kind = .public, secret: String? = nil) {
+    public init(
+        clientID: String, redirectURIs: [String], providers: [String]? = nil, kind: Kind = .public, secret: String? = nil, dpop: DPoPMode? = nil
+    ) {
+        self.dpop = dpop
         self.clientID = clientID
         self.redirectURIs = redirectURIs
         self.providers = providers

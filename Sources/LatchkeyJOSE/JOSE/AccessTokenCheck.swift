@@ -12,6 +12,11 @@ public struct VerifiedAccessToken: Sendable, Equatable {
     public var authTime: Date?
     /// The provider of the sign-in that began the session (`idp`).
     public var idp: String?
+    /// The thumbprint of the DPoP key the token is bound to (`cnf.jkt`, RFC 9449 §6.1): it is sent with a proof by
+    /// that key, never as a bearer token. Nil for a bearer token.
+    public var boundKeyThumbprint: String? = nil
+    /// Whether App Attest vouched for the sign-in that began the session (`attested`).
+    public var attested: Bool = false
 }
 
 /// Checks a Latchkey access token: its signature with `keys` (ES256 only), `typ` `at+jwt`, `iss`, `aud` and `exp` with
@@ -46,14 +51,16 @@ public struct AccessTokenCheck: Sendable {
             throw LatchkeyError(.invalidToken, "the token's typ is not at+jwt; ID tokens and other JWTs are not access tokens")
         }
         let claims: (sub: String?, aud: [String]?, iss: String?, exp: Double?, iat: Double?, jti: String?, clientID: String?, sid: String?)
-        let extra: (authTime: Double?, idp: String?)
+        let extra: (authTime: Double?, idp: String?, jkt: String?, attested: Bool?)
         do {
             let object = try LeanJSONObject(parsing: jws.payload)
             claims = (
                 try object.string("sub"), try object.stringOrStrings("aud"), try object.string("iss"), try object.number("exp"),
                 try object.number("iat"), try object.string("jti"), try object.string("client_id"), try object.string("sid")
             )
-            extra = (try object.number("auth_time"), try object.string("idp"))
+            extra = (
+                try object.number("auth_time"), try object.string("idp"), try object.decode(Confirmation.self, "cnf")?.jkt, try object.lenientBool("attested")
+            )
         } catch {
             throw LatchkeyError(.invalidToken, "the token's claims are malformed")
         }
@@ -67,7 +74,12 @@ public struct AccessTokenCheck: Sendable {
         guard now <= exp + leeway else { throw LatchkeyError(.invalidToken, "the access token expired; refresh it") }
         let verified = VerifiedAccessToken(
             userID: sub, sessionID: sid, clientID: clientID, tokenID: jti, issuedAt: Date(timeIntervalSince1970: iat),
-            expiresAt: Date(timeIntervalSince1970: exp), authTime: extra.authTime.map(Date.init(timeIntervalSince1970:)), idp: extra.idp)
+            expiresAt: Date(timeIntervalSince1970: exp), authTime: extra.authTime.map(Date.init(timeIntervalSince1970:)), idp: extra.idp,
+            boundKeyThumbprint: extra.jkt, attested: extra.attested == true)
         return (verified, jws.payload)
+    }
+
+    private struct Confirmation: Decodable {
+        var jkt: String?
     }
 }

@@ -8,6 +8,8 @@ public struct CompactJWS: Sendable {
 
     /// The decoded protected header.
     public let header: JOSEHeader
+    /// The protected header's JSON bytes, for the members ``JOSEHeader`` does not read (a DPoP proof's `jwk`).
+    public let headerJSON: [UInt8]
     /// The payload's JSON bytes.
     public let payload: [UInt8]
     /// The raw signature bytes.
@@ -34,6 +36,7 @@ public struct CompactJWS: Sendable {
             throw LatchkeyError(.unsupportedAlgorithm, "the token is unsigned; unsecured JWTs (alg none) are never accepted")
         }
         self.header = try JOSEHeader(json: headerBytes)
+        self.headerJSON = headerBytes
         self.payload = payloadBytes
         self.signature = signatureBytes
         self.signingInput = bytes[..<second]

@@ -78,6 +78,12 @@ public struct LatchkeyError: Error, Sendable, Equatable, CustomStringConvertible
         case challengeExpired = "challenge_expired"
         /// The signature counter went backwards: two copies of one authenticator exist; the credential is marked.
         case credentialCloneSuspected = "credential_clone_suspected"
+        /// A DPoP proof (RFC 9449) is missing, malformed, stale, replayed, or by another key than the session's.
+        case invalidDPoPProof = "invalid_dpop_proof"
+        /// The server wants a DPoP proof carrying the nonce of its `DPoP-Nonce` header (RFC 9449 §8).
+        case useDPoPNonce = "use_dpop_nonce"
+        /// An App Attest attestation or assertion failed a check, or is missing where the server requires one.
+        case invalidAttestation = "invalid_attestation"
     }
 
     /// What went wrong, as a stable code.
