@@ -59,6 +59,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         // LatchkeyMailTests' self-signed certificate for a real STARTTLS handshake; already in the graph.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
+        // The DER reader for App Attest's nonce extension; swift-certificates brings it already.
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.0"),
     ],
     targets: [
         .target(
@@ -82,7 +84,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Passkeys' wire formats and the relying party's checks: CBOR, COSE keys, attestation and assertion.
+        // Passkeys' wire formats and the relying party's checks: CBOR, COSE keys, attestation and assertion; and Apple's
+        // App Attest (attestations and assertions of an app's key).
         .target(
             name: "LatchkeyWebAuthn",
             dependencies: [
@@ -92,6 +95,9 @@ let package = Package(
                 // RSA public keys from their modulus and exponent (COSE keys of passkeys).
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+                // App Attest's certificate chain, up to Apple's App Attestation Root CA.
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -296,6 +302,18 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: testSwiftSettings
+        ),
+        // App Attest against published attestations and assertions of real devices (Fixtures/appattest/SOURCES.md).
+        .testTarget(
+            name: "LatchkeyWebAuthnTests",
+            dependencies: [
+                "LatchkeyWebAuthn",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            path: "Tests/LatchkeyWebAuthnTests",
+            resources: [.copy("Fixtures")],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(name: "LatchkeyBenchReportTests", dependencies: ["LatchkeyBenchReport"], swiftSettings: testSwiftSettings),
