@@ -170,6 +170,7 @@ let package = Package(
                 "LatchkeyProviders",
                 "LatchkeyStore",
                 "LatchkeyMail",
+                "LatchkeyWebAuthn",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),

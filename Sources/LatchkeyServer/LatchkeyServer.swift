@@ -46,6 +46,8 @@ public struct LatchkeyServer: Sendable {
     let verifiedTokens: VerifiedTokenCache
     /// DPoP proofs: checked, their nonces, their single use.
     let dpopProofs: DPoPProofs
+    /// App Attest at sign-in; nil while `appAttest.mode` is off.
+    let appAttestation: AppAttestation?
     let keyReloads = Cooldown(interval: 5)
 
     /// Loads (or, on first start, creates) signing keys and wires every component.
@@ -109,7 +111,12 @@ public struct LatchkeyServer: Sendable {
             ipLimiter: RateLimiter(perMinute: configuration.rateLimit.perClientIP), subjectLimiter: subjectLimiter,
             signInFlow: signInFlow, verifiedTokens: VerifiedTokenCache(timeSource: timeSource),
             dpopProofs: DPoPProofs(
-                policy: configuration.dpop, store: store, nonceKey: box.derivedKey(purpose: "latchkey dpop nonce v1"), timeSource: timeSource)
+                policy: configuration.dpop, store: store, nonceKey: box.derivedKey(purpose: "latchkey dpop nonce v1"), timeSource: timeSource),
+            appAttestation: configuration.appAttest.mode == .off
+                ? nil
+                : try AppAttestation(
+                    policy: configuration.appAttest, store: store, challengeKey: box.derivedKey(purpose: "latchkey app attest challenge v1"),
+                    timeSource: timeSource)
         )
     }
 

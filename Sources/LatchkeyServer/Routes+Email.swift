@@ -34,15 +34,17 @@ extension LatchkeyServer {
 
     func emailVerify(_ request: Request, linking: Bool) async throws -> Response {
         let token = linking ? try await authenticate(request).0 : nil
-        let (body, identity) = try await verifiedEmail(try await request.bytes(limit: configuration.maximumBodySize))
+        let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+        let (body, identity) = try await verifiedEmail(bytes)
         if let token {
             let identities = try await sessions.signIns.link(
                 identity: identity, provider: EmailCodes.provider, userID: token.userID, inviteCode: body.inviteCode)
             guard let user = try await store.user(id: token.userID) else { throw LatchkeyError(.invalidToken, "the user of this access token is gone") }
             return JSONBody.response(Self.userResponse(user, identities))
         }
-        let outcome = try await sessions.signIns.signIn(
-            identity: identity, provider: EmailCodes.provider, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
+        let outcome = try await attesting(bytes) {
+            try await sessions.signIns.signIn(identity: identity, provider: EmailCodes.provider, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
+        }
         metrics.signIn(provider: EmailCodes.provider, outcome: outcome.isNewUser ? "new_user" : "ok")
         return Self.signInResponse(outcome)
     }
@@ -50,7 +52,7 @@ extension LatchkeyServer {
     /// The address a `{email, code, inviteCode?}` body proves (held to the per-account rate limit), with the body.
     func verifiedEmail(_ bytes: [UInt8]) async throws -> (EmailVerifyRequest, VerifiedIdentity) {
         let codes = try requireEmailCodes
-        let body = try decodeJSON(EmailVerifyRequest.self, try Self.onlyMembers(["email", "code", "inviteCode"], of: bytes))
+        let body = try decodeJSON(EmailVerifyRequest.self, try Self.onlyMembers(["email", "code", "inviteCode", "appAttest"], of: bytes))
         let address = try EmailCodes.address(body.email)
         try signInFlow.admit(EmailCodes.provider, address.normalized)
         return (body, try await codes.verify(address, code: body.code))

@@ -42,9 +42,12 @@ extension LatchkeyServer {
             JSONBody.response(try await passkeyService().signInOptions())
         }
         router.post("/v1/auth/passkey") { request, _ in
-            try await passkeySignIn(provider: "passkey") {
-                let body = try decodeJSON(PasskeySignInRequest.self, try await request.bytes(limit: configuration.maximumBodySize))
-                return try await passkeyService().signIn(challengeID: body.challengeId, credential: body.credential, userAgent: request.headers[.userAgent])
+            let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+            return try await passkeySignIn(provider: "passkey") {
+                let body = try decodeJSON(PasskeySignInRequest.self, bytes)
+                return try await attesting(bytes) {
+                    try await passkeyService().signIn(challengeID: body.challengeId, credential: body.credential, userAgent: request.headers[.userAgent])
+                }
             }
         }
         router.post("/v1/auth/passkey/signup/options") { request, _ in
@@ -53,10 +56,13 @@ extension LatchkeyServer {
             return JSONBody.response(try await passkeyService().signUpOptions(displayName: body.displayName, inviteCode: body.inviteCode))
         }
         router.post("/v1/auth/passkey/signup") { request, _ in
-            try await passkeySignIn(provider: "passkey") {
-                let body = try decodeJSON(PasskeySignUpRequest.self, try await request.bytes(limit: configuration.maximumBodySize))
-                return try await passkeyService().signUp(
-                    challengeID: body.challengeId, credential: body.credential, name: body.name, userAgent: request.headers[.userAgent])
+            let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+            return try await passkeySignIn(provider: "passkey") {
+                let body = try decodeJSON(PasskeySignUpRequest.self, bytes)
+                return try await attesting(bytes) {
+                    try await passkeyService().signUp(
+                        challengeID: body.challengeId, credential: body.credential, name: body.name, userAgent: request.headers[.userAgent])
+                }
             }
         }
     }

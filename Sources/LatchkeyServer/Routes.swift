@@ -33,6 +33,7 @@ extension LatchkeyServer {
         router.post("/v1/apple/notifications") { request, _ in try await appleNotification(request) }
         addPasskeyRoutes(to: router)
         addEmailRoutes(to: router)
+        addAppAttestRoutes(to: router)
         // Cached for one maintenance interval: a rotated key signs only after two, so backends that verify with a cached
         // copy have the new key before its first token, even without refetching on an unknown kid.
         let jwksCaching = "public, max-age=\(Int(configuration.maintenanceInterval))"
@@ -120,10 +121,13 @@ extension LatchkeyServer {
     func signIn(_ request: Request, providerName: String) async throws -> Response {
         do {
             let provider = try provider(providerName)
-            let body = try await credentialBody(request, provider: provider)
-            let outcome = try await signInFlow.signIn(
-                provider, body.credential, name: PersonName(givenName: body.givenName, familyName: body.familyName), userAgent: request.headers[.userAgent],
-                inviteCode: body.inviteCode)
+            let bytes = try await request.bytes(limit: configuration.maximumBodySize)
+            let body = try credentialBody(bytes, provider: provider)
+            let outcome = try await attesting(bytes) {
+                try await signInFlow.signIn(
+                    provider, body.credential, name: PersonName(givenName: body.givenName, familyName: body.familyName),
+                    userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
+            }
             metrics.signIn(provider: provider.name, outcome: outcome.isNewUser ? "new_user" : "ok")
             return Self.signInResponse(outcome)
         } catch {
@@ -142,11 +146,12 @@ extension LatchkeyServer {
     func signInAnonymously(_ request: Request, from origin: RequestOrigin) async throws -> Response {
         let bytes = try await request.bytes(limit: configuration.maximumBodySize)
         if !bytes.isEmpty {
-            guard let body = try? LeanJSONDecoder().decode([String: JSONValue].self, from: bytes), body.keys.allSatisfy({ $0 == "inviteCode" }),
+            guard let body = try? LeanJSONDecoder().decode([String: JSONValue].self, from: bytes),
+                body.keys.allSatisfy({ $0 == "inviteCode" || $0 == "appAttest" }),
                 body["inviteCode"].map({ if case .string = $0 { true } else { false } }) ?? true
-            else { throw APIError.invalidRequest("the body is {} or {\"inviteCode\": \"…\"}") }
+            else { throw APIError.invalidRequest("the body is {} or {\"inviteCode\": \"…\"}, with appAttest where App Attest is on") }
         }
-        let outcome = try await sessions.guests.signIn(ip: origin.ip, userAgent: origin.userAgent)
+        let outcome = try await attesting(bytes) { try await sessions.guests.signIn(ip: origin.ip, userAgent: origin.userAgent) }
         metrics.signIn(provider: "anonymous", outcome: "new_user")
         return Self.signInResponse(outcome)
     }

@@ -1,6 +1,7 @@
 public import Configuration
 import Foundation
 import LatchkeyCore
+import LatchkeyWebAuthn
 public import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyStore
@@ -58,6 +59,7 @@ extension ServerConfiguration {
     /// | `passkeys.allowSignUp` | bool: a passkey may create an account | false |
     /// | `clients[]`: `clientId`, `redirectUris`, `providers`, `type` (`public`/`confidential`), `clientSecret`/`clientSecretFile`, `dpop` (`allow`/`require`) | apps of the browser flow | none |
     /// | `dpop.mode` (`allow`/`require`), `dpop.maxAge`, `dpop.requireNonce` | DPoP (RFC 9449): sessions bound to a device key; a proof's age window; server nonces | allow, 60, false |
+    /// | `appAttest.mode` (`off`/`report`/`require`), `appAttest.appIds`, `appAttest.environment`, `appAttest.rootCertificate`/`…File` | App Attest at sign-in: what it does, the apps' `TEAMID.bundle.id`, `production` or `development`, the root CA | off, none, production, Apple's App Attestation Root CA |
     /// | `apple.servicesId`, `<provider>.webClientId`, `dropbox.authorizeUrl` | the browser flow's client ids and Dropbox's sign-in page | first client id |
     /// | `webhooks[]`: `url`, `secret`/`secretFile`, `events` | the app backend's Standard Webhooks endpoints | none |
     /// | `webhookTimeout` | seconds one delivery attempt may take | 10 |
@@ -135,6 +137,7 @@ extension ServerConfiguration {
         }
         session.anonymous.enabled = try Self.bool(config, "anonymous.enabled") ?? session.anonymous.enabled
         try readDPoP(config)
+        try readAppAttest(config)
         session.anonymous.perIPPerHour = try Self.int(config, "anonymous.perIpPerHour") ?? session.anonymous.perIPPerHour
         session.anonymous.ttl = try Self.double(config, "anonymous.ttl") ?? session.anonymous.ttl
         guard session.anonymous.perIPPerHour >= 1 else { throw setting("anonymous.perIpPerHour", "is at least 1") }
@@ -228,6 +231,28 @@ extension ServerConfiguration {
         dpop.maximumAge = try Self.double(config, "dpop.maxAge") ?? dpop.maximumAge
         guard (5...600).contains(dpop.maximumAge) else { throw setting("dpop.maxAge", "is 5 to 600 seconds") }
         dpop.requireNonce = try Self.bool(config, "dpop.requireNonce") ?? dpop.requireNonce
+    }
+
+    /// `appAttest.mode`, `appAttest.appIds`, `appAttest.environment`, `appAttest.rootCertificate`/`…File`.
+    private mutating func readAppAttest(_ config: ConfigReader) throws(LatchkeyError) {
+        if let mode = config.string(forKey: "appAttest.mode") {
+            guard let parsed = AppAttestMode(rawValue: mode) else { throw setting("appAttest.mode", "is \"\(mode.prefix(40))\"; use off, report or require") }
+            appAttest.mode = parsed
+        }
+        appAttest.appIDs = Self.list(config, "appAttest.appIds") ?? appAttest.appIDs
+        if let environment = config.string(forKey: "appAttest.environment") {
+            guard let parsed = AppAttestEnvironment(rawValue: environment) else {
+                throw setting("appAttest.environment", "is \"\(environment.prefix(40))\"; use production or development")
+            }
+            appAttest.environment = parsed
+        }
+        if let root = try Self.secret(config, "appAttest.rootCertificate", fileKey: "appAttest.rootCertificateFile") { appAttest.rootCertificatePEM = root }
+        guard appAttest.mode == .off || !appAttest.appIDs.isEmpty else {
+            throw setting("appAttest.appIds", "lists the apps' App IDs (TEAMID.bundle.id) when appAttest.mode is \(appAttest.mode.rawValue)")
+        }
+        if let bad = appAttest.appIDs.first(where: { $0.split(separator: ".", maxSplits: 1).count != 2 }) {
+            throw setting("appAttest.appIds", "holds \"\(bad.prefix(80))\", not TEAMID.bundle.id")
+        }
     }
 
     /// `clients`: in a JSON file an array of objects; in the environment `LATCHKEY_CLIENTS_0_CLIENT_ID` and so on.

@@ -29,6 +29,8 @@ public struct ServerConfiguration: Sendable {
     public var session = SessionPolicy()
     /// DPoP (RFC 9449): sessions bound to a key on the device (`dpop.*`).
     public var dpop = DPoPPolicy()
+    /// App Attest at sign-in (`appAttest.*`).
+    public var appAttest = AppAttestPolicy()
     /// Sign in with Apple, the first of ``providerModules`` when configured.
     public var apple: AppleModule? {
         get { module(AppleModule.self) }

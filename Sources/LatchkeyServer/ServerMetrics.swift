@@ -39,6 +39,8 @@ public final class ServerMetrics: Sendable {
     func request(route: String, status: Int) { count("latchkey_http_requests_total", [("route", route), ("status", String(status))]) }
     func signIn(provider: String, outcome: String) { count("latchkey_sign_ins_total", [("provider", provider), ("outcome", outcome)]) }
     func refresh(outcome: String) { count("latchkey_refreshes_total", [("outcome", outcome)]) }
+    /// App Attest at sign-in: `attestation`, `assertion`, `missing` or `invalid`.
+    func appAttest(outcome: String) { count("latchkey_app_attest_total", [("outcome", outcome)]) }
     func providerCall(_ provider: String, _ operation: String, outcome: String) {
         count("latchkey_provider_calls_total", [("provider", provider), ("operation", operation), ("outcome", outcome)])
     }

@@ -13,7 +13,7 @@ public import LatchkeyModels
 /// A flow writes its change, its audit events and the ``WebhookDelivery`` rows it owes in one unit of work,
 /// ``TransactionalStore/write(_:)``: they commit together, or none of them does.
 public protocol AuthStore: SignInStore, UserStore, SessionStore, ProviderGrantStore, SigningKeyStore, ReplayStore, InviteStore, OutboxStore, AuditStore,
-    MigrationStore, GuestStore, EmailCodeStore,
+    MigrationStore, GuestStore, EmailCodeStore, AppAttestKeyStore,
     OneTimeRecordStore, WebhookStore, AdminKeyStore, TransactionalStore
 {
     /// Creates or upgrades the schema.
