@@ -59,7 +59,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         // LatchkeyMailTests' self-signed certificate for a real STARTTLS handshake; already in the graph.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
-        // The DER reader for App Attest's nonce extension; swift-certificates brings it already.
+        // App Attest's DER: the verifier reads the leaf's nonce extension, the emulator writes it; swift-certificates brings it.
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.0"),
     ],
     targets: [
@@ -199,6 +199,9 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                // The App Attest stand-in's certificate chain.
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -340,7 +343,12 @@ let package = Package(
         ),
         .testTarget(
             name: "LatchkeyEmulatorTests",
-            dependencies: ["LatchkeyEmulator", "LatchkeyProviders", "LatchkeyTestSupport"],
+            dependencies: [
+                "LatchkeyEmulator", "LatchkeyProviders", "LatchkeyTestSupport", "LatchkeyWebAuthn",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: testSwiftSettings
         ),
         .testTarget(

@@ -4,7 +4,8 @@ public import Logging
 public import ServiceLifecycle
 
 /// An offline stand-in for Sign in with Apple (`appleid.apple.com`), Google's, Microsoft's, Facebook's and
-/// Dropbox's identity endpoints, and a generic OpenID Connect issuer.
+/// Dropbox's identity endpoints, and a generic OpenID Connect issuer; and for App Attest (`DCAppAttestService`), with a
+/// root CA of its own (``appAttestRootPEM``).
 ///
 /// Point a client at ``RunningEmulator/baseURL`` instead of `https://appleid.apple.com`, and at
 /// `baseURL + "/google"` (`/microsoft`, `/facebook`, `/dropbox`, `/oidc`) instead of the other providers' hosts. A control API under `/emulator/` creates users,
@@ -19,11 +20,14 @@ public struct Emulator: Sendable {
     public let configuration: EmulatorConfiguration
     let state: EmulatorState
     let logger: Logger
+    /// The App Attest stand-in's root and intermediate, made for this emulator.
+    let appAttestAuthority: AppAttestAuthority
 
     public init(configuration: EmulatorConfiguration, logger: Logger = Logger(label: "latchkey.emulator")) throws {
         self.configuration = configuration
         self.state = EmulatorState(configuration: configuration)
         self.logger = logger
+        self.appAttestAuthority = try AppAttestAuthority()
     }
 
     /// The HTTP application serving every endpoint.
@@ -49,6 +53,11 @@ public struct Emulator: Sendable {
     /// Delivers server-to-server notifications, retrying with backoff until the receiver answers 200.
     public var notificationService: some Service { NotificationDeliveryService(state: state, configuration: configuration, logger: logger) }
 
+    /// The App Attest stand-in's root CA certificate (PEM), also served at `GET /emulator/appattest/root.pem`: a server
+    /// that checks App Attest attestations trusts it in place of Apple App Attestation Root CA to accept the stand-in's.
+    /// Made with the emulator, so each emulator has its own.
+    public var appAttestRootPEM: String { appAttestAuthority.rootPEM }
+
     /// Starts the emulator in-process on loopback, on `port` (0 picks a free one).
     public static func start(configuration: EmulatorConfiguration, port: Int = 0, logger: Logger = Logger(label: "latchkey.emulator")) async throws
         -> RunningEmulator
@@ -60,7 +69,8 @@ public struct Emulator: Sendable {
         let task = Task { try await group.run() }
         var iterator = ports.makeAsyncIterator()
         guard let bound = await iterator.next() else { throw CancellationError() }
-        return RunningEmulator(baseURL: "http://127.0.0.1:\(bound)", port: bound, state: emulator.state, group: group, task: task)
+        return RunningEmulator(
+            baseURL: "http://127.0.0.1:\(bound)", port: bound, state: emulator.state, appAttestRootPEM: emulator.appAttestRootPEM, group: group, task: task)
     }
 }
 
@@ -69,14 +79,17 @@ public final class RunningEmulator: Sendable {
     /// `http://127.0.0.1:PORT`: use it where Apple's base URL would go.
     public let baseURL: String
     public let port: Int
+    /// The App Attest stand-in's root CA certificate, PEM (``Emulator/appAttestRootPEM``).
+    public let appAttestRootPEM: String
     private let state: EmulatorState
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
-    init(baseURL: String, port: Int, state: EmulatorState, group: ServiceGroup, task: Task<Void, any Error>) {
+    init(baseURL: String, port: Int, state: EmulatorState, appAttestRootPEM: String, group: ServiceGroup, task: Task<Void, any Error>) {
         self.baseURL = baseURL
         self.port = port
         self.state = state
+        self.appAttestRootPEM = appAttestRootPEM
         self.group = group
         self.task = task
     }

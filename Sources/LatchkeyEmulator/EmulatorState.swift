@@ -37,6 +37,8 @@ actor EmulatorState {
     private var deliveries: [String: NotificationRecord] = [:]
     /// The development mailbox (`POST`/`GET /emulator/mail`): the newest 1,000 messages.
     private var mail: [MailRecord] = []
+    /// The App Attest stand-in's keys by key id (EmulatorState+AppAttest.swift).
+    var appAttestKeys: [[UInt8]: AppAttestKeyRecord] = [:]
     private let outbox: AsyncStream<PendingNotification>.Continuation
     let pendingNotifications: AsyncStream<PendingNotification>
 

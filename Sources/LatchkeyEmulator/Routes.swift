@@ -8,6 +8,7 @@ extension Emulator {
         router.add(middleware: FaultMiddleware(state: state))
         for profile in ProviderProfiles.all { profile.addRoutes(self, router) }
         addControlRoutes(to: router)
+        addAppAttestRoutes(to: router)
         return router
     }
 }
