@@ -240,6 +240,8 @@ let package = Package(
                 "LatchkeyServer",
                 "LatchkeyBackend",
                 "LatchkeyImport",
+                "LatchkeyWebAuthn",
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 "CMallocTuning",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import CMallocTuning
 import Foundation
 import LatchkeyCore
@@ -7,8 +8,10 @@ import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyStore
+import LatchkeyWebAuthn
 import Logging
 import NIOCore
+import NIOHTTP1
 import ServiceLifecycle
 import UnixSignals
 
@@ -46,12 +49,23 @@ struct Serve: AsyncParsableCommand {
         // glibc's malloc is tuned before main (CMallocTuning); this keeps the object file linked.
         _ = latchkey_malloc_tuned()
         _ = OpenFileLimit.raised
-        let (configuration, team) = try await loadConfiguration()
+        var (configuration, team) = try await loadConfiguration()
         LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
         let logger = Logger(label: "latchkey")
         for warning in configuration.warnings { logger.warning("\(warning)") }
         do {
-            let services = try team.map { emulatorUrl == nil ? try emulatorServices(team: $0, configuration: configuration) : [] } ?? []
+            var services: [any Service] = []
+            if let team {
+                let rootPEM: String
+                if let emulatorUrl {
+                    rootPEM = try await Self.appAttestRoot(emulatorURL: emulatorUrl)
+                } else {
+                    let emulator = try emulator(team: team, configuration: configuration)
+                    services = [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
+                    rootPEM = emulator.appAttestRootPEM
+                }
+                Self.trustEmulatedAppAttest(&configuration, rootPEM: rootPEM, teamID: team.teamID, clientIDs: devClientIDs)
+            }
             try await serve(configuration, extraServices: services, logger: logger)
         } catch {
             throw Self.failure(error)
@@ -118,8 +132,25 @@ struct Serve: AsyncParsableCommand {
         let keyFile: String
     }
 
-    /// The in-process emulator of `--dev` and its notification sender.
-    private func emulatorServices(team: DevTeam, configuration: ServerConfiguration) throws -> [any Service] {
+    /// `--dev`'s App Attest: the emulator's root, the emulated team's App IDs, `development`, and `report` unless the
+    /// configuration chose a mode.
+    static func trustEmulatedAppAttest(_ configuration: inout ServerConfiguration, rootPEM: String, teamID: String, clientIDs: [String]) {
+        configuration.appAttest.rootCertificatePEM = rootPEM
+        configuration.appAttest.environment = .development
+        if configuration.appAttest.appIDs.isEmpty { configuration.appAttest.appIDs = clientIDs.map { teamID + "." + $0 } }
+        if configuration.appAttest.mode == .off { configuration.appAttest.mode = .report }
+    }
+
+    /// The App Attest root of the emulator at `emulatorURL` (another instance's).
+    private static func appAttestRoot(emulatorURL: String) async throws -> String {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: emulatorURL + "/emulator/appattest/root.pem"), timeout: .seconds(10))
+        let body = try await response.body.collect(upTo: 64 * 1024)
+        guard response.status == .ok else { throw ValidationError("the emulator at \(emulatorURL) answered \(response.status.code) for its App Attest root") }
+        return String(buffer: body)
+    }
+
+    /// The in-process emulator of `--dev`.
+    private func emulator(team: DevTeam, configuration: ServerConfiguration) throws -> Emulator {
         let emulatorConfiguration = try Runtime.emulatorConfiguration(
             team: (team.teamID, team.keyID, team.keyFile), clientIDs: devClientIDs,
             notificationURL: "http://127.0.0.1:\(configuration.port)/v1/apple/notifications", serverIssuer: configuration.issuer
@@ -130,7 +161,7 @@ struct Serve: AsyncParsableCommand {
         print(
             "emulator on http://127.0.0.1:\(emulatorPort) (control API under /emulator/): Apple (team \(team.teamID)), \(ProviderModules.all.filter { $0.name != AppleModule.name }.map { $0.displayName }.joined(separator: ", ")) and OIDC, client ids \(devClientIDs.joined(separator: ", "))"
         )
-        return [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
+        return emulator
     }
 
     /// Opens the store and runs the server with its services until a signal stops it.
