@@ -43,7 +43,8 @@ extension LatchkeyServer {
             return JSONBody.response(Self.userResponse(user, identities))
         }
         let outcome = try await attesting(bytes) {
-            try await sessions.signIns.signIn(identity: identity, provider: EmailCodes.provider, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
+            try await sessions.signIns.signIn(
+                identity: identity, provider: EmailCodes.provider, userAgent: request.headers[.userAgent], inviteCode: body.inviteCode)
         }
         metrics.signIn(provider: EmailCodes.provider, outcome: outcome.isNewUser ? "new_user" : "ok")
         return Self.signInResponse(outcome)

@@ -1,10 +1,10 @@
 public import Configuration
 import Foundation
 import LatchkeyCore
-import LatchkeyWebAuthn
 public import LatchkeyJOSE
 import LatchkeyProviders
 import LatchkeyStore
+import LatchkeyWebAuthn
 import Logging
 
 extension ServerConfiguration {

@@ -58,7 +58,9 @@ struct AttestCommand: ParsableCommand {
                 ])
             } else {
                 for result in results {
-                    print(result.passed ? printer.green("ok    ") + result.check.rawValue : printer.red("FAIL  ") + "\(result.check.rawValue): \(result.failure ?? "")")
+                    print(
+                        result.passed
+                            ? printer.green("ok    ") + result.check.rawValue : printer.red("FAIL  ") + "\(result.check.rawValue): \(result.failure ?? "")")
                 }
                 print(failed.map { printer.red("invalid: the \($0.check.rawValue) check failed") } ?? printer.green("valid: every check passed"))
             }

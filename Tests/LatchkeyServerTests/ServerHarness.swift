@@ -68,6 +68,8 @@ struct ServerHarness: Sendable {
         let emulator = try await EmulatorHarness.start(emulatorConfiguration)
         var configuration = ServerConfiguration()
         configuration.port = 0
+        // Off unless a test turns it on; then attestations of the emulator's stand-in chain to this root.
+        configuration.appAttest.rootCertificatePEM = emulator.emulator.appAttestRootPEM
         let base = emulator.emulator.baseURL
         let everywhere = EmulatorHarness.providerClientID
         configuration.openIDProviders = [

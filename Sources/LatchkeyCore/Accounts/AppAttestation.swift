@@ -1,7 +1,7 @@
 public import Crypto
+import ExtrasBase64
 public import Foundation
 public import LatchkeyJOSE
-import ExtrasBase64
 import LatchkeyModels
 public import LatchkeyWebAuthn
 
@@ -132,7 +132,8 @@ public struct AppAttestation: Sendable {
     }
 
     private func spend(_ challenge: String) async throws {
-        guard let bytes = try? Base64.decode(string: challenge, options: [.base64UrlAlphabet, .omitPaddingCharacter]), bytes.count == 40, constantTimeEquals(Array(bytes.suffix(16)), mac(Array(bytes.prefix(24))))
+        guard let bytes = try? Base64.decode(string: challenge, options: [.base64UrlAlphabet, .omitPaddingCharacter]), bytes.count == 40,
+            constantTimeEquals(Array(bytes.suffix(16)), mac(Array(bytes.prefix(24))))
         else { throw Self.refused("the challenge is not one of this server's (get one from POST /v1/attest/challenge)") }
         let expiry = bytes[16..<24].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         let expiresAt = Date(timeIntervalSince1970: TimeInterval(expiry))
