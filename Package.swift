@@ -317,6 +317,8 @@ let package = Package(
                 "LatchkeyWebAuthn",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
+                // The nonce extension of the tests' own App Attest certificates.
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             path: "Tests/LatchkeyWebAuthnTests",
             resources: [.copy("Fixtures")],
