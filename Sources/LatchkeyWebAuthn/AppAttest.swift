@@ -44,7 +44,9 @@ public enum AppAttestCheck: String, Sendable, CaseIterable {
 /// Why an attestation or an assertion was refused: the first check that failed and a short reason for a person. The
 /// reason names no key, hash or receipt.
 public struct AppAttestFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The first check that failed.
     public let check: AppAttestCheck
+    /// A short reason for a person, such as "the counter is 3, not above the stored 5".
     public let reason: String
 
     public init(check: AppAttestCheck, reason: String) {
@@ -68,6 +70,7 @@ public struct AttestedAppKey: Sendable, Equatable, Codable {
     public var receipt: [UInt8]
     /// The App ID (team id, a dot, bundle id) whose rpIdHash the authenticator data carries.
     public var appID: String
+    /// The environment the key was made in (the verifier's, which the key's aaguid matched).
     public var environment: AppAttestEnvironment
 
     public init(keyID: [UInt8], publicKey: [UInt8], counter: UInt32, receipt: [UInt8], appID: String, environment: AppAttestEnvironment) {
@@ -77,6 +80,7 @@ public struct AttestedAppKey: Sendable, Equatable, Codable {
 
 /// The outcome of one check, for a report that prints a line per check.
 public struct AppAttestCheckResult: Sendable, Equatable {
+    /// The check this is the outcome of.
     public let check: AppAttestCheck
     /// Why the check failed, or nil when it passed. A check that could not run (after `encoding` failed) fails with a
     /// reason that starts with "not run: ".
