@@ -49,6 +49,8 @@ public struct ProviderSignInRequest: Codable, Sendable, Equatable {
     public var clientId: String?
     /// Needed for a new user when the server's `signup.mode` is `invite`.
     public var inviteCode: String?
+    /// App Attest's evidence for this sign-in, where the server asks for it.
+    public var appAttest: AppAttestEvidence? = nil
 
     public init(
         idToken: String? = nil, rawNonce: String? = nil, authorizationCode: String? = nil, codeVerifier: String? = nil, redirectUri: String? = nil,
@@ -77,6 +79,8 @@ public struct AppleSignInRequest: Codable, Sendable, Equatable {
     public var redirectUri: String?
     /// Needed for a new user when the server's `signup.mode` is `invite`.
     public var inviteCode: String?
+    /// App Attest's evidence for this sign-in, where the server asks for it.
+    public var appAttest: AppAttestEvidence? = nil
 
     public struct FullName: Codable, Sendable, Equatable {
         public var givenName: String?
@@ -254,10 +258,28 @@ public struct EmailVerifyRequest: Codable, Sendable, Equatable {
     public var code: String
     /// The invitation of a new user, when the server's `signup.mode` is `invite`.
     public var inviteCode: String?
+    /// App Attest's evidence for this sign-in, where the server asks for it.
+    public var appAttest: AppAttestEvidence? = nil
 
     public init(email: String, code: String, inviteCode: String? = nil) {
         self.email = email
         self.code = code
         self.inviteCode = inviteCode
+    }
+}
+
+/// The `appAttest` member of a native sign-in: what DCAppAttestService made (standard base64), an attestation on an
+/// install's first sign-in and an assertion on later ones, over the client data hash SHA-256(`challenge` + "." + the
+/// DPoP key's RFC 7638 thumbprint), or SHA-256(`challenge`) without a DPoP key.
+public struct AppAttestEvidence: Codable, Sendable, Equatable {
+    /// The App Attest key's id, as `generateKey()` returned it.
+    public var keyId: String
+    public var attestation: String?
+    public var assertion: String?
+    /// From `POST /v1/attest/challenge`.
+    public var challenge: String
+
+    public init(keyId: String, attestation: String? = nil, assertion: String? = nil, challenge: String) {
+        (self.keyId, self.attestation, self.assertion, self.challenge) = (keyId, attestation, assertion, challenge)
     }
 }

@@ -176,6 +176,8 @@ public struct PasskeyRegistrationRequest: Codable, Sendable, Equatable {
 public struct PasskeySignInRequest: Codable, Sendable, Equatable {
     public var challengeId: String
     public var credential: AuthenticationResponseJSON
+    /// App Attest's evidence for this sign-in, where the server asks for it.
+    public var appAttest: AppAttestEvidence? = nil
     public init(challengeId: String, credential: AuthenticationResponseJSON) {
         self.challengeId = challengeId
         self.credential = credential
@@ -199,6 +201,8 @@ public struct PasskeySignUpRequest: Codable, Sendable, Equatable {
     public var challengeId: String
     public var credential: RegistrationResponseJSON
     public var name: String?
+    /// App Attest's evidence for this sign-in, where the server asks for it.
+    public var appAttest: AppAttestEvidence? = nil
     public init(challengeId: String, credential: RegistrationResponseJSON, name: String? = nil) {
         self.challengeId = challengeId
         self.credential = credential

@@ -62,6 +62,7 @@ public struct LatchkeyServer: Sendable {
         emailSender: (any EmailSender)? = nil
     ) async throws -> LatchkeyServer {
         try configuration.validate()
+        try configuration.validateAppAttest()
         let box = try SecretBox(base64Key: encryptionKey)
         let metrics = ServerMetrics()
         let accessKeys = AccessTokenKeys(propagationDelay: configuration.keyPropagationDelay)

@@ -247,9 +247,6 @@ extension ServerConfiguration {
             appAttest.environment = parsed
         }
         if let root = try Self.secret(config, "appAttest.rootCertificate", fileKey: "appAttest.rootCertificateFile") { appAttest.rootCertificatePEM = root }
-        guard appAttest.mode == .off || !appAttest.appIDs.isEmpty else {
-            throw setting("appAttest.appIds", "lists the apps' App IDs (TEAMID.bundle.id) when appAttest.mode is \(appAttest.mode.rawValue)")
-        }
         if let bad = appAttest.appIDs.first(where: { $0.split(separator: ".", maxSplits: 1).count != 2 }) {
             throw setting("appAttest.appIds", "holds \"\(bad.prefix(80))\", not TEAMID.bundle.id")
         }

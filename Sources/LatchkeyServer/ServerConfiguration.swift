@@ -226,6 +226,14 @@ func setting(_ name: String, _ problem: String) -> LatchkeyError {
 extension ServerConfiguration {
     /// Each endpoint: https (or http to a loopback address), a `whsec_` secret of at least 24 bytes, known event types,
     /// and no URL twice (deliveries name their endpoint by URL).
+    /// App Attest needs the apps' App IDs. Checked when the server is made, not when the settings are read:
+    /// `serve --dev` names the emulated team's apps after reading them.
+    public func validateAppAttest() throws(LatchkeyError) {
+        guard appAttest.mode == .off || !appAttest.appIDs.isEmpty else {
+            throw setting("appAttest.appIds", "lists the apps' App IDs (TEAMID.bundle.id) when appAttest.mode is \(appAttest.mode.rawValue)")
+        }
+    }
+
     public func validateWebhooks() throws(LatchkeyError) {
         var seen: Set<String> = []
         for (index, endpoint) in webhooks.enumerated() {

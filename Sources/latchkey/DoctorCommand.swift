@@ -70,6 +70,7 @@ struct DoctorCommand: AsyncParsableCommand {
         var serverConfiguration: ServerConfiguration?
         do {
             let configuration = try ServerConfiguration(reading: reader)
+            try configuration.validateAppAttest()
             for warning in configuration.warnings { add(.warning, "config", warning, fix: "change the setting it names") }
             serverConfiguration = configuration
         } catch {

@@ -121,22 +121,23 @@ struct OpenAPIContractTests {
             attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
         let passkey = PasskeyResponse(id: "p", name: "Jane's iPhone", createdAt: date, lastUsedAt: date, backedUp: true, cloneSuspected: true)
         let minimalPasskey = PasskeyResponse(id: "p", name: "n", createdAt: date, backedUp: false)
+        let evidence = AppAttestEvidence(keyId: "k", attestation: "a", assertion: "b", challenge: "c")
+        var apple = AppleSignInRequest(
+            identityToken: "t", authorizationCode: "c", rawNonce: "n", fullName: .init(givenName: "Jane", familyName: "Appleseed"),
+            redirectUri: "https://app.example.com/callback", inviteCode: "inv_x")
+        apple.appAttest = evidence
+        var provider = ProviderSignInRequest(
+            idToken: "t", rawNonce: "n", authorizationCode: "c", codeVerifier: "v", redirectUri: "com.example.app:/oauth2redirect", accessToken: "a",
+            clientId: "web", inviteCode: "inv_x")
+        provider.appAttest = evidence
+        var verify = EmailVerifyRequest(email: "jane@example.com", code: "123456", inviteCode: "inv_x")
+        verify.appAttest = evidence
         // Every optional member set, and every array non-empty, so every member is encoded (checked by reflection below).
         let full: [(String, any Encodable)] =
             [
-                (
-                    "AppleSignInRequest",
-                    AppleSignInRequest(
-                        identityToken: "t", authorizationCode: "c", rawNonce: "n", fullName: .init(givenName: "Jane", familyName: "Appleseed"),
-                        redirectUri: "https://app.example.com/callback", inviteCode: "inv_x")
-                ),
-                (
-                    "ProviderSignInRequest",
-                    ProviderSignInRequest(
-                        idToken: "t", rawNonce: "n", authorizationCode: "c", codeVerifier: "v", redirectUri: "com.example.app:/oauth2redirect",
-                        accessToken: "a",
-                        clientId: "web", inviteCode: "inv_x")
-                ),
+                ("AppleSignInRequest", apple),
+                ("ProviderSignInRequest", provider),
+                ("AppAttestEvidence", evidence),
                 ("FullName", AppleSignInRequest.FullName(givenName: "Jane", familyName: "Appleseed")),
                 ("TokenPairResponse", tokens),
                 ("SignInResponse", SignInResponse(tokens: tokens, user: user, isNewUser: true)),
@@ -167,7 +168,7 @@ struct OpenAPIContractTests {
                         attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
                 ),
                 ("EmailStartRequest", EmailStartRequest(email: "jane@example.com", inviteCode: "inv_x")),
-                ("EmailVerifyRequest", EmailVerifyRequest(email: "jane@example.com", code: "123456", inviteCode: "inv_x")),
+                ("EmailVerifyRequest", verify),
             ] + OpenAPI.answers(date: date, session: session, claims: claims, delivery: delivery, invite: invite, passkey: passkey)
         // Every optional member nil and every array empty: what is left must be required. An answer omits exactly its nil
         // members, so it requires exactly the rest, except members the server always sends though the type allows leaving them out;
@@ -177,6 +178,7 @@ struct OpenAPIContractTests {
             [
                 ("AppleSignInRequest", AppleSignInRequest(identityToken: "t")),
                 ("ProviderSignInRequest", ProviderSignInRequest()),
+                ("AppAttestEvidence", AppAttestEvidence(keyId: "k", challenge: "c")),
                 ("FullName", AppleSignInRequest.FullName()),
                 ("TokenPairResponse", tokens),
                 (
@@ -688,7 +690,7 @@ struct OpenAPI: Sendable {
         "ClaimsResponse": ClaimsResponse.self, "InviteList": InviteList.self, "WebhookDeliveryList": WebhookDeliveryList.self,
         "DeliveryRetry": DeliveryRetry.self, "Passkey": PasskeyResponse.self, "PasskeyList": PasskeyList.self,
         "AdminUserDisable": AdminUserDisable.self, "ImportedFrom": ImportedFromResponse.self, "EmailStartRequest": EmailStartRequest.self,
-        "EmailVerifyRequest": EmailVerifyRequest.self, "EmailSent": StatusResponse.self,
+        "EmailVerifyRequest": EmailVerifyRequest.self, "EmailSent": StatusResponse.self, "AppAttestEvidence": AppAttestEvidence.self,
     ]
 
     /// The answers that wrap other wire types or a count, built from `passkey` and the others given.

@@ -2,7 +2,7 @@ public import Crypto
 import ExtrasBase64
 public import Foundation
 public import LatchkeyJOSE
-import LatchkeyModels
+public import LatchkeyModels
 public import LatchkeyWebAuthn
 
 /// What App Attest does at sign-in (`appAttest.mode`).
@@ -25,19 +25,6 @@ public struct AppAttestPolicy: Sendable {
     public var rootCertificatePEM: String = AppAttestVerifier.appleRootCertificatePEM
 
     public init() {}
-}
-
-/// An `appAttest` member of a sign-in body, as DCAppAttestService hands its parts over (standard base64): an
-/// attestation on an install's first sign-in, an assertion later.
-public struct AppAttestEvidence: Sendable, Decodable, Equatable {
-    public var keyId: String
-    public var attestation: String?
-    public var assertion: String?
-    public var challenge: String
-
-    public init(keyId: String, attestation: String? = nil, assertion: String? = nil, challenge: String) {
-        (self.keyId, self.attestation, self.assertion, self.challenge) = (keyId, attestation, assertion, challenge)
-    }
 }
 
 /// Each install's App Attest key: kept when its attestation is verified, its counter moved by each assertion, its user
