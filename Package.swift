@@ -260,6 +260,7 @@ let package = Package(
             name: "latchkey-bench",
             dependencies: [
                 "LatchkeyCore",
+                "LatchkeyModels",
                 "LatchkeyJOSE",
                 "LatchkeyWebAuthn",
                 "LatchkeyProviders",

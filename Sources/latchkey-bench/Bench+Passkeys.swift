@@ -112,11 +112,12 @@ extension ServerBench {
 }
 
 /// POSTs a JSON object, with a bearer token when given; the answer's JSON object (empty when it is none).
-func post(_ http: HTTPClient, _ url: String, _ body: [String: Any], bearer: String? = nil) async throws -> [String: Any] {
+func post(_ http: HTTPClient, _ url: String, _ body: [String: Any], bearer: String? = nil, headers: [(String, String)] = []) async throws -> [String: Any] {
     var request = HTTPClientRequest(url: url)
     request.method = .POST
     request.headers.add(name: "Content-Type", value: "application/json")
     if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
+    for (name, value) in headers { request.headers.add(name: name, value: value) }
     request.body = .bytes(ByteBuffer(bytes: Array(try JSONSerialization.data(withJSONObject: body))))
     let response = try await http.execute(request, timeout: .seconds(30))
     let bytes = try await response.body.collect(upTo: 1 << 20)

@@ -6,6 +6,7 @@ import LatchkeyBenchReport
 import LatchkeyCore
 import LatchkeyEmulator
 import LatchkeyJOSE
+import LatchkeyModels
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -148,6 +149,7 @@ struct ServerBench {
             }
 
             rows += try await sdkRows(server: server, signIn: try await mintSignIns(emulator: emulator, http: http, count: 1)[0])
+            rows += try await dpopRows(server: server, emulator: emulator, http: http)
             rows += try await webhookRows(
                 plain: server, environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/hooked.sqlite"]) { $1 }, emulator: emulator,
                 http: http)
@@ -402,18 +404,24 @@ struct ServerBench {
         let tokens: [String]
     }
 
-    /// Each worker rotates its own session's refresh token as fast as the server answers.
-    private func rotations(server: ChildServer, http: HTTPClient, tokens: [String], seconds: Double? = nil) async throws -> RotationRun {
-        let workers = Array(tokens.prefix(64))
+    /// Each worker rotates its own session's refresh token as fast as the server answers; with `dpop`, each sends a new
+    /// proof by its session's key (`dpop.keys`, one per token) with every rotation.
+    func rotations(
+        server: ChildServer, http: HTTPClient, tokens: [String], seconds: Double? = nil, dpop: (issuer: String, keys: [DPoPProofMaker])? = nil
+    ) async throws -> RotationRun {
+        let workers = Array(tokens.prefix(64).enumerated())
         let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64((seconds ?? self.seconds) * 1e9)))
         let start = ContinuousClock.now
         let (total, last) = try await withThrowingTaskGroup(of: (Int, String).self) { group in
-            for token in workers {
+            for (index, token) in workers {
                 group.addTask {
                     var current = token
                     var count = 0
+                    let tokenURL = URL(string: (dpop?.issuer ?? server.url) + "/v1/token")!
                     while ContinuousClock.now < deadline {
-                        let answer = try await json(http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": current])
+                        let proof = try dpop.map { [("DPoP", try $0.keys[index].proof(method: "POST", url: tokenURL))] } ?? []
+                        let answer = try await json(
+                            http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": current], headers: proof)
                         guard let next = answer["refreshToken"] as? String else { throw BenchError("rotation failed: \(answer)") }
                         current = next
                         count += 1
@@ -509,8 +517,8 @@ struct ServerBench {
     }
 }
 
-func json(_ http: HTTPClient, _ url: String, _ body: [String: String]) async throws -> [String: Any] {
-    try await post(http, url, body)
+func json(_ http: HTTPClient, _ url: String, _ body: [String: String], headers: [(String, String)] = []) async throws -> [String: Any] {
+    try await post(http, url, body, headers: headers)
 }
 
 /// `latchkey serve` as a child process, so its memory is measured alone.
