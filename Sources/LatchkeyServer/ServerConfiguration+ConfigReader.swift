@@ -247,8 +247,12 @@ extension ServerConfiguration {
             appAttest.environment = parsed
         }
         if let root = try Self.secret(config, "appAttest.rootCertificate", fileKey: "appAttest.rootCertificateFile") { appAttest.rootCertificatePEM = root }
-        if let bad = appAttest.appIDs.first(where: { $0.split(separator: ".", maxSplits: 1).count != 2 }) {
-            throw setting("appAttest.appIds", "holds \"\(bad.prefix(80))\", not TEAMID.bundle.id")
+        // A team id is 10 upper-case letters and digits.
+        if let bad = appAttest.appIDs.first(where: { id in
+            let parts = id.split(separator: ".", maxSplits: 1)
+            return parts.count != 2 || parts[0].utf8.count != 10 || !parts[0].utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) }
+        }) {
+            throw setting("appAttest.appIds", "holds \"\(bad.prefix(80))\", not TEAMID.bundle.id (a 10-character team id, a dot, the bundle id)")
         }
     }
 

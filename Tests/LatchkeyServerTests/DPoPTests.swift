@@ -198,4 +198,48 @@ struct DPoPTests {
             #expect(plain.type == "Bearer" && plain.jkt == nil)
         }
     }
+
+    @Test("the browser flow: dpop_jkt binds the code to a key, a client with dpop require needs a proof, token_type DPoP at /oauth2/token")
+    func browserFlow() async throws {
+        try await BrowserFlowTests.with(configure: { $0.clients[0].dpop = .require }) { harness in
+            let maker = DPoPProofMaker(privateKey: P256.Signing.PrivateKey())
+            func redeem(_ request: BrowserFlowTests.AppRequest, _ code: String, proof: DPoPProofMaker?) async throws -> ServerHarness.Answer {
+                let headers =
+                    try proof.map {
+                        [("DPoP", try $0.proof(method: "POST", url: URL(string: BrowserFlowTests.issuer + "/oauth2/token")!, at: harness.clock.now))]
+                    } ?? []
+                return try await BrowserFlowTests.token(
+                    harness,
+                    [
+                        ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", request.redirectURI), ("client_id", request.clientID),
+                        ("code_verifier", request.verifier),
+                    ], headers: headers)
+            }
+            var request = BrowserFlowTests.AppRequest()
+            request.extra = [("dpop_jkt", maker.thumbprint)]
+            let otherKey = try await redeem(
+                request, try BrowserFlowTests.code(try await BrowserFlowTests.run(harness, request), request),
+                proof: DPoPProofMaker(privateKey: P256.Signing.PrivateKey()))
+            #expect((otherKey.status, otherKey.error) == (400, "invalid_dpop_proof"), "\(otherKey.text)")
+
+            request = BrowserFlowTests.AppRequest()
+            request.extra = [("dpop_jkt", maker.thumbprint)]
+            let bound = try await redeem(request, try BrowserFlowTests.code(try await BrowserFlowTests.run(harness, request), request), proof: maker)
+            #expect(bound.status == 200, "\(bound.text)")
+            #expect(bound.json["token_type"] as? String == "DPoP")
+            let access = try #require(bound.json["access_token"] as? String)
+            #expect((try AdminAPITests.claims(access)["cnf"] as? [String: Any])?["jkt"] as? String == maker.thumbprint)
+
+            // This client requires DPoP: a code redeemed without a proof is refused.
+            let plain = BrowserFlowTests.AppRequest()
+            let refused = try await redeem(plain, try BrowserFlowTests.code(try await BrowserFlowTests.run(harness, plain), plain), proof: nil)
+            #expect((refused.status, refused.error) == (400, "invalid_dpop_proof"), "\(refused.text)")
+
+            // A malformed dpop_jkt goes back to the app.
+            var malformed = BrowserFlowTests.AppRequest()
+            malformed.extra = [("dpop_jkt", "short")]
+            let answer = try await BrowserFlowTests.run(harness, malformed)
+            #expect(BrowserFlowTests.fields(of: answer.headers["location"] ?? "")["error"] == "invalid_request")
+        }
+    }
 }

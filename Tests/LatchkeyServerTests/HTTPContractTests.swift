@@ -371,6 +371,13 @@ struct ConfigurationTests {
             (["rateLimit.perSubject": "-30"], "rateLimit.perSubject"),
             (["publicUrl": "auth.example.com"], "publicUrl"),
             (["publicUrl": "https://auth.example.com/?tenant=1"], "publicUrl"),
+            (["dpop.mode": "always"], "dpop.mode"),
+            (["dpop.maxAge": "1"], "dpop.maxAge"),
+            (["dpop.requireNonce": "maybe"], "dpop.requireNonce"),
+            (["clients.0.clientId": "web", "clients.0.redirectUris": "https://a.example/cb", "clients.0.dpop": "sometimes"], "clients[0].dpop"),
+            (["appAttest.mode": "enforce"], "appAttest.mode"),
+            (["appAttest.mode": "require", "appAttest.appIds": "com.example.app"], "appAttest.appIds"),
+            (["appAttest.environment": "sandbox"], "appAttest.environment"),
         ])
     func invalid(values: [String: String], setting: String) {
         do {
@@ -380,6 +387,22 @@ struct ConfigurationTests {
             #expect(error.code == .invalidConfiguration || error.code == .invalidKey)
             #expect(error.reason.contains(setting), "\(error.reason)")
         }
+    }
+
+    @Test("device binding: dpop.* and appAttest.* are read; App IDs are needed when the server is made, not when the settings are read")
+    func deviceBinding() throws {
+        let configuration = try read([
+            "dpop.mode": "require", "dpop.maxAge": "30", "dpop.requireNonce": "true", "appAttest.mode": "report",
+            "appAttest.appIds": "ABCDE12345.com.example.app,ABCDE12345.com.example.widget", "appAttest.environment": "development",
+            "clients.0.clientId": "web", "clients.0.redirectUris": "https://a.example/cb", "clients.0.dpop": "allow",
+        ])
+        #expect(configuration.dpop.mode == .require && configuration.dpop.maximumAge == 30 && configuration.dpop.requireNonce)
+        #expect(configuration.appAttest.mode == .report && configuration.appAttest.environment == .development)
+        #expect(configuration.appAttest.appIDs == ["ABCDE12345.com.example.app", "ABCDE12345.com.example.widget"])
+        #expect(configuration.clients.first?.dpop == .allow)
+        #expect(try read([:]).appAttest.mode == .off && (try read([:])).dpop.mode == .allow)
+        let noApps = try read(["appAttest.mode": "require"])
+        #expect(throws: LatchkeyError.self) { try noApps.validateAppAttest() }
     }
 
     @Test("a full production configuration is accepted")
