@@ -31,16 +31,15 @@ extension LatchkeyServer {
     /// Runs a native sign-in under App Attest: its body's `appAttest` is verified (`report` counts, `require` also
     /// refuses), its session marked attested when it passed, and the install's key given the signed-in user.
     func attesting(_ body: [UInt8], _ signIn: () async throws -> SignInService.SignInOutcome) async throws -> SignInService.SignInOutcome {
-        guard let appAttestation else { return try await signIn() }
-        let requires = appAttestation.policy.mode == .require
+        // Every sign-in body was read as JSON before this; a malformed member is refused whether App Attest is on or not.
         let evidence: AppAttestEvidence?
         do {
             evidence = body.isEmpty ? nil : try LeanJSONDecoder().decode(AppAttestMember.self, from: body).appAttest
         } catch {
-            // The sign-in's own decoding answers for a body that is not JSON at all.
-            evidence = nil
-            if requires { throw LatchkeyError(.invalidAttestation, "appAttest is not {keyId, attestation or assertion, challenge}") }
+            throw APIError.invalidRequest("appAttest is not {keyId, attestation or assertion, challenge} (strings)")
         }
+        guard let appAttestation else { return try await signIn() }
+        let requires = appAttestation.policy.mode == .require
         var verified: AppAttestation.Outcome?
         if let evidence {
             do {
