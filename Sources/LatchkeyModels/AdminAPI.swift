@@ -247,3 +247,66 @@ public struct DeliveryRetry: Codable, Sendable, Equatable {
 
     public init(retrying: String) { self.retrying = retrying }
 }
+
+/// `GET /v1/me/export` and `GET /admin/v1/users/{id}/export`: everything Latchkey holds about one user, as one JSON
+/// document (GDPR Articles 15 and 20): the profile with identities, sessions and custom claims, the passkeys' public
+/// details, the App Attest keys of the user's installs, the user's audit events and the webhook deliveries about them.
+/// No token, secret or key is in it.
+public struct UserDataExport: Codable, Sendable, Equatable {
+    /// `latchkey.user-export.v1`.
+    public var format: String
+    public var exportedAt: Date
+    public var user: AdminUserResponse
+    public var passkeys: [PasskeyResponse]
+    public var appAttestKeys: [AppAttestKeyResponse]
+    /// Oldest first.
+    public var auditEvents: [AuditEventResponse]
+    /// Newest first.
+    public var webhookDeliveries: [ExportedWebhookDelivery]
+
+    public static let currentFormat = "latchkey.user-export.v1"
+
+    public init(
+        exportedAt: Date, user: AdminUserResponse, passkeys: [PasskeyResponse], appAttestKeys: [AppAttestKeyResponse], auditEvents: [AuditEventResponse],
+        webhookDeliveries: [ExportedWebhookDelivery]
+    ) {
+        self.format = Self.currentFormat
+        self.exportedAt = exportedAt
+        self.user = user
+        self.passkeys = passkeys
+        self.appAttestKeys = appAttestKeys
+        self.auditEvents = auditEvents
+        self.webhookDeliveries = webhookDeliveries
+    }
+}
+
+/// An install's App Attest key in a user's export: its id, app and environment, never its key material.
+public struct AppAttestKeyResponse: Codable, Sendable, Equatable {
+    public var keyId: String
+    public var appId: String
+    public var environment: String
+    public var createdAt: Date
+    public var lastUsedAt: Date
+
+    public init(keyId: String, appId: String, environment: String, createdAt: Date, lastUsedAt: Date) {
+        (self.keyId, self.appId, self.environment, self.createdAt, self.lastUsedAt) = (keyId, appId, environment, createdAt, lastUsedAt)
+    }
+}
+
+/// A webhook delivery about the user, with the event it carried (the endpoint's signing secret is never in it).
+public struct ExportedWebhookDelivery: Codable, Sendable, Equatable {
+    public var id: String
+    public var type: String
+    public var endpoint: String
+    public var status: String
+    public var createdAt: Date
+    public var finishedAt: Date?
+    /// The event as it was sent.
+    public var payload: JSONValue
+
+    public init(id: String, type: String, endpoint: String, status: String, createdAt: Date, finishedAt: Date?, payload: JSONValue) {
+        (self.id, self.type, self.endpoint, self.status, self.createdAt, self.finishedAt, self.payload) = (
+            id, type, endpoint, status, createdAt, finishedAt, payload
+        )
+    }
+}

@@ -92,7 +92,7 @@ extension LatchkeyServer {
     }
 
     /// The user's identities as the admin API shows them: an Apple identity without an Apple refresh token says so.
-    private func adminIdentities(_ userID: String) async throws -> [(LinkedIdentity, appleGrantMissing: Bool)] {
+    func adminIdentities(_ userID: String) async throws -> [(LinkedIdentity, appleGrantMissing: Bool)] {
         var shown: [(LinkedIdentity, appleGrantMissing: Bool)] = []
         for identity in try await store.identities(userID: userID) {
             shown.append((identity, identity.provider == "apple" ? try await store.providerGrant(identityID: identity.id) == nil : false))
@@ -150,7 +150,7 @@ extension LatchkeyServer {
         return JSONBody.response(RevokedSessionsResponse(revokedSessions: revoked ? 1 : 0))
     }
 
-    private func requireUser(_ id: String) async throws -> UserAccount {
+    func requireUser(_ id: String) async throws -> UserAccount {
         guard let user = try await store.user(id: id) else { throw Self.noSuch("user", id) }
         return user
     }
@@ -165,9 +165,19 @@ extension LatchkeyServer {
     func adminAudit(_ request: Request) async throws -> Response {
         _ = try await requireAdminKey(request, writing: false)
         let fields = try queryFields(request)
-        try Self.allowOnly(["userId", "type", "since", "cursor", "limit"], in: fields)
+        try Self.allowOnly(["userId", "type", "since", "until", "cursor", "limit", "format"], in: fields)
         let search = AuditSearch(
-            userID: fields["userId"], kind: fields["type"], since: try Self.instant(fields, "since"), cursor: fields["cursor"], limit: try Self.limit(fields))
+            userID: fields["userId"], kind: fields["type"], since: try Self.instant(fields, "since"), until: try Self.instant(fields, "until"),
+            cursor: fields["cursor"], limit: try Self.limit(fields))
+        switch fields["format"] {
+        case nil, "json": break
+        case "ndjson":
+            guard fields["cursor"] == nil, fields["limit"] == nil else {
+                throw APIError.invalidRequest("format=ndjson streams every matching event, oldest first: it takes no cursor or limit")
+            }
+            return auditNDJSON(search)
+        case let other?: throw APIError.invalidRequest("format is json or ndjson, not \(other.prefix(20))")
+        }
         let events = try await store.auditEvents(search)
         return JSONBody.response(
             AuditEventList(

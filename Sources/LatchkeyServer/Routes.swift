@@ -34,6 +34,7 @@ extension LatchkeyServer {
         addPasskeyRoutes(to: router)
         addEmailRoutes(to: router)
         addAppAttestRoutes(to: router)
+        addExportRoutes(to: router)
         // Cached for one maintenance interval: a rotated key signs only after two, so backends that verify with a cached
         // copy have the new key before its first token, even without refetching on an unknown kid.
         let jwksCaching = "public, max-age=\(Int(configuration.maintenanceInterval))"

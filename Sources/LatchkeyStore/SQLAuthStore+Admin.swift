@@ -30,13 +30,15 @@ extension SQLAuthStore {
 
     public func auditEvents(_ search: AuditSearch) async throws -> [AuditEvent] {
         var conditions: [SQLQueryString] = []
-        if let cursor = search.cursor { conditions.append("id < \(bind: cursor)") }
+        if let cursor = search.cursor { conditions.append(search.oldestFirst ? "id > \(bind: cursor)" : "id < \(bind: cursor)") }
         if let userID = search.userID { conditions.append("user_id = \(bind: userID)") }
         if let kind = search.kind { conditions.append("kind = \(bind: kind)") }
         if let since = search.since { conditions.append("at >= \(bind: since.millis)") }
+        if let until = search.until { conditions.append("at < \(bind: until.millis)") }
         let filter: SQLQueryString = conditions.isEmpty ? "" : "WHERE \(SQLList(conditions, separator: SQLRaw(" AND ")))"
+        let order: SQLQueryString = search.oldestFirst ? "ORDER BY id" : "ORDER BY id DESC"
         return try await read { db in
-            try await db.raw("SELECT * FROM audit_events \(filter) ORDER BY id DESC LIMIT \(bind: max(0, search.limit))").all().map(Self.auditEvent)
+            try await db.raw("SELECT * FROM audit_events \(filter) \(order) LIMIT \(bind: max(0, search.limit))").all().map(Self.auditEvent)
         }
     }
 

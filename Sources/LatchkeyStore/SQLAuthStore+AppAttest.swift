@@ -1,5 +1,5 @@
 public import Foundation
-import LatchkeyCore
+public import LatchkeyCore
 import LatchkeyJOSE
 public import LatchkeyWebAuthn
 import SQLKit
@@ -46,6 +46,19 @@ extension SQLAuthStore {
                 WHERE key_id = \(bind: keyID) AND counter < \(bind: Int64(counter)) RETURNING key_id
                 """
             ).first() != nil
+        }
+    }
+
+    public func appAttestKeys(userID: String) async throws -> [AppAttestKeyRecord] {
+        try await read { db in
+            try await db.raw(
+                "SELECT key_id, app_id, environment, created_at, last_used_at FROM app_attest_keys WHERE user_id = \(bind: userID) ORDER BY created_at, key_id"
+            ).all().map { row in
+                AppAttestKeyRecord(
+                    keyID: try row.decode(column: "key_id", as: String.self), appID: try row.decode(column: "app_id", as: String.self),
+                    environment: try row.decode(column: "environment", as: String.self), createdAt: try row.date("created_at"),
+                    lastUsedAt: try row.date("last_used_at"))
+            }
         }
     }
 

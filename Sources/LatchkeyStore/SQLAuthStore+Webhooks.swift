@@ -87,6 +87,13 @@ extension SQLAuthStore {
         }
     }
 
+    public func webhookDeliveries(userID: String, limit: Int) async throws -> [WebhookDelivery] {
+        try await read { db in
+            try await db.raw("SELECT * FROM webhook_deliveries WHERE user_id = \(bind: userID) ORDER BY created_at DESC, id DESC LIMIT \(bind: max(0, limit))")
+                .all().map(Self.webhookDelivery)
+        }
+    }
+
     public func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount] {
         try await read { db in
             try await db.raw("SELECT endpoint, status, COUNT(*) AS count FROM webhook_deliveries GROUP BY endpoint, status ORDER BY endpoint, status").all()

@@ -138,6 +138,31 @@ struct OpenAPIContractTests {
                 ("AppleSignInRequest", apple),
                 ("ProviderSignInRequest", provider),
                 ("AppAttestEvidence", evidence),
+                (
+                    "AppAttestKeyResponse",
+                    AppAttestKeyResponse(keyId: "k", appId: "ABCDE12345.com.example.app", environment: "production", createdAt: date, lastUsedAt: date)
+                ),
+                (
+                    "ExportedWebhookDelivery",
+                    ExportedWebhookDelivery(
+                        id: "msg_x.0", type: "user.created", endpoint: "https://api.example.com/hooks", status: "delivered", createdAt: date, finishedAt: date,
+                        payload: .object(["type": .string("user.created")]))
+                ),
+                (
+                    "UserDataExport",
+                    UserDataExport(
+                        exportedAt: date, user: adminUser, passkeys: [passkey],
+                        appAttestKeys: [
+                            AppAttestKeyResponse(keyId: "k", appId: "ABCDE12345.com.example.app", environment: "production", createdAt: date, lastUsedAt: date)
+                        ],
+                        auditEvents: [event],
+                        webhookDeliveries: [
+                            ExportedWebhookDelivery(
+                                id: "msg_x.0", type: "user.created", endpoint: "https://api.example.com/hooks", status: "delivered", createdAt: date,
+                                finishedAt: date,
+                                payload: .object([:]))
+                        ])
+                ),
                 ("FullName", AppleSignInRequest.FullName(givenName: "Jane", familyName: "Appleseed")),
                 ("TokenPairResponse", tokens),
                 ("SignInResponse", SignInResponse(tokens: tokens, user: user, isNewUser: true)),
@@ -179,6 +204,23 @@ struct OpenAPIContractTests {
                 ("AppleSignInRequest", AppleSignInRequest(identityToken: "t")),
                 ("ProviderSignInRequest", ProviderSignInRequest()),
                 ("AppAttestEvidence", AppAttestEvidence(keyId: "k", challenge: "c")),
+                (
+                    "AppAttestKeyResponse",
+                    AppAttestKeyResponse(keyId: "k", appId: "ABCDE12345.com.example.app", environment: "development", createdAt: date, lastUsedAt: date)
+                ),
+                (
+                    "ExportedWebhookDelivery",
+                    ExportedWebhookDelivery(
+                        id: "msg_x.0", type: "user.created", endpoint: "https://api.example.com/hooks", status: "pending", createdAt: date, finishedAt: nil,
+                        payload: .null)
+                ),
+                (
+                    "UserDataExport",
+                    UserDataExport(
+                        exportedAt: date,
+                        user: AdminUserResponse(id: "u", email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: date, identities: []),
+                        passkeys: [], appAttestKeys: [], auditEvents: [], webhookDeliveries: [])
+                ),
                 ("FullName", AppleSignInRequest.FullName()),
                 ("TokenPairResponse", tokens),
                 (
@@ -365,7 +407,7 @@ struct OpenAPIContractTests {
         try await ServerHarness.with(configure: { $0.webhooks = [endpoint] }) { harness in
             let contract = try await OpenAPI.fetch(harness)
             let routes = harness.server.routes.filter { $0.path.hasPrefix("/admin/") }
-            #expect(routes.count == 14)
+            #expect(routes.count == 15)
             let unknown = UUID().uuidString.lowercased()
 
             // Off: no key was ever made, so every operation answers 404, whatever it is sent.
@@ -405,6 +447,8 @@ struct OpenAPIContractTests {
                 if method != "GET" { _ = try await call(method, path, id: userID, bearer: reader, status: 403, error: "insufficient_scope") }
             }
             _ = try await call("GET", "/admin/v1/users/{id}", id: userID, bearer: reader, status: 200)
+            _ = try await call("GET", "/admin/v1/users/{id}/export", id: userID, bearer: reader, status: 200)
+            _ = try await call("GET", "/admin/v1/users/{id}/export", status: 404, error: "not_found")
 
             // Users: search, pages, one user.
             let all = try await call("GET", "/admin/v1/users", status: 200).decode(AdminUserList.self)
@@ -691,6 +735,7 @@ struct OpenAPI: Sendable {
         "DeliveryRetry": DeliveryRetry.self, "Passkey": PasskeyResponse.self, "PasskeyList": PasskeyList.self,
         "AdminUserDisable": AdminUserDisable.self, "ImportedFrom": ImportedFromResponse.self, "EmailStartRequest": EmailStartRequest.self,
         "EmailVerifyRequest": EmailVerifyRequest.self, "EmailSent": StatusResponse.self, "AppAttestEvidence": AppAttestEvidence.self,
+        "AppAttestKeyResponse": AppAttestKeyResponse.self, "ExportedWebhookDelivery": ExportedWebhookDelivery.self, "UserDataExport": UserDataExport.self,
     ]
 
     /// The answers that wrap other wire types or a count, built from `passkey` and the others given.

@@ -37,6 +37,21 @@ public protocol AppAttestKeyStore: Sendable {
     func advanceAppAttestCounter(keyID: String, to counter: UInt32, at: Date) async throws -> Bool
     /// The user who signed in with the key last.
     func assignAppAttestKey(keyID: String, userID: String) async throws
+    /// The keys of the installs the user signed in from last, oldest first.
+    func appAttestKeys(userID: String) async throws -> [AppAttestKeyRecord]
+}
+
+/// An install's App Attest key as a user's data export shows it: no key material beyond its id.
+public struct AppAttestKeyRecord: Sendable, Equatable {
+    public var keyID: String
+    public var appID: String
+    public var environment: String
+    public var createdAt: Date
+    public var lastUsedAt: Date
+
+    public init(keyID: String, appID: String, environment: String, createdAt: Date, lastUsedAt: Date) {
+        (self.keyID, self.appID, self.environment, self.createdAt, self.lastUsedAt) = (keyID, appID, environment, createdAt, lastUsedAt)
+    }
 }
 
 /// App Attest at sign-in: single-use challenges, and the attestation or assertion that vouches for the app and for the

@@ -250,6 +250,8 @@ public protocol WebhookStore: Sendable {
     func updateWebhookDelivery(_ delivery: WebhookDelivery) async throws
     /// The latest `limit` deliveries (of one status, or all), newest first.
     func webhookDeliveries(status: WebhookDelivery.Status?, limit: Int) async throws -> [WebhookDelivery]
+    /// The deliveries of events about one user, newest first.
+    func webhookDeliveries(userID: String, limit: Int) async throws -> [WebhookDelivery]
     /// How many deliveries each endpoint has in each status.
     func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount]
 }
@@ -273,7 +275,8 @@ public protocol AuditStore: Sendable {
     func audit(_ event: AuditEvent) async throws
     /// The latest `limit` events by time (of one user, or of all), oldest first.
     func auditEvents(userID: String?, limit: Int) async throws -> [AuditEvent]
-    /// The events `search` matches, newest first (by id, which orders by time), at most `search.limit`.
+    /// The events `search` matches, newest first (by id, which orders by time; oldest first with `oldestFirst`), at most
+    /// `search.limit`.
     func auditEvents(_ search: AuditSearch) async throws -> [AuditEvent]
 }
 

@@ -112,14 +112,23 @@ public struct AuditSearch: Sendable, Equatable {
     public var userID: String?
     public var kind: String?
     public var since: Date?
+    /// Events before this instant only.
+    public var until: Date?
+    /// Past this event: older ones, or newer ones with ``oldestFirst``.
     public var cursor: String?
     public var limit: Int
+    /// Oldest first (an export), instead of newest first (a support tool's page).
+    public var oldestFirst: Bool
 
-    public init(userID: String? = nil, kind: String? = nil, since: Date? = nil, cursor: String? = nil, limit: Int = 50) {
+    public init(
+        userID: String? = nil, kind: String? = nil, since: Date? = nil, until: Date? = nil, cursor: String? = nil, limit: Int = 50, oldestFirst: Bool = false
+    ) {
         self.userID = userID
         self.kind = kind
         self.since = since
+        self.until = until
         self.cursor = cursor
         self.limit = limit
+        self.oldestFirst = oldestFirst
     }
 }

@@ -332,7 +332,8 @@ public struct PasskeyService: Sendable {
             aaguid: [], transports: transports(identity) ?? [])
     }
 
-    static func response(_ identity: LinkedIdentity) -> PasskeyResponse {
+    /// A passkey identity as the API shows it: its public details.
+    public static func response(_ identity: LinkedIdentity) -> PasskeyResponse {
         let claims = identity.claims
         let lastUsed: Date? = claims[Claim.lastUsedAt].flatMap { (text: String) -> Date? in try? Date(text, strategy: .iso8601) }
         return PasskeyResponse(
