@@ -35,6 +35,8 @@ public struct RequestRecord: Codable, Sendable, Equatable {
     public var error: String?
     /// Why the emulator answered with that error (Apple would not say).
     public var detail: String?
+    /// The W3C `traceparent` header the call carried, if any: a trace the caller continues here.
+    public var traceparent: String? = nil
 }
 
 /// A server-to-server notification and how its delivery went.

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 
 extension CodeRecord.Provider {
@@ -85,6 +86,7 @@ extension Emulator {
         let (form, duplicate, malformed) = try await readForm(request)
         var entry = RequestRecord(
             time: await state.now, method: "POST", endpoint: endpoint, clientId: form["client_id"], grantType: form["grant_type"], status: 200)
+        entry.traceparent = request.headers[HTTPField.Name("traceparent")!]
         let response: Response
         do throws(AppleOAuthError) {
             if malformed { throw AppleOAuthError(code: "invalid_request", detail: "the body is not form encoded") }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 
@@ -109,6 +110,7 @@ extension Emulator {
     ) async -> Response {
         var entry = RequestRecord(
             time: await state.now, method: request.method.rawValue, endpoint: request.uri.path, clientId: clientID, grantType: grantType, status: 200)
+        entry.traceparent = request.headers[HTTPField.Name("traceparent")!]
         let response: Response
         do throws(ProviderOAuthError) {
             response = try await body()

@@ -142,6 +142,8 @@ public struct LatchkeyServer: Sendable {
     public func makeRouter() -> Router<LatchkeyRequestContext> {
         let router = Router(context: LatchkeyRequestContext.self)
         // Outermost first: the access log sees every answer; CORS decorates every answer, including the error bodies made just inside it.
+        // A server span per request, continuing the caller's W3C traceparent; only with a tracing backend (`otel.endpoint`).
+        if configuration.otel.endpoint != nil { router.add(middleware: TracingMiddleware()) }
         router.add(middleware: AccessLogMiddleware())
         if !configuration.corsAllowedOrigins.isEmpty { router.add(middleware: CORSAllowListMiddleware(origins: Set(configuration.corsAllowedOrigins))) }
         router.add(middleware: ErrorMiddleware(metrics: metrics))

@@ -12,11 +12,17 @@ import Synchronization
 /// Where `serve` writes its log: standard error, as text for people or one JSON object per line for log shippers.
 public enum LogOutput {
     /// Installs the configured format and level for every logger of the process; call once, before any logging.
-    public static func bootstrap(format: ServerConfiguration.LogFormat, level: Logger.Level) {
-        LoggingSystem.bootstrap { label in
-            var handler = LineLogHandler(label: label, format: format, metadataProvider: LoggingSystem.metadataProvider) { StandardError.emit($0) }
+    /// With a `metadataProvider` (the tracing backend's), each line also carries its values, such as `trace_id` and `span_id`.
+    public static func bootstrap(format: ServerConfiguration.LogFormat, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
+        let factory: @Sendable (String, Logger.MetadataProvider?) -> any LogHandler = { label, provider in
+            var handler = LineLogHandler(label: label, format: format, metadataProvider: provider) { StandardError.emit($0) }
             handler.logLevel = level
             return handler
+        }
+        if let metadataProvider {
+            LoggingSystem.bootstrap(factory, metadataProvider: metadataProvider)
+        } else {
+            LoggingSystem.bootstrap { label in factory(label, LoggingSystem.metadataProvider) }
         }
     }
 }

@@ -58,6 +58,7 @@ extension ServerConfiguration {
     /// | `passkeys.userVerification` | `required`, `preferred` or `discouraged` | `required` |
     /// | `passkeys.allowSignUp` | bool: a passkey may create an account | false |
     /// | `clients[]`: `clientId`, `redirectUris`, `providers`, `type` (`public`/`confidential`), `clientSecret`/`clientSecretFile`, `dpop` (`allow`/`require`) | apps of the browser flow | none |
+    /// | `otel.endpoint`, `otel.serviceName`, `otel.sampleRatio` | OpenTelemetry traces over OTLP/HTTP: the collector's base URL (off when unset), the service name, the share of new traces sampled | off, latchkey, 1 |
     /// | `dpop.mode` (`allow`/`require`), `dpop.maxAge`, `dpop.requireNonce` | DPoP (RFC 9449): sessions bound to a device key; a proof's age window; server nonces | allow, 60, false |
     /// | `appAttest.mode` (`off`/`report`/`require`), `appAttest.appIds`, `appAttest.environment`, `appAttest.rootCertificate`/`…File` | App Attest at sign-in: what it does, the apps' `TEAMID.bundle.id`, `production` or `development`, the root CA | off, none, production, Apple's App Attestation Root CA |
     /// | `apple.servicesId`, `<provider>.webClientId`, `dropbox.authorizeUrl` | the browser flow's client ids and Dropbox's sign-in page | first client id |
@@ -138,6 +139,13 @@ extension ServerConfiguration {
         session.anonymous.enabled = try Self.bool(config, "anonymous.enabled") ?? session.anonymous.enabled
         try readDPoP(config)
         try readAppAttest(config)
+        otel.endpoint = config.string(forKey: "otel.endpoint").map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
+        if let endpoint = otel.endpoint, let problem = OutboundURL.problem(endpoint) {
+            throw setting("otel.endpoint", "is \(endpoint.prefix(200)): \(problem)")
+        }
+        otel.serviceName = config.string(forKey: "otel.serviceName") ?? otel.serviceName
+        otel.sampleRatio = try Self.double(config, "otel.sampleRatio") ?? otel.sampleRatio
+        guard (0...1).contains(otel.sampleRatio) else { throw setting("otel.sampleRatio", "is 0 to 1") }
         session.anonymous.perIPPerHour = try Self.int(config, "anonymous.perIpPerHour") ?? session.anonymous.perIPPerHour
         session.anonymous.ttl = try Self.double(config, "anonymous.ttl") ?? session.anonymous.ttl
         guard session.anonymous.perIPPerHour >= 1 else { throw setting("anonymous.perIpPerHour", "is at least 1") }

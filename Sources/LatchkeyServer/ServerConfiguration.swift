@@ -31,6 +31,19 @@ public struct ServerConfiguration: Sendable {
     public var dpop = DPoPPolicy()
     /// App Attest at sign-in (`appAttest.*`).
     public var appAttest = AppAttestPolicy()
+    /// OpenTelemetry traces (`otel.*`), off while ``OTelSettings/endpoint`` is unset.
+    public var otel = OTelSettings()
+
+    /// Where `serve` sends traces: an OTLP/HTTP collector.
+    public struct OTelSettings: Sendable, Equatable {
+        /// The collector's OTLP/HTTP base URL (`http://collector:4318`); spans go to `{endpoint}/v1/traces`.
+        public var endpoint: String?
+        public var serviceName = "latchkey"
+        /// The share of new traces sampled, 0 to 1; a request that carries a `traceparent` follows its sampling flag.
+        public var sampleRatio = 1.0
+
+        public init() {}
+    }
     /// Sign in with Apple, the first of ``providerModules`` when configured.
     public var apple: AppleModule? {
         get { module(AppleModule.self) }

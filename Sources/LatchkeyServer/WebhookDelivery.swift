@@ -4,6 +4,7 @@ public import LatchkeyJOSE
 import LatchkeyProviders
 public import Logging
 import ServiceLifecycle
+import Tracing
 
 /// Sends the store's owed webhook deliveries: signed as Standard Webhooks asks, retried on the schedule of
 /// ``WebhookRetrySchedule`` until a 2xx, and given up (status `failed`) after the last attempt. Runs beside the
@@ -116,7 +117,13 @@ public struct WebhookDispatcher: Sendable {
         var delivery = delivery
         // Only deliveries to this instance's endpoints are claimed.
         guard let (endpoint, key) = endpoints[delivery.endpoint] else { return delivery }
-        let outcome = await post(messageID: delivery.messageID, body: delivery.payload, to: endpoint.url, key: key)
+        let outcome = await withSpan("webhook delivery", ofKind: .producer) { span in
+            span.attributes["latchkey.webhook.type"] = delivery.kind
+            span.attributes["latchkey.webhook.attempt"] = delivery.attempts + 1
+            let outcome = await post(messageID: delivery.messageID, body: delivery.payload, to: endpoint.url, key: key)
+            if !outcome.isSuccess { span.setStatus(SpanStatus(code: .error, message: outcome.summary)) }
+            return outcome
+        }
         let now = timeSource.now
         delivery.attempts += 1
         delivery.lastError = outcome.isSuccess ? nil : outcome.summary

@@ -12,7 +12,9 @@ import LatchkeyWebAuthn
 import Logging
 import NIOCore
 import NIOHTTP1
+import OTel
 import ServiceLifecycle
+import Tracing
 import UnixSignals
 
 /// `latchkey serve`: the Latchkey server.
@@ -50,18 +52,20 @@ struct Serve: AsyncParsableCommand {
         _ = latchkey_malloc_tuned()
         _ = OpenFileLimit.raised
         var (configuration, team) = try await loadConfiguration()
-        LogOutput.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
+        let tracing = try Self.bootstrapTracing(configuration)
+        LogOutput.bootstrap(
+            format: configuration.logFormat, level: configuration.logLevel, metadataProvider: tracing == nil ? nil : OTel.makeLoggingMetadataProvider())
         let logger = Logger(label: "latchkey")
         for warning in configuration.warnings { logger.warning("\(warning)") }
         do {
-            var services: [any Service] = []
+            var services: [any Service] = tracing.map { [$0] } ?? []
             if let team {
                 let rootPEM: String
                 if let emulatorUrl {
                     rootPEM = try await Self.appAttestRoot(emulatorURL: emulatorUrl)
                 } else {
                     let emulator = try emulator(team: team, configuration: configuration)
-                    services = [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
+                    services += [emulator.makeApplication(port: emulatorPort) as any Service, emulator.notificationService]
                     rootPEM = emulator.appAttestRootPEM
                 }
                 Self.trustEmulatedAppAttest(&configuration, rootPEM: rootPEM, teamID: team.teamID, clientIDs: devClientIDs)
@@ -130,6 +134,25 @@ struct Serve: AsyncParsableCommand {
         let teamID: String
         let keyID: String
         let keyFile: String
+    }
+
+    /// With `otel.endpoint`: spans exported over OTLP/HTTP to `{endpoint}/v1/traces` (swift-otel's batch processor, which
+    /// the returned service runs and flushes at shutdown), W3C trace context propagated, log lines carrying `trace_id`
+    /// and `span_id`. The OTEL_* environment variables of the OpenTelemetry specification override these.
+    static func bootstrapTracing(_ configuration: ServerConfiguration) throws -> (any Service)? {
+        guard let endpoint = configuration.otel.endpoint else { return nil }
+        var otel = OTel.Configuration.default
+        otel.serviceName = configuration.otel.serviceName
+        otel.logs.enabled = false
+        otel.metrics.enabled = false
+        otel.traces.enabled = true
+        otel.propagators = [.traceContext]
+        otel.traces.sampler = .parentBasedTraceIDRatio(ratio: configuration.otel.sampleRatio) ?? .parentBasedAlwaysOn
+        otel.traces.otlpExporter.endpoint = endpoint + "/v1/traces"
+        otel.traces.otlpExporter.protocol = .httpProtobuf
+        let backend = try OTel.makeTracingBackend(configuration: otel)
+        InstrumentationSystem.bootstrap(backend.factory)
+        return backend.service
     }
 
     /// `--dev`'s App Attest: the emulator's root, the emulated team's App IDs, `development`, and `report` unless the

@@ -2,6 +2,7 @@ public import Foundation
 public import LatchkeyJOSE
 public import LatchkeyModels
 public import Logging
+import Tracing
 
 /// Lifetimes and windows of Latchkey sessions.
 public struct SessionPolicy: Sendable {
@@ -186,6 +187,16 @@ public struct SessionService: Sendable {
     public func refresh(
         _ refreshToken: String, forClient clientID: String? = nil, refusing confidentialClients: Set<String> = [], origin: RequestOrigin = RequestOrigin(),
         proofThumbprint: String? = nil
+    ) async throws -> IssuedTokens {
+        try await withSpan("refresh token rotation") { span in
+            span.attributes["latchkey.dpop_bound"] = proofThumbprint != nil
+            return try await rotate(
+                refreshToken, forClient: clientID, refusing: confidentialClients, origin: origin, proofThumbprint: proofThumbprint)
+        }
+    }
+
+    private func rotate(
+        _ refreshToken: String, forClient clientID: String?, refusing confidentialClients: Set<String>, origin: RequestOrigin, proofThumbprint: String?
     ) async throws -> IssuedTokens {
         guard RefreshTokens.isWellFormed(refreshToken) else {
             throw LatchkeyError(.invalidGrant, "the refresh token is malformed")

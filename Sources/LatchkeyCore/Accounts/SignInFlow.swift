@@ -1,5 +1,6 @@
 import Foundation
 import LatchkeyJOSE
+import Tracing
 
 /// What an app sends to sign in with a provider; which fields a provider needs depends on the provider.
 public struct ProviderCredential: Sendable {
@@ -139,15 +140,28 @@ public struct SignInFlow: Sendable {
         _ verifier: any CredentialVerifier, _ credential: ProviderCredential, claimingInBody: Bool = false,
         _ body: (_ signIn: ProviderSignIn, _ tokenToClaim: String?) async throws -> T
     ) async throws -> T {
-        let signIn = try await verifier.verify(credential)
+        let name = verifier.name
+        // Spans of a sign-in's steps: the token's verification, the provider call that completes it (a code exchange),
+        // and (in SignInService) the store transaction.
+        let signIn = try await withSpan("sign-in token verification") { span in
+            span.attributes["latchkey.provider"] = name
+            return try await verifier.verify(credential)
+        }
         try admit(verifier.name, signIn.identity.subject)
         if verifier.name == "apple", let transfers = signIns.transfers { try await transfers.beforeSignIn(signIn.identity) }
+        func complete() async throws -> ProviderSignIn {
+            guard verifier.completes(credential) else { return try await verifier.complete(credential, signIn) }
+            return try await withSpan("sign-in provider call") { span in
+                span.attributes["latchkey.provider"] = name
+                return try await verifier.complete(credential, signIn)
+            }
+        }
         if claimingInBody, !verifier.completes(credential) {
-            return try await body(try await verifier.complete(credential, signIn), signIn.singleUseToken)
+            return try await body(try await complete(), signIn.singleUseToken)
         }
         if let token = signIn.singleUseToken { try await signIns.claimSignIn(token, provider: verifier.name, identity: signIn.identity) }
         do {
-            return try await body(try await verifier.complete(credential, signIn), nil)
+            return try await body(try await complete(), nil)
         } catch {
             if let token = signIn.singleUseToken { await signIns.releaseSignIn(token, provider: verifier.name, identity: signIn.identity) }
             throw error

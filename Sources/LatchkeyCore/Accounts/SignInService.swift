@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 public import LatchkeyJOSE
+import Tracing
 
 /// Sign-ins: finds or creates the user for a verified provider identity and starts a session; links and
 /// unlinks identities; single-use identity tokens; invite-only sign-up.
@@ -54,7 +55,10 @@ public struct SignInService: Sendable {
         let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
             startsSession: true, userAgent: userAgent, inviteCode: inviteCode, claiming: token, identityClaims: identityClaims, accounts: accounts)
-        let resolved = try await resolve(plan)
+        let resolved = try await withSpan("sign-in store transaction") { span in
+            span.attributes["latchkey.provider"] = provider
+            return try await resolve(plan)
+        }
         // A plan that starts a session resolves to one.
         guard let session = resolved.session else { throw AuthStoreError.notFound }
         return SignInOutcome(

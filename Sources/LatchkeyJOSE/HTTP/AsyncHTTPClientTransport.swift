@@ -2,6 +2,7 @@ public import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import Tracing
 
 /// ``HTTPTransport`` over AsyncHTTPClient, with a cap on the response size.
 public struct AsyncHTTPClientTransport: HTTPTransport {
@@ -15,6 +16,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     public static let providerClient: HTTPClient = {
         var configuration = HTTPClient.Configuration.singletonConfiguration
         configuration.connectionPool.retryConnectionEstablishment = false
+        // Spans come from ``AsyncHTTPClientTransport`` itself: AsyncHTTPClient's own would record the query, where a
+        // provider call may carry a token.
+        configuration.tracing.tracer = nil
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
@@ -23,6 +27,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     public static let webhookClient: HTTPClient = {
         var configuration = HTTPClient.Configuration.singletonConfiguration
         configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.tracing.tracer = nil
         configuration.redirectConfiguration = .disallow
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
@@ -78,9 +83,24 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         outbound.method = HTTPMethod(rawValue: request.method)
         for header in request.headers { outbound.headers.add(name: header.name, value: header.value) }
         if let body = request.body { outbound.body = .bytes(ByteBuffer(bytes: body)) }
-        return try await client.execute(
-            outbound,
-            timeout: .nanoseconds(Int64(request.timeout.components.seconds * 1_000_000_000 + request.timeout.components.attoseconds / 1_000_000_000)))
+        let url = URL(string: request.url)
+        let timeout = TimeAmount.nanoseconds(
+            Int64(request.timeout.components.seconds * 1_000_000_000 + request.timeout.components.attoseconds / 1_000_000_000))
+        // A client span per call, its W3C traceparent passed on. Only the host and path are recorded: a query may hold a
+        // token (Facebook's debug_token takes one).
+        return try await withSpan("\(request.method) \(url?.host ?? "")", ofKind: .client) { span in
+            span.attributes["http.request.method"] = request.method
+            span.attributes["server.address"] = url?.host
+            span.attributes["url.path"] = url?.path
+            InstrumentationSystem.instrument.inject(ServiceContext.current ?? .topLevel, into: &outbound.headers, using: HTTPHeadersInjector())
+            let response = try await client.execute(outbound, timeout: timeout)
+            span.attributes["http.response.status_code"] = Int(response.status.code)
+            return response
+        }
+    }
+
+    private struct HTTPHeadersInjector: Injector {
+        func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) { headers.replaceOrAdd(name: key, value: value) }
     }
 
     private struct InvalidURL: Error { let problem: String }
