@@ -150,6 +150,7 @@ struct ServerBench {
 
             rows += try await sdkRows(server: server, signIn: try await mintSignIns(emulator: emulator, http: http, count: 1)[0])
             rows += try await dpopRows(server: server, emulator: emulator, http: http)
+            rows += try await tracingRows(environment: environment, directory: directory, emulator: emulator, http: http)
             rows += try await webhookRows(
                 plain: server, environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/hooked.sqlite"]) { $1 }, emulator: emulator,
                 http: http)
@@ -456,7 +457,7 @@ struct ServerBench {
 
     /// Rotations on `first` and `second` taking turns, ``rounds`` turns of `seconds / rounds` each, so that both see the
     /// machine in the same minutes.
-    private func rotationTurns(_ first: ChildServer, _ firstTokens: [String], _ second: ChildServer, _ secondTokens: [String], http: HTTPClient)
+    func rotationTurns(_ first: ChildServer, _ firstTokens: [String], _ second: ChildServer, _ secondTokens: [String], http: HTTPClient)
         async throws -> (RotationTurns, RotationTurns)
     {
         var turns = [RotationTurns(tokens: firstTokens), RotationTurns(tokens: secondTokens)]
