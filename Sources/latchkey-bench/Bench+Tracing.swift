@@ -11,22 +11,14 @@ extension ServerBench {
     /// against a server without tracing, started alike and taking turns; and each server's CPU per rotation.
     func tracingRows(environment: [String: String], directory: String, emulator: RunningEmulator, http: HTTPClient) async throws -> [BenchRow] {
         let received = Mutex(0)
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let router = Router()
-        router.post("/v1/traces") { request, _ -> HTTPResponse.Status in
-            let body = try await request.body.collect(upTo: 64 << 20)
-            received.withLock { $0 += body.readableBytes }
-            return .ok
+        let (port, receiving) = try await Self.receiver { router in
+            router.post("/v1/traces") { request, _ -> HTTPResponse.Status in
+                let body = try await request.body.collect(upTo: 64 << 20)
+                received.withLock { $0 += body.readableBytes }
+                return .ok
+            }
         }
-        var quiet = Logger(label: "latchkey.bench.otel")
-        quiet.logLevel = .critical
-        let application = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-            logger: quiet)
-        let receiving = Task { try await application.runService() }
         defer { receiving.cancel() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next(), port > 0 else { throw BenchError("the OTLP sink did not start") }
 
         let plain = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/untraced.sqlite"]) { $1 })
         defer { plain.stop() }

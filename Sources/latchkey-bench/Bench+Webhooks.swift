@@ -14,21 +14,13 @@ extension ServerBench {
     /// caused, less the plain server's for as many sign-ins, per delivery.
     func webhookRows(plain: ChildServer, environment: [String: String], emulator: RunningEmulator, http: HTTPClient) async throws -> [BenchRow] {
         let receiver = DeliveryCounter()
-        let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let router = Router()
-        router.post("/hooks") { [receiver] _, _ -> HTTPResponse.Status in
-            receiver.count()
-            return .noContent
+        let (port, receiving) = try await Self.receiver { router in
+            router.post("/hooks") { [receiver] _, _ -> HTTPResponse.Status in
+                receiver.count()
+                return .noContent
+            }
         }
-        var quiet = Logger(label: "latchkey.bench.webhooks")
-        quiet.logLevel = .critical
-        let application = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-            logger: quiet)
-        let receiving = Task { try await application.runService() }
         defer { receiving.cancel() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next(), port > 0 else { throw BenchError("the webhook receiver did not start") }
         let hooked = try ChildServer(
             environment: environment.merging([
                 "LATCHKEY_WEBHOOKS_0_URL": "http://127.0.0.1:\(port)/hooks", "LATCHKEY_WEBHOOKS_0_SECRET": WebhookEndpoint.generateSecret(),
@@ -69,4 +61,26 @@ final class DeliveryCounter: Sendable {
     private let received = Atomic<Int>(0)
     func count() { received.add(1, ordering: .relaxed) }
     var total: Int { received.load(ordering: .relaxed) }
+}
+
+extension ServerBench {
+    /// An HTTP server in this process on a free loopback port, with the routes `routes` adds: the bench's stand-in for
+    /// what a server under test calls (a webhook endpoint, an OTLP collector). Cancel the task to stop it.
+    static func receiver(_ routes: (Router<BasicRequestContext>) -> Void) async throws -> (port: Int, task: Task<Void, any Error>) {
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let router = Router()
+        routes(router)
+        var quiet = Logger(label: "latchkey.bench.receiver")
+        quiet.logLevel = .critical
+        let application = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
+            logger: quiet)
+        let task = Task { try await application.runService() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next(), port > 0 else {
+            task.cancel()
+            throw BenchError("a receiver of the bench did not start")
+        }
+        return (port, task)
+    }
 }
