@@ -336,7 +336,12 @@ let package = Package(
         ),
         .testTarget(name: "LatchkeyBenchReportTests", dependencies: ["LatchkeyBenchReport"], swiftSettings: testSwiftSettings),
         .testTarget(name: "LatchkeyModelsTests", dependencies: ["LatchkeyModels"], swiftSettings: swiftSettings),
-        .testTarget(name: "LatchkeyClientTests", dependencies: ["LatchkeyClient", "LatchkeyTestSupport"], swiftSettings: testSwiftSettings),
+        // LatchkeyJOSE checks the client's DPoP proofs as the server does; Crypto recomputes App Attest's client data hash.
+        .testTarget(
+            name: "LatchkeyClientTests",
+            dependencies: ["LatchkeyClient", "LatchkeyTestSupport", "LatchkeyJOSE", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: testSwiftSettings
+        ),
         .target(
             name: "LatchkeyTestSupport",
             dependencies: [

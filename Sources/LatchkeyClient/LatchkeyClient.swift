@@ -43,7 +43,12 @@ public final class LatchkeyClient: Sendable {
     }
 
     let engine: SessionEngine
+    /// The transport given, behind ``DPoPTransport`` when the client has a device key.
     let transport: any LatchkeyTransport
+    /// The device key's proofs, with ``DeviceBinding/dpop``.
+    let signer: DPoPSigner?
+    /// App Attest at sign-in, with ``AppAttest/enabled``.
+    let attestor: AppAttestor?
     private let snapshot: TokenSnapshot
     let broadcast: SessionBroadcast
     /// Browser sign-ins started by ``authorizationURL(provider:clientID:redirectURI:)``, by `state`.
@@ -57,26 +62,43 @@ public final class LatchkeyClient: Sendable {
     /// - Parameters:
     ///   - baseURL: the Latchkey server, such as `https://auth.example.com`.
     ///   - tokenStore: where the session is kept between launches.
+    ///   - deviceBinding: ``DeviceBinding/dpop`` binds the session to a key of the device (DPoP, RFC 9449): every
+    ///     request to Latchkey then carries a proof by it. ``DeviceBinding/none`` by default.
+    ///   - appAttest: ``AppAttest/enabled`` proves at sign-in that the app is genuine (App Attest); disabled by default.
     ///   - transport: how requests are sent; ``URLSessionTransport`` by default, a fake server in tests.
     ///   - clock: the time used for expiry and backoff; the system clock by default.
     ///   - observesAppLifecycle: whether the client calls ``refreshIfNeeded()`` itself when the app becomes active and
     ///     when protected data becomes available after an unlock (UIKit's and AppKit's notifications). Pass false to
     ///     call it yourself.
     public convenience init(
-        baseURL: URL, tokenStore: any TokenStore, transport: any LatchkeyTransport = URLSessionTransport(), clock: (any LatchkeyClock)? = nil,
-        observesAppLifecycle: Bool = true
+        baseURL: URL, tokenStore: any TokenStore, deviceBinding: DeviceBinding = .none, appAttest: AppAttest = .disabled,
+        transport: any LatchkeyTransport = URLSessionTransport(), clock: (any LatchkeyClock)? = nil, observesAppLifecycle: Bool = true
     ) {
         self.init(
             baseURL: baseURL, tokenStore: tokenStore, transport: transport, clock: clock ?? SystemClock(), policy: RefreshPolicy(),
-            lifecycle: observesAppLifecycle ? .default : nil)
+            lifecycle: observesAppLifecycle ? .default : nil, deviceBinding: deviceBinding, appAttest: appAttest)
     }
 
+    /// - Parameter installItems: where the device key and App Attest's state are kept, instead of the platform's choice
+    ///   (``DeviceKeyPlan``); tests pass memory.
     init(
         baseURL: URL, tokenStore: any TokenStore, transport: any LatchkeyTransport, clock: any LatchkeyClock, policy: RefreshPolicy,
-        lifecycle center: NotificationCenter? = nil
+        lifecycle center: NotificationCenter? = nil, deviceBinding: DeviceBinding = .none, appAttest: AppAttest = .disabled,
+        installItems: (any InstallItemStore)? = nil, appAttestPolicy: AppAttestPolicy = AppAttestPolicy()
     ) {
         self.baseURL = baseURL
+        let issuer = Self.issuer(of: baseURL)
+        let signer = DeviceKeySource.make(deviceBinding, issuer: issuer, tokenStore: tokenStore, items: installItems).map {
+            DPoPSigner(source: $0, clock: clock)
+        }
+        let transport: any LatchkeyTransport = signer.map { DPoPTransport(inner: transport, signer: $0, server: baseURL) } ?? transport
+        self.signer = signer
         self.transport = transport
+        attestor = appAttest.service.map { service in
+            let accessGroup: String? = if case .dpop(let group) = deviceBinding.mode { group } else { nil }
+            let items = installItems ?? DeviceKeyPlan.current(accessGroup: accessGroup, tokenStore: tokenStore).store(issuer: issuer)
+            return AppAttestor(service: service, items: items, clock: clock, policy: appAttestPolicy)
+        }
         let snapshot = TokenSnapshot()
         let broadcast = SessionBroadcast()
         self.snapshot = snapshot
@@ -150,11 +172,39 @@ public final class LatchkeyClient: Sendable {
     }
 
     func signIn(path: String, body: some Encodable) async throws -> SignedIn {
-        let signIn = try await post(path, body: body, as: SignInResponse.self, describing: "a sign-in response")
+        let evidence = await appAttestEvidence()
+        let signIn: SignInResponse
+        do {
+            signIn = try await post(path, body: SignInBody(body: body, appAttest: evidence), as: SignInResponse.self, describing: "a sign-in response")
+        } catch let error as LatchkeyClientError {
+            if let evidence, let status = error.statusCode { await attestor?.answered(evidence, status: status, error: error.serverError?.error) }
+            throw error
+        }
+        if let evidence { await attestor?.answered(evidence, status: 200, error: nil) }
         let tokens = TokenPairResponse(
             accessToken: signIn.accessToken, tokenType: signIn.tokenType, expiresIn: signIn.expiresIn, refreshToken: signIn.refreshToken)
         await engine.signedIn(tokens, user: signIn.user)
         return SignedIn(user: signIn.user, isNewUser: signIn.isNewUser)
+    }
+
+    /// The `appAttest` member of the next sign-in, tied to the device key when there is one; nil without App Attest.
+    private func appAttestEvidence() async -> AppAttestEvidence? {
+        guard let attestor else { return nil }
+        let thumbprint: String?
+        do {
+            thumbprint = try signer?.thumbprint()
+        } catch {
+            return nil  // The sign-in fails for want of the key anyway.
+        }
+        return await attestor.evidence(dpopThumbprint: thumbprint) { [self] in
+            try await post("v1/attest/challenge", body: [String: String](), as: AppAttestChallenge.self, describing: "an App Attest challenge").challenge
+        }
+    }
+
+    /// `POST /v1/attest/challenge`'s answer.
+    struct AppAttestChallenge: Decodable {
+        let challenge: String
+        let expiresIn: Int?
     }
 
     /// A POST without a session (sign-ins and their options): a 2xx answer's body as `Answer`.
@@ -204,6 +254,9 @@ public final class LatchkeyClient: Sendable {
                 URLQueryItem(name: "code_challenge", value: PKCE.challenge(for: authorization.verifier)),
                 URLQueryItem(name: "code_challenge_method", value: "S256"), URLQueryItem(name: "state", value: authorization.state),
             ] + (provider.map { [URLQueryItem(name: "provider", value: $0)] } ?? [])
+            // RFC 9449 §10: the code is then redeemed only with a proof by this key. A key that cannot be read now is
+            // left out; the token request's proof binds the session all the same.
+            + ((try? signer?.thumbprint()).map { [URLQueryItem(name: "dpop_jkt", value: $0)] } ?? [])
         return components.url!
     }
 
@@ -246,7 +299,7 @@ public final class LatchkeyClient: Sendable {
         }
         let tokens = try Self.answer(OAuthTokens.self, body, status: response.statusCode, describing: "RFC 6749 tokens")
         // The code says nothing about the user: ask before publishing the session, so it is published with its user.
-        let user = await engine.describe(accessToken: tokens.access_token)
+        let user = await engine.describe(AccessCredential(token: tokens.access_token, tokenType: tokens.token_type))
         await engine.signedIn(
             TokenPairResponse(accessToken: tokens.access_token, tokenType: tokens.token_type, expiresIn: tokens.expires_in, refreshToken: tokens.refresh_token),
             user: user)
@@ -274,62 +327,78 @@ public final class LatchkeyClient: Sendable {
     /// when the server gave no definite answer, ``LatchkeyClientError/storageUnavailable`` when the store cannot be used;
     /// only the first ends the session.
     public func validAccessToken() async throws -> String {
-        try await engine.validAccessToken()
+        try await engine.validCredential().token
     }
 
-    /// Sends `request` with `Authorization: Bearer …`. On a 401 that blames the token (RFC 6750: `WWW-Authenticate:
-    /// Bearer` without an error or with `invalid_token`, or no challenge at all) it refreshes, only if the rejected
-    /// token is still the current one, and sends the request once more. Other 401s are returned as they are: a new
-    /// token would not change them, and refreshing on each would rotate the session on every call.
+    /// Sends `request` with the access token: `Authorization: Bearer …`, or, for a session bound to the device key
+    /// (``DeviceBinding/dpop``), `Authorization: DPoP …` with a proof for the request. On a 401 that blames the token
+    /// (RFC 6750, RFC 9449 §7.1: a `Bearer` or `DPoP` challenge without an error or with `invalid_token`, or no
+    /// challenge at all) it refreshes, only if the rejected token is still the current one, and sends the request once
+    /// more. Other 401s are returned as they are: a new token would not change them, and refreshing on each would
+    /// rotate the session on every call. A server asking for a DPoP nonce (`use_dpop_nonce`) gets the request once
+    /// more with a proof carrying it.
     public func data(for request: URLRequest) async throws -> (Data, URLResponse) {
         var authorized = request
-        try await authorize(&authorized)
+        authorized.setValue(try await engine.validCredential().authorization, forHTTPHeaderField: "Authorization")
+        // The transport adds the proof (``DPoPTransport``).
         let (data, response) = try await transport.send(authorized)
         guard try await refreshes(after: response, for: authorized) else { return (data, response) }
-        try await authorize(&authorized)
+        authorized.setValue(try await engine.validCredential().authorization, forHTTPHeaderField: "Authorization")
         return try await transport.send(authorized)
     }
 
     // MARK: - Any HTTP stack
 
-    /// Sets `Authorization: Bearer …` on `request` with an access token that is not about to expire (refreshing first
-    /// when needed, one refresh shared by all callers): for Alamofire, swift-openapi-runtime middleware or any other
-    /// HTTP stack. Throws as ``validAccessToken()`` does.
+    /// Authorizes `request` with an access token that is not about to expire (refreshing first when needed, one refresh
+    /// shared by all callers), for Alamofire, swift-openapi-runtime middleware or any other HTTP stack: sets
+    /// `Authorization: Bearer …`, or, for a session bound to the device key (``DeviceBinding/dpop``),
+    /// `Authorization: DPoP …` and a `DPoP` proof for the request's method and URL, with the token's hash (`ath`).
+    /// Authorize the request again before each send: a proof is good for one. Throws as ``validAccessToken()`` does.
+    ///
+    /// ```swift
+    /// var request = URLRequest(url: URL(string: "https://api.example.com/notes")!)
+    /// try await client.authorize(&request)
+    /// ```
     public func authorize(_ request: inout URLRequest) async throws {
-        request.setValue("Bearer \(try await engine.validAccessToken())", forHTTPHeaderField: "Authorization")
+        request.setValue(try await engine.validCredential().authorization, forHTTPHeaderField: "Authorization")
+        if let signer, DPoPSigner.needsProof(request, server: baseURL) { try signer.sign(&request) }
     }
 
     /// After `request`, sent with ``authorize(_:)``, got `response`: true when it should be sent once more, after
     /// ``authorize(_:)`` again — a 401 whose challenge blames the token (see ``data(for:)``), and a refresh that replaced
-    /// the token it carried (or another caller's refresh already had). False for any other answer, a second 401 of the
+    /// the token it carried (or another caller's refresh already had); or a 401 asking for a DPoP nonce its proof did
+    /// not carry (the next ``authorize(_:)`` puts it in the proof). False for any other answer, a second 401 of the
     /// same token, or a session that ended. Never sends the request itself.
     public func handleUnauthorized(_ response: HTTPURLResponse, for request: URLRequest) async -> Bool {
-        (try? await refreshes(after: response, for: request)) ?? false
+        if let signer, let url = request.url, DPoPSigner.asksForNonce(response, body: Data()) {
+            signer.remember(response, from: url)
+            return response.value(forHTTPHeaderField: "DPoP-Nonce") != DPoPSigner.nonce(ofProof: request.value(forHTTPHeaderField: "DPoP"))
+        }
+        return (try? await refreshes(after: response, for: request)) ?? false
     }
 
     /// ``handleUnauthorized(_:for:)``, throwing what the refresh threw (``data(for:)`` passes it on).
     private func refreshes(after response: HTTPURLResponse, for request: URLRequest) async throws -> Bool {
         guard response.statusCode == 401, Self.blamesToken(response.value(forHTTPHeaderField: "WWW-Authenticate")),
-            let header = request.value(forHTTPHeaderField: "Authorization"), header.hasPrefix("Bearer ")
+            let rejected = AccessCredential(authorization: request.value(forHTTPHeaderField: "Authorization"))
         else { return false }
-        let rejected = String(header.dropFirst("Bearer ".count))
-        return try await engine.accessToken(replacing: rejected) != rejected
+        return try await engine.credential(replacing: rejected.token).token != rejected.token
     }
 
     /// Whether a 401's challenge says the access token itself is the problem.
     static func blamesToken(_ challenge: String?) -> Bool {
         guard let challenge = challenge?.trimmingCharacters(in: .whitespaces), !challenge.isEmpty else { return true }
-        let lowered = challenge.lowercased()
-        guard lowered == "bearer" || lowered.hasPrefix("bearer ") else { return false }
-        guard let range = lowered.range(of: "error=") else { return true }
-        let value = lowered[range.upperBound...].drop { $0 == "\"" }.prefix { $0 != "\"" && $0 != "," && $0 != " " }
-        return value == "invalid_token"
+        guard let error = challengeError(challenge, scheme: "bearer") ?? challengeError(challenge, scheme: "dpop") else { return false }
+        return error.isEmpty || error == "invalid_token"
     }
 
-    private static func authorized(_ request: URLRequest, _ token: String) -> URLRequest {
-        var request = request
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        return request
+    /// The `error` of `challenge` when its scheme is `scheme` (lower case): "" when it names none, nil for another scheme.
+    static func challengeError(_ challenge: String?, scheme: String) -> String? {
+        guard let lowered = challenge?.trimmingCharacters(in: .whitespaces).lowercased(), lowered == scheme || lowered.hasPrefix(scheme + " ") else {
+            return nil
+        }
+        guard let range = lowered.range(of: "error=") else { return "" }
+        return String(lowered[range.upperBound...].drop { $0 == "\"" }.prefix { $0 != "\"" && $0 != "," && $0 != " " })
     }
 
     /// Refreshes now if the token is due, retries a store write that failed, reads a store that was locked, and asks the
@@ -359,20 +428,41 @@ public final class LatchkeyClient: Sendable {
     /// Tells the server about a sign-out. Access tokens live minutes, so many sign-outs hold an expired one: without a
     /// logout the server's session would live until its idle expiry, so the refresh token is spent once more for a token
     /// the server takes.
-    private func logOut(_ ended: (accessToken: String, refreshToken: String), everywhere: Bool) async {
-        guard await logout(with: ended.accessToken, everywhere: everywhere) == 401 else { return }
-        if let fresh = await engine.tokens(forSigningOut: ended.refreshToken) { _ = await logout(with: fresh.accessToken, everywhere: everywhere) }
+    private func logOut(_ ended: (credential: AccessCredential, refreshToken: String), everywhere: Bool) async {
+        guard await logout(with: ended.credential, everywhere: everywhere) == 401 else { return }
+        if let fresh = await engine.tokens(forSigningOut: ended.refreshToken) {
+            _ = await logout(with: AccessCredential(token: fresh.accessToken, tokenType: fresh.tokenType), everywhere: everywhere)
+        }
     }
 
     /// `POST /v1/logout`; the status, or nil without an answer.
-    private func logout(with accessToken: String, everywhere: Bool) async -> Int? {
+    private func logout(with credential: AccessCredential, everywhere: Bool) async -> Int? {
         var request = URLRequest(url: baseURL.appendingPathComponent("v1/logout"), timeoutInterval: 10)
         request.httpMethod = "POST"
         if everywhere {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = Data(#"{"all":true}"#.utf8)
         }
-        return try? await transport.send(Self.authorized(request, accessToken)).1.statusCode
+        request.setValue(credential.authorization, forHTTPHeaderField: "Authorization")
+        return try? await transport.send(request).1.statusCode
+    }
+}
+
+/// A sign-in's body with its `appAttest` member, when there is one.
+struct SignInBody<Body: Encodable>: Encodable {
+    let body: Body
+    let appAttest: AppAttestEvidence?
+
+    private enum CodingKeys: String, CodingKey {
+        case appAttest
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        try body.encode(to: encoder)
+        guard let appAttest else { return }
+        // The same keyed container as the body's: one JSON object.
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(appAttest, forKey: .appAttest)
     }
 }
 

@@ -179,15 +179,15 @@ actor SessionEngine {
 
     // MARK: - Access tokens
 
-    func validAccessToken() async throws -> String {
+    func validCredential() async throws -> AccessCredential {
         while true {
             try loadIfNeeded()
             // Saved first: the save may find another sign-in or a sign-out in the store, which replaces `session`.
             if unsaved != nil { _ = saveUnsaved() }
             guard let current = session else { throw LatchkeyClientError.notSignedIn }
-            if clock.now < current.refreshAt { return current.accessToken }
+            if clock.now < current.refreshAt { return current.credential }
             do {
-                return try await refresh().accessToken
+                return try await refresh().credential
             } catch is Superseded {
                 continue
             } catch let error
@@ -196,7 +196,7 @@ actor SessionEngine {
             {
                 // Refreshing ahead of expiry failed, or another client is refreshing: the current token still works
                 // until it expires.
-                if let session, session.accessToken == current.accessToken, isUsable(current) { return current.accessToken }
+                if let session, session.accessToken == current.accessToken, isUsable(current) { return current.credential }
                 if error is ClaimedElsewhere { continue }
                 throw error
             }
@@ -209,13 +209,13 @@ actor SessionEngine {
     }
 
     /// After a 401 for `rejected`: a newer token if there is one, else one refresh.
-    func accessToken(replacing rejected: String) async throws -> String {
+    func credential(replacing rejected: String) async throws -> AccessCredential {
         while true {
             try loadIfNeeded()
             guard let current = session else { throw LatchkeyClientError.notSignedIn }
-            guard current.accessToken == rejected else { return try await validAccessToken() }
+            guard current.accessToken == rejected else { return try await validCredential() }
             do {
-                return try await refresh(usingTokenInHand: false).accessToken
+                return try await refresh(usingTokenInHand: false).credential
             } catch is Superseded {
                 continue
             } catch is ClaimedElsewhere {
@@ -250,12 +250,12 @@ actor SessionEngine {
     }
 
     /// Ends the session here and in the store; returns its tokens, to end it at the server too.
-    func signOut() -> (accessToken: String, refreshToken: String)? {
+    func signOut() -> (credential: AccessCredential, refreshToken: String)? {
         generation += 1
         refreshTask = nil
         scheduled?.cancel()
         scheduled = nil
-        let tokens = session.map { ($0.accessToken, $0.refreshToken) }
+        let tokens = session.map { ($0.credential, $0.refreshToken) }
         session = nil
         unsaved = nil
         snapshot.accessToken = nil
@@ -582,10 +582,10 @@ actor SessionEngine {
         broadcast.publish(state: state)
     }
 
-    /// The user `accessToken` belongs to (`GET /v1/me`), or nil without a definite answer.
-    func describe(accessToken: String) async -> LatchkeyUser? {
+    /// The user `credential` belongs to (`GET /v1/me`), or nil without a definite answer.
+    func describe(_ credential: AccessCredential) async -> LatchkeyUser? {
         var request = URLRequest(url: baseURL.appendingPathComponent("v1/me"), timeoutInterval: policy.requestTimeout)
-        request.setValue("Bearer \(accessToken)", forHTTPHeaderField: "Authorization")
+        request.setValue(credential.authorization, forHTTPHeaderField: "Authorization")
         guard let (data, response) = try? await transport.send(request), response.statusCode == 200 else { return nil }
         return try? LatchkeyClient.answer(LatchkeyUser.self, data, status: response.statusCode, describing: "the user")
     }
@@ -593,7 +593,7 @@ actor SessionEngine {
     /// A session stored without its user (by an earlier version, or a browser sign-in whose `GET /v1/me` failed) asks
     /// the server, so its state can go from `.signedInWithoutProfile` to `.signedIn`.
     func describeUserIfMissing() async {
-        guard let current = session, current.user == nil, let token = try? await validAccessToken(), let user = await describe(accessToken: token)
+        guard let current = session, current.user == nil, let credential = try? await validCredential(), let user = await describe(credential)
         else { return }
         described(user)
     }

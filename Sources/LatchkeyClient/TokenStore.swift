@@ -20,6 +20,9 @@ public protocol TokenStore: Sendable {
 /// A session as a ``TokenStore`` keeps it. Times are whole seconds, so a stored copy compares equal to the original.
 public struct StoredSession: Codable, Sendable, Equatable {
     public var accessToken: String
+    /// The scheme the access token goes with: `DPoP` for a session bound to the device key (``DeviceBinding/dpop``),
+    /// `Bearer` otherwise; nil in sessions stored by earlier versions, which are bearer sessions.
+    public var tokenType: String?
     public var refreshToken: String
     /// When the access token expires, from `expiresIn` at receipt.
     public var expiresAt: Date
@@ -45,6 +48,7 @@ public struct StoredSession: Codable, Sendable, Equatable {
         let received = receivedAt.wholeSeconds
         let lifetime = TimeInterval(max(0, tokens.expiresIn))
         accessToken = tokens.accessToken
+        tokenType = tokens.tokenType
         refreshToken = tokens.refreshToken
         expiresAt = received.addingTimeInterval(lifetime)
         refreshAt = received.addingTimeInterval(lifetime - min(refreshAhead, lifetime / 2))
@@ -54,6 +58,9 @@ public struct StoredSession: Codable, Sendable, Equatable {
 }
 
 extension StoredSession {
+    /// The access token with its scheme.
+    var credential: AccessCredential { AccessCredential(token: accessToken, tokenType: tokenType) }
+
     /// This session with `user` as its user.
     func describing(_ user: LatchkeyUser) -> StoredSession {
         var session = self

@@ -1,4 +1,5 @@
 import Foundation
+import LatchkeyJOSE
 import LatchkeyModels
 import LatchkeyTestSupport
 
@@ -38,7 +39,10 @@ final class Gate: @unchecked Sendable {
 
 /// Latchkey's wire contract in memory, with rotation as the real server does it: each refresh token works once;
 /// presenting it again answers the same successor while that successor is unused (`session.unusedSuccessorRecovery`),
-/// and otherwise revokes the session (reuse detection) with 400 `invalid_grant`.
+/// and otherwise revokes the session (reuse detection) with 400 `invalid_grant`. DPoP as the server does it too: a
+/// proof is checked wherever one comes (DPoPProofCheck, each `jti` once), a sign-in with one binds its session (`DPoP`
+/// tokens), a bound session refreshes only with a proof by its key and its tokens go only as `DPoP` with one; with
+/// ``dpopNonce`` set, a proof without it is answered `use_dpop_nonce`.
 actor FakeServer: LatchkeyTransport {
     enum Fault {
         /// Answers instead of the server: a proxy's page, a 503, a 429…
@@ -76,6 +80,18 @@ actor FakeServer: LatchkeyTransport {
     var passkeySignUpOpen = true
     var passkeyChallengeIDs = true
     private var passkeyChallenges: Set<String> = []
+    /// Every request, as it came.
+    private(set) var requests: [URLRequest] = []
+    /// The nonce every proof must carry, when set.
+    var dpopNonce: String?
+    /// Whether the nonce changes right after each `use_dpop_nonce` answer, so a retry with the one answered never passes.
+    var noncesNeverSettle = false
+    private var spentProofs: Set<String> = []
+    /// The key thumbprint of each bound session family.
+    private(set) var boundFamilies: [Int: String] = [:]
+    /// `POST /v1/attest/challenge`s answered, and whether sign-ins carrying `appAttest` are refused (`invalid_attestation`).
+    private(set) var attestChallenges = 0
+    var refusesAttestation = false
     private var refreshTokens: [String: RefreshRecord] = [:]
     private var accessTokens: [String: (userID: String, family: Int, expiresAt: Date)] = [:]
     private var revokedFamilies: Set<Int> = []
@@ -89,6 +105,12 @@ actor FakeServer: LatchkeyTransport {
     func set(givenName: String, of userID: String) { givenNames[userID] = givenName }
     func set(beforeRefreshAnswer hook: (@Sendable () async -> Void)?) { beforeRefreshAnswer = hook }
     func set(recoversUnusedSuccessor value: Bool) { recoversUnusedSuccessor = value }
+    func set(dpopNonce nonce: String?, neverSettles: Bool = false) {
+        dpopNonce = nonce
+        noncesNeverSettle = neverSettles
+    }
+    func set(refusesAttestation refuses: Bool) { refusesAttestation = refuses }
+    func resetRequests() { requests = [] }
     func set(passkeySignUpOpen open: Bool, challengeIDs: Bool = true) {
         passkeySignUpOpen = open
         passkeyChallengeIDs = challengeIDs
@@ -104,11 +126,21 @@ actor FakeServer: LatchkeyTransport {
 
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
         let path = request.url?.path ?? ""
+        requests.append(request)
+        let proof: VerifiedDPoPProof?
+        switch checkProof(request, path: path) {
+        case .success(let verified): proof = verified
+        case .failure(let refusal): return refusal.answer
+        }
         switch (request.httpMethod ?? "GET", path) {
         case ("POST", "/v1/token"):
-            return try await refresh(request)
+            return try await refresh(request, proof: proof)
+        case ("POST", "/v1/attest/challenge"):
+            attestChallenges += 1
+            counter += 1
+            return Self.json(200, ["challenge": "attest-challenge-\(counter)", "expiresIn": 300])
         case ("POST", "/v1/logout"):
-            guard let access = bearer(request) else { return Self.error(401, "invalid_token") }
+            guard let access = bearer(request, proof: proof) else { return Self.error(401, "invalid_token") }
             revokedFamilies.insert(access.family)
             logouts += 1
             return Self.json(200, ["revokedSessions": 1])
@@ -133,7 +165,7 @@ actor FakeServer: LatchkeyTransport {
             guard passkeyChallenges.remove(body.challengeId) != nil else { return Self.error(400, "invalid_challenge") }
             counter += 1
             let userID = "passkey-user-\(counter)"
-            let pair = issue(userID: userID, family: counter)
+            let pair = issue(userID: userID, family: counter, proof: proof)
             let user = UserResponse(
                 id: userID, email: nil, emailVerified: nil, givenName: body.name, familyName: nil, createdAt: clock.now,
                 identities: [
@@ -152,15 +184,16 @@ actor FakeServer: LatchkeyTransport {
                 return Self.error(400, "invalid_request")
             }
             if userID == "refused" { return Self.error(401, "invalid_token") }
+            if body["appAttest"] != nil, refusesAttestation { return Self.error(401, "invalid_attestation") }
             counter += 1
-            let pair = issue(userID: userID, family: counter)
+            let pair = issue(userID: userID, family: counter, proof: proof)
             let user = UserResponse(
                 id: userID, email: nil, emailVerified: nil, givenName: nil, familyName: nil, createdAt: clock.now, identities: [])
             let encoder = JSONEncoder()
             encoder.dateEncodingStrategy = .iso8601
             return Self.answer(200, try encoder.encode(SignInResponse(tokens: pair, user: user, isNewUser: true)))
         case ("GET", "/v1/me"):
-            guard let access = bearer(request) else { return Self.error(401, "invalid_token") }
+            guard let access = bearer(request, proof: proof) else { return Self.error(401, "invalid_token") }
             meRequests += 1
             let user = UserResponse(
                 id: access.userID, email: nil, emailVerified: nil, givenName: givenNames[access.userID], familyName: nil, createdAt: clock.now,
@@ -170,12 +203,12 @@ actor FakeServer: LatchkeyTransport {
             return Self.answer(200, try encoder.encode(user))
         default:
             resourceRequests += 1
-            guard let access = bearer(request) else { return Self.error(401, "invalid_token") }
+            guard let access = bearer(request, proof: proof) else { return Self.error(401, "invalid_token") }
             return Self.answer(200, Data("hello \(access.userID)".utf8))
         }
     }
 
-    private func refresh(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+    private func refresh(_ request: URLRequest, proof: VerifiedDPoPProof?) async throws -> (Data, HTTPURLResponse) {
         refreshRequests += 1
         let form = String(decoding: request.httpBody ?? Data(), as: UTF8.self)
         var fields: [String: String] = [:]
@@ -196,6 +229,7 @@ actor FakeServer: LatchkeyTransport {
             }
         }
         guard var record = refreshTokens[token], !revokedFamilies.contains(record.family) else { return Self.error(400, "invalid_grant") }
+        if let bound = boundFamilies[record.family], proof?.thumbprint != bound { return Self.error(400, "invalid_dpop_proof") }
         let pair: TokenPairResponse
         if let successor = record.successor {
             guard recoversUnusedSuccessor, presented[successor.refreshToken, default: 0] == 0 else {
@@ -205,7 +239,7 @@ actor FakeServer: LatchkeyTransport {
             }
             pair = successor
         } else {
-            pair = issue(userID: record.userID, family: record.family)
+            pair = issue(userID: record.userID, family: record.family, proof: proof)
             record.successor = pair
             refreshTokens[token] = record
         }
@@ -214,19 +248,66 @@ actor FakeServer: LatchkeyTransport {
         return Self.answer(200, try JSONEncoder().encode(pair))
     }
 
-    private func issue(userID: String, family: Int) -> TokenPairResponse {
+    /// A pair of `family`, bound to the key of `proof` when there is one (a session stays bound once it is).
+    private func issue(userID: String, family: Int, proof: VerifiedDPoPProof? = nil) -> TokenPairResponse {
         counter += 1
-        let pair = TokenPairResponse(accessToken: "at-\(userID)-\(counter)", expiresIn: accessLifetime, refreshToken: "rt-\(userID)-\(counter)")
+        if let proof { boundFamilies[family] = proof.thumbprint }
+        let pair = TokenPairResponse(
+            accessToken: "at-\(userID)-\(counter)", tokenType: boundFamilies[family] == nil ? "Bearer" : "DPoP", expiresIn: accessLifetime,
+            refreshToken: "rt-\(userID)-\(counter)")
         accessTokens[pair.accessToken] = (userID, family, clock.now.addingTimeInterval(TimeInterval(accessLifetime)))
         refreshTokens[pair.refreshToken] = RefreshRecord(userID: userID, family: family)
         return pair
     }
 
-    private func bearer(_ request: URLRequest) -> (userID: String, family: Int, expiresAt: Date)? {
-        guard let header = request.value(forHTTPHeaderField: "Authorization"), header.hasPrefix("Bearer "),
-            let access = accessTokens[String(header.dropFirst(7))], access.expiresAt > clock.now, !revokedFamilies.contains(access.family)
+    /// The access token of the request, when it is valid and presented as its binding requires: a bound one as `DPoP`
+    /// with a proof by its key (checked with `ath` already), an unbound one as `Bearer`.
+    private func bearer(_ request: URLRequest, proof: VerifiedDPoPProof?) -> (userID: String, family: Int, expiresAt: Date)? {
+        guard let header = request.value(forHTTPHeaderField: "Authorization"), let space = header.firstIndex(of: " "),
+            let access = accessTokens[String(header[header.index(after: space)...])], access.expiresAt > clock.now,
+            !revokedFamilies.contains(access.family)
         else { return nil }
-        return access
+        switch (header[..<space], boundFamilies[access.family]) {
+        case ("Bearer", nil): return access
+        case ("DPoP", let bound?) where proof?.thumbprint == bound: return access
+        default: return nil
+        }
+    }
+
+    struct Refusal: Error {
+        let answer: (Data, HTTPURLResponse)
+    }
+
+    /// The request's DPoP proof, verified as the server does (for its method and URL, with `ath` when a `DPoP` token
+    /// goes with it, each `jti` once, and the nonce when one is required); nil without one.
+    private func checkProof(_ request: URLRequest, path: String) -> Result<VerifiedDPoPProof?, Refusal> {
+        guard let header = request.value(forHTTPHeaderField: "DPoP") else { return .success(nil) }
+        let atTokenEndpoint = path.hasPrefix("/v1/auth/") || path == "/v1/token" || path == "/v1/attest/challenge"
+        func refuse(_ code: String, nonce: String? = nil) -> Result<VerifiedDPoPProof?, Refusal> {
+            let body = try! JSONEncoder().encode(OAuthErrorResponse(error: code, errorDescription: "fake server: \(code)"))
+            var headers = nonce.map { ["DPoP-Nonce": $0] } ?? [:]
+            guard atTokenEndpoint else {
+                headers["WWW-Authenticate"] = #"DPoP error="\#(code)", algs="ES256""#
+                return .failure(Refusal(answer: Self.answer(401, body, headers)))
+            }
+            return .failure(Refusal(answer: Self.answer(400, body, headers)))
+        }
+        let authorization = request.value(forHTTPHeaderField: "Authorization")
+        let token = authorization.flatMap { $0.hasPrefix("DPoP ") ? String($0.dropFirst(5)) : nil }
+        guard
+            let proof = try? DPoPProofCheck(timeSource: clock.source).verify(
+                header, method: request.httpMethod ?? "GET", url: request.url?.absoluteString ?? "", accessToken: token)
+        else { return refuse("invalid_dpop_proof") }
+        guard spentProofs.insert(proof.jti).inserted else { return refuse("invalid_dpop_proof") }
+        if let dpopNonce, proof.nonce != dpopNonce {
+            if noncesNeverSettle {
+                // The nonce answered is replaced at once: a retry with it is refused too.
+                counter += 1
+                self.dpopNonce = "nonce-\(counter)"
+            }
+            return refuse("use_dpop_nonce", nonce: dpopNonce)
+        }
+        return .success(proof)
     }
 
     static func error(_ status: Int, _ code: String) -> (Data, HTTPURLResponse) {

@@ -82,10 +82,15 @@ struct Fixture {
         server = FakeServer(clock: clock)
     }
 
-    func client(store: any TokenStore, transport: (any LatchkeyTransport)? = nil, background: Bool = false) -> LatchkeyClient {
+    func client(
+        store: any TokenStore, transport: (any LatchkeyTransport)? = nil, background: Bool = false, deviceBinding: DeviceBinding = .none,
+        appAttest: AppAttest = .disabled, installItems: (any InstallItemStore)? = nil
+    ) -> LatchkeyClient {
         var policy = RefreshPolicy()
         policy.refreshesInBackground = background
-        return LatchkeyClient(baseURL: baseURL, tokenStore: store, transport: transport ?? server, clock: clock, policy: policy)
+        return LatchkeyClient(
+            baseURL: baseURL, tokenStore: store, transport: transport ?? server, clock: clock, policy: policy, deviceBinding: deviceBinding,
+            appAttest: appAttest, installItems: installItems)
     }
 
     /// A signed-in client whose access token has just expired.
