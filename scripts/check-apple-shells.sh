@@ -14,7 +14,8 @@
 # - The stand-ins (scripts/apple-standins/*.swift) declare exactly the symbols the Apple-only files use, with the
 #   signatures, actor isolation, Sendable conformances and availability Apple documents, each citing its page. They are
 #   compiled here as modules named like the frameworks, so `import AuthenticationServices` finds them and
-#   `canImport(AuthenticationServices)` / `canImport(Security)` become true without touching the sources.
+#   `canImport(AuthenticationServices)`, `canImport(Security)`, `canImport(CryptoKit)` and `canImport(DeviceCheck)` become
+#   true without touching the sources.
 # - `os(...)`, `targetEnvironment(...)` and `canImport(Darwin)` cannot be made true by a flag, so the whole module
 #   (its platform-neutral files too, so that every call between them is checked) is compiled from temporary copies
 #   in which each of these conditions on an `#if` / `#elseif` line is renamed to a compilation condition, defined
@@ -73,7 +74,7 @@ for platform in "${platforms[@]}"; do
 
     # The stand-in frameworks, each a module (AuthenticationServices re-exports the UI framework, as the SDK's does).
     status=0
-    for framework in Security "$ui" AuthenticationServices; do
+    for framework in Security "$ui" AuthenticationServices CryptoKit DeviceCheck; do
         "$swiftc" -swift-version 6 -parse-as-library -emit-module -module-name "$framework" "${defines[@]}" \
             -I "$dir/standins" -emit-module-path "$dir/standins/$framework.swiftmodule" \
             "$standins/$framework.swift" >>"$log" 2>&1 || status=$?

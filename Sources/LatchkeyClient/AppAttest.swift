@@ -62,7 +62,7 @@ public struct AppAttestServiceError: Error, Sendable, Equatable, CustomStringCon
 /// longer after each such failure (from a minute up to a day) before it tries again. When the server refuses the
 /// attestation or an assertion (`invalid_attestation`), the sign-in fails and the next one attests a new key.
 ///
-/// The client data is tied to the DPoP key of ``DeviceBinding/dpop``, when there is one (``AppAttestClientData``).
+/// The client data is tied to the DPoP key of ``DeviceBinding/dpop``, when there is one (`AppAttestClientData.hash(challenge:dpopThumbprint:)` of LatchkeyModels).
 /// The app needs the App Attest capability (the `com.apple.developer.devicecheck.appattest-environment` entitlement).
 public struct AppAttest: Sendable {
     let service: (any AppAttestService)?

@@ -31,7 +31,8 @@ public protocol DeviceKey: Sendable {
 /// ``dpop(keychainAccessGroup:)`` with a Keychain group they share (a software key in the Keychain, for all of them).
 ///
 /// ```swift
-/// let client = LatchkeyClient(baseURL: server, tokenStore: KeychainTokenStore(service: "com.example.app.session", accessGroup: nil), deviceBinding: .dpop)
+/// let store = FileTokenStore(url: container.appendingPathComponent("session.json"))
+/// let client = LatchkeyClient(baseURL: server, tokenStore: store, deviceBinding: .dpop, appAttest: .enabled)
 /// ```
 public struct DeviceBinding: Sendable {
     enum Mode: Sendable {

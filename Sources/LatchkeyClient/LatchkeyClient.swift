@@ -80,7 +80,7 @@ public final class LatchkeyClient: Sendable {
     }
 
     /// - Parameter installItems: where the device key and App Attest's state are kept, instead of the platform's choice
-    ///   (``DeviceKeyPlan``); tests pass memory.
+    ///   (`DeviceKeyPlan`); tests pass memory.
     init(
         baseURL: URL, tokenStore: any TokenStore, transport: any LatchkeyTransport, clock: any LatchkeyClock, policy: RefreshPolicy,
         lifecycle center: NotificationCenter? = nil, deviceBinding: DeviceBinding = .none, appAttest: AppAttest = .disabled,

@@ -1,8 +1,9 @@
+import Crypto
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdAuth
 import HummingbirdTesting
-import LatchkeyBackend
 import LatchkeyBackendHummingbird
 import LatchkeyCore
 import LatchkeyJOSE
@@ -12,6 +13,8 @@ import LatchkeyServer
 import LatchkeyTestSupport
 import Synchronization
 import Testing
+
+@testable import LatchkeyBackend
 
 /// LatchkeyBackend against a real Latchkey: what the app's own server does with its tokens and webhooks.
 @Suite("Backend library: access tokens and webhooks verified by the app's server")
@@ -135,6 +138,161 @@ struct BackendLibraryTests {
                 }
             }
         }
+    }
+
+    // MARK: DPoP
+
+    static let api = "https://api.example.com"
+    static let dpop = HTTPField.Name("DPoP")!
+
+    static func dpopServer(_ configuration: inout ServerConfiguration) {
+        configuration.publicURL = Self.issuer
+        DPoPTests.guestsOn(&configuration)
+    }
+
+    /// A guest's access token, bound to `maker`'s key when given (the sign-in carries its proof).
+    static func guestToken(_ harness: ServerHarness, boundTo maker: DPoPProofMaker?) async throws -> String {
+        let url = URL(string: harness.server.configuration.issuer + "/v1/auth/anonymous")!
+        let headers = try maker.map { [("DPoP", try $0.proof(method: "POST", url: url, at: harness.clock.now))] } ?? []
+        let tokens = try await harness.post("/v1/auth/anonymous", json: [:], headers: headers).decode(TokenPairResponse.self)
+        #expect(tokens.tokenType == (maker == nil ? "Bearer" : "DPoP"))
+        return tokens.accessToken
+    }
+
+    @Test(
+        "a DPoP-bound token with a good proof is accepted once; as Bearer, by another key, without ath, for another method or URL, stale, missing, doubled or replayed it is refused; an unbound one as DPoP too"
+    )
+    func dpopBoundTokens() async throws {
+        try await ServerHarness.with(configure: Self.dpopServer) { harness in
+            let verifier = AccessTokenVerifier(
+                issuer: Self.issuer, audience: "latchkey", transport: ToHarness(baseURL: harness.baseURL), timeSource: harness.clock.source)
+            let maker = DPoPProofMaker(privateKey: P256.Signing.PrivateKey())
+            let other = DPoPProofMaker(privateKey: P256.Signing.PrivateKey())
+            let token = try await Self.guestToken(harness, boundTo: maker)
+            let notes = Self.api + "/notes"
+            func proof(
+                _ maker: DPoPProofMaker, _ method: String = "GET", _ url: String = notes, ath: String? = nil, at offset: TimeInterval = 0
+            ) throws -> String {
+                try maker.proof(method: method, url: URL(string: url)!, accessToken: ath ?? token, at: harness.clock.now.addingTimeInterval(offset))
+            }
+
+            let good = try proof(maker)
+            // The query is no part of the URL a proof names.
+            let verified = try await verifier.verify(authorization: "DPoP \(token)", dpop: [good], method: "GET", url: notes + "?page=2")
+            #expect(verified.boundKeyThumbprint == maker.thumbprint && !verified.userID.isEmpty && !verified.attested)
+            // The scheme's case does not matter.
+            #expect(try await verifier.verify(authorization: "dpop \(token)", dpop: [try proof(maker)], method: "GET", url: notes).userID == verified.userID)
+
+            let refusals: [(String, String, [String], String, String, LatchkeyError.Code)] = [
+                ("replayed", "DPoP \(token)", [good], "GET", notes, .invalidDPoPProof),
+                ("as Bearer", "Bearer \(token)", [try proof(maker)], "GET", notes, .invalidToken),
+                ("another key", "DPoP \(token)", [try proof(other)], "GET", notes, .invalidDPoPProof),
+                ("no ath", "DPoP \(token)", [try maker.proof(method: "GET", url: URL(string: notes)!, at: harness.clock.now)], "GET", notes, .invalidDPoPProof),
+                ("another token's ath", "DPoP \(token)", [try proof(maker, ath: "another-token")], "GET", notes, .invalidDPoPProof),
+                ("another method", "DPoP \(token)", [try proof(maker, "POST")], "GET", notes, .invalidDPoPProof),
+                ("another URL", "DPoP \(token)", [try proof(maker, "GET", Self.api + "/other")], "GET", notes, .invalidDPoPProof),
+                ("another host", "DPoP \(token)", [try proof(maker, "GET", "https://evil.example.com/notes")], "GET", notes, .invalidDPoPProof),
+                ("stale", "DPoP \(token)", [try proof(maker, at: -120)], "GET", notes, .invalidDPoPProof),
+                ("no proof", "DPoP \(token)", [], "GET", notes, .invalidDPoPProof),
+                ("two proofs", "DPoP \(token)", [try proof(maker), try proof(maker)], "GET", notes, .invalidDPoPProof),
+                ("another scheme", "Basic \(token)", [], "GET", notes, .invalidToken),
+                ("no scheme", token, [], "GET", notes, .invalidToken),
+            ]
+            for (name, authorization, proofs, method, url, code) in refusals {
+                let error = await #expect(throws: LatchkeyError.self, "\(name)") {
+                    try await verifier.verify(authorization: authorization, dpop: proofs, method: method, url: url)
+                }
+                #expect(error?.code == code, "\(name): \(error?.reason ?? "")")
+            }
+            // The bearer API refuses a bound token: without its proof it would be a bearer token after all.
+            let asBearer = await #expect(throws: LatchkeyError.self) { try await verifier.verify(token) }
+            #expect(asBearer?.code == .invalidToken && asBearer?.reason.contains("DPoP-bound") == true)
+
+            // An unbound token: as Bearer (either API) yes, as DPoP no.
+            let bearer = try await Self.guestToken(harness, boundTo: nil)
+            #expect(try await verifier.verify(authorization: "Bearer \(bearer)", dpop: [], method: "GET", url: notes).boundKeyThumbprint == nil)
+            #expect(try await verifier.verify(bearer).boundKeyThumbprint == nil)
+            let unboundAsDPoP = await #expect(throws: LatchkeyError.self) {
+                try await verifier.verify(authorization: "DPoP \(bearer)", dpop: [try proof(maker, ath: bearer)], method: "GET", url: notes)
+            }
+            #expect(unboundAsDPoP?.code == .invalidToken)
+        }
+    }
+
+    @Test("the Hummingbird authenticator with a public base URL takes DPoP-bound tokens with their proofs, and answers refusals with a DPoP challenge")
+    func hummingbirdDPoP() async throws {
+        try await ServerHarness.with(configure: Self.dpopServer) { harness in
+            let verifier = AccessTokenVerifier(
+                issuer: Self.issuer, audience: "latchkey", transport: ToHarness(baseURL: harness.baseURL), timeSource: harness.clock.source)
+            let maker = DPoPProofMaker(privateKey: P256.Signing.PrivateKey())
+            let token = try await Self.guestToken(harness, boundTo: maker)
+            let bearer = try await Self.guestToken(harness, boundTo: nil)
+            // The router sees /api/me on whatever host the proxy used; the proof names the public URL.
+            let proof = try maker.proof(method: "GET", url: URL(string: Self.api + "/api/me")!, accessToken: token, at: harness.clock.now)
+            func router(publicBaseURL: String?) -> Router<BasicAuthRequestContext<LatchkeyAccessToken>> {
+                typealias Authenticator = LatchkeyAuthenticator<BasicAuthRequestContext<LatchkeyAccessToken>>
+                let authenticator = publicBaseURL.map { Authenticator(verifier: verifier, publicBaseURL: $0) } ?? Authenticator(verifier: verifier)
+                let router = Router(context: BasicAuthRequestContext<LatchkeyAccessToken>.self)
+                router.addMiddleware { authenticator }
+                router.group("api").add(middleware: IsAuthenticatedMiddleware()).get("me") { _, context -> String in
+                    try context.requireIdentity().boundKeyThumbprint ?? "bearer"
+                }
+                return router
+            }
+            try await Application(router: router(publicBaseURL: Self.api + "/")).test(.router) { client in
+                let headers: HTTPFields = [.authorization: "DPoP \(token)", Self.dpop: proof]
+                try await client.execute(uri: "/api/me", method: .get, headers: headers) { response in
+                    #expect(response.status == .ok)
+                    #expect(String(buffer: response.body) == maker.thumbprint)
+                }
+                try await client.execute(uri: "/api/me", method: .get, headers: headers) { response in
+                    #expect(response.status == .unauthorized)
+                    #expect(response.headers[.wwwAuthenticate] == #"DPoP error="invalid_dpop_proof", algs="ES256""#)
+                }
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(token)"]) { response in
+                    #expect(response.status == .unauthorized)
+                    #expect(response.headers[.wwwAuthenticate] == #"Bearer error="invalid_token""#)
+                }
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(bearer)"]) { response in
+                    #expect(response.status == .ok)
+                    #expect(String(buffer: response.body) == "bearer")
+                }
+            }
+            // Without a public base URL: bearer tokens only.
+            try await Application(router: router(publicBaseURL: nil)).test(.router) { client in
+                let fresh = try maker.proof(method: "GET", url: URL(string: Self.api + "/api/me")!, accessToken: token, at: harness.clock.now)
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "DPoP \(token)", Self.dpop: fresh]) { response in
+                    #expect(response.status == .unauthorized)
+                    #expect(response.headers[.wwwAuthenticate]?.hasPrefix(#"DPoP error="invalid_token""#) == true)
+                }
+                try await client.execute(uri: "/api/me", method: .get, headers: [.authorization: "Bearer \(bearer)"]) { #expect($0.status == .ok) }
+            }
+        }
+    }
+
+    @Test("the replay window: a proof is refused while remembered, taken again once expired, and at most `capacity` are remembered, the oldest forgotten first")
+    func replayWindow() {
+        let now = Date(timeIntervalSince1970: 1_000)
+        let window = DPoPReplayWindow(capacity: 3)
+        #expect(window.insert("a", until: now.addingTimeInterval(60), now: now))
+        #expect(!window.insert("a", until: now.addingTimeInterval(60), now: now.addingTimeInterval(59)))
+        #expect(window.insert("a", until: now.addingTimeInterval(120), now: now.addingTimeInterval(60)))
+        #expect(window.count == 1)
+        for key in ["b", "c", "d", "e"] { #expect(window.insert(key, until: now.addingTimeInterval(600), now: now.addingTimeInterval(61))) }
+        #expect(window.count == 3)
+        // "a" and "b", the oldest, are forgotten; "e", the newest, is still refused.
+        #expect(!window.insert("e", until: now.addingTimeInterval(600), now: now.addingTimeInterval(62)))
+        #expect(window.insert("b", until: now.addingTimeInterval(600), now: now.addingTimeInterval(62)))
+        #expect(window.count == 3)
+        // Everything expired: the next insert forgets them all.
+        #expect(window.insert("z", until: now.addingTimeInterval(2_000), now: now.addingTimeInterval(1_000)))
+        #expect(window.count == 1)
+        // Many keys through a small window: the count stays bounded.
+        let small = DPoPReplayWindow(capacity: 100)
+        for index in 0..<10_000 { _ = small.insert("jti-\(index)", until: now.addingTimeInterval(600), now: now) }
+        #expect(small.count == 100)
+        #expect(!small.insert("jti-9999", until: now.addingTimeInterval(600), now: now))
+        #expect(small.insert("jti-0", until: now.addingTimeInterval(600), now: now))
     }
 
     @Test("WebhookVerifier accepts the dispatcher's deliveries and refuses a changed body, another secret, an old timestamp and missing headers")

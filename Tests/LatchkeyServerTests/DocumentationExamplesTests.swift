@@ -317,6 +317,25 @@ extension DocumentationExamplesTests {
         #expect(screen(for: session) == "sign-in screen")
     }
 
+    @Test("DeviceKey.swift: a client whose session is bound to the device's key, with App Attest (built only)")
+    func deviceBindingExample() {
+        let container = URL(fileURLWithPath: NSTemporaryDirectory())
+        let server = URL(string: "https://auth.example.com")!
+        let store = FileTokenStore(url: container.appendingPathComponent("session.json"))
+        let client = LatchkeyClient(baseURL: server, tokenStore: store, deviceBinding: .dpop, appAttest: .enabled)
+        _ = client
+    }
+
+    @Test("LatchkeyClient.swift: authorize() on a request of the app's own stack (built only: it would need a session)")
+    func authorizeExample() {
+        func example(client: LatchkeyClient) async throws -> URLRequest {
+            var request = URLRequest(url: URL(string: "https://api.example.com/notes")!)
+            try await client.authorize(&request)
+            return request
+        }
+        _ = example
+    }
+
     @Test("FileTokenStore.swift: a store in the app group's container")
     func fileStoreExample() throws {
         let container = URL(fileURLWithPath: NSTemporaryDirectory())
@@ -363,6 +382,15 @@ extension DocumentationExamplesTests {
         _ = example
     }
 
+    @Test("AccessTokenVerifier.swift: a request's token as it came, DPoP-bound or not (built only)")
+    func dpopVerifierExample() {
+        func example(verifier: AccessTokenVerifier, authorization: String, proofs: [String]) async throws -> LatchkeyAccessToken {
+            let token = try await verifier.verify(authorization: authorization, dpop: proofs, method: "GET", url: "https://api.example.com/notes")
+            return token
+        }
+        _ = example
+    }
+
     @Test("WebhookVerifier.swift: a delivery verified, and user.deleted acted on")
     func webhookVerifierExample() async throws {
         let secret = WebhookEndpoint.generateSecret()
@@ -389,6 +417,13 @@ extension DocumentationExamplesTests {
             try context.requireIdentity().userID
         }
         _ = router
+        // DPoP-bound tokens too, for a server clients reach at api.example.com.
+        func takingDPoP(router: Router<BasicAuthRequestContext<LatchkeyAccessToken>>, verifier: AccessTokenVerifier) {
+            router.addMiddleware { LatchkeyAuthenticator(verifier: verifier, publicBaseURL: "https://api.example.com") }
+        }
+        takingDPoP(
+            router: Router(context: BasicAuthRequestContext<LatchkeyAccessToken>.self),
+            verifier: AccessTokenVerifier(issuer: "https://auth.example.com", audience: "latchkey"))
     }
 
     @Test("README.md: the backend example (built only: it would listen on port 8000 and fetch from auth.example.com)")

@@ -1,4 +1,4 @@
-// Stand-in for Security: exactly the symbols KeychainTokenStore.swift uses, with the Swift declarations Apple documents
+// Stand-in for Security: exactly the symbols KeychainTokenStore.swift, KeychainItems.swift and SecureEnclaveKeys.swift use, with the Swift declarations Apple documents
 // (https://developer.apple.com/documentation/security), for scripts/check-apple-shells.sh. Only type-checked, never
 // linked: every body traps.
 //
@@ -82,5 +82,27 @@ nonisolated(unsafe) public let kSecMatchLimitOne: CFString = "m_LimitOne"
 // https://developer.apple.com/documentation/security/ksecusedataprotectionkeychain
 @available(iOS 13.0, macOS 10.15, visionOS 1.0, *)
 nonisolated(unsafe) public let kSecUseDataProtectionKeychain: CFString = "nleg"
+
+// SecAccessControl.h, for the Secure Enclave key (SecureEnclaveKeys.swift):
+// https://developer.apple.com/documentation/security/secaccesscontrol: `class SecAccessControl` (a CF type).
+public final class SecAccessControl {}
+// CFBase.h `CFAllocatorRef` and CFError.h `CFErrorRef`, imported as classes; only passed as nil here.
+public final class CFAllocator {}
+public final class CFError {}
+// https://developer.apple.com/documentation/security/secaccesscontrolcreateflags:
+// `struct SecAccessControlCreateFlags: OptionSet` with `static var privateKeyUsage` (iOS 9, macOS 10.12).
+public struct SecAccessControlCreateFlags: OptionSet, Sendable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+    @available(iOS 9.0, macOS 10.12, visionOS 1.0, *)
+    public static var privateKeyUsage: SecAccessControlCreateFlags { SecAccessControlCreateFlags(rawValue: 1 << 30) }
+}
+// https://developer.apple.com/documentation/security/secaccesscontrolcreatewithflags(_:_:_:_:):
+// `func SecAccessControlCreateWithFlags(_ allocator: CFAllocator?, _ protection: CFTypeRef, _ flags:
+// SecAccessControlCreateFlags, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?) -> SecAccessControl?`.
+@available(iOS 8.0, macOS 10.10, visionOS 1.0, *)
+public func SecAccessControlCreateWithFlags(
+    _ allocator: CFAllocator?, _ protection: CFTypeRef, _ flags: SecAccessControlCreateFlags, _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> SecAccessControl? { standIn() }
 
 @inline(never) func standIn() -> Never { fatalError("Apple stand-in: type-checking only") }
