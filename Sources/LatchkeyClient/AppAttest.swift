@@ -77,14 +77,6 @@ public struct AppAttest: Sendable {
     public static func enabled(service: any AppAttestService) -> AppAttest { AppAttest(service: service) }
 }
 
-/// A sign-in's `appAttest` member: an attestation on the install's first sign-in, an assertion afterwards.
-struct AppAttestEvidence: Encodable, Sendable, Equatable {
-    let keyId: String
-    var attestation: String?
-    var assertion: String?
-    let challenge: String
-}
-
 /// What the client remembers of App Attest for one install and server.
 struct AppAttestState: Codable, Sendable, Equatable {
     /// The install's App Attest key.

@@ -19,8 +19,8 @@ import Testing
 #endif
 
 /// LatchkeyClient with a device key against a real server that requires DPoP and nonces, and the app's backend
-/// (LatchkeyBackendHummingbird) taking what ``LatchkeyClient/authorize(_:)`` makes.
-@Suite("Client: DPoP against a real server and backend")
+/// (LatchkeyBackendHummingbird) taking what ``LatchkeyClient/authorize(_:)`` makes; its App Attest against the server's.
+@Suite("Client: DPoP and App Attest against a real server and backend")
 struct ClientDPoPTests {
     /// Sends the client's requests for `https://auth.example.com` to the harness on loopback, and notes each one's
     /// path and status.
@@ -42,6 +42,53 @@ struct ClientDPoPTests {
             let answer = try await inner.send(local)
             lock.withLock { log.append("\(request.httpMethod ?? "GET") \(path) \(answer.1.statusCode)") }
             return answer
+        }
+    }
+
+    /// An App Attest service whose attestations no server takes: keys of random ids, attestations of nonsense.
+    final class BogusAppAttest: AppAttestService, @unchecked Sendable {
+        // @unchecked: `keys` is only used while holding `lock`.
+        private let lock = NSLock()
+        private var keys: [String] = []
+
+        var generated: [String] { lock.withLock { keys } }
+        var isSupported: Bool { true }
+
+        func generateKey() async throws -> String {
+            let id = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+            lock.withLock { keys.append(id) }
+            return id
+        }
+
+        func attestKey(_ keyId: String, clientDataHash: Data) async throws -> Data { Data("not an attestation".utf8) }
+        func generateAssertion(_ keyId: String, clientDataHash: Data) async throws -> Data { Data("not an assertion".utf8) }
+    }
+
+    @Test("App Attest: the server's challenge and its refusal of the appAttest member are understood (a new key next time); report mode signs in")
+    func appAttestAgainstTheServer() async throws {
+        for mode in [AppAttestMode.require, .report] {
+            try await ServerHarness.with(configure: {
+                BackendLibraryTests.dpopServer(&$0)
+                AppAttestTests.attest(mode)(&$0)
+            }) { harness in
+                let transport = ToHarness(baseURL: harness.baseURL)
+                let service = BogusAppAttest()
+                let client = LatchkeyClient(
+                    baseURL: URL(string: BackendLibraryTests.issuer)!, tokenStore: InMemoryTokenStore(), deviceBinding: .dpop,
+                    appAttest: .enabled(service: service), transport: transport, clock: harness.clock, observesAppLifecycle: false)
+                guard mode == .require else {
+                    try await client.signInAnonymously()
+                    #expect(try AdminAPITests.claims(try #require(client.currentAccessToken))["attested"] as? Bool != true)
+                    #expect(transport.exchanges == ["POST /v1/attest/challenge 200", "POST /v1/auth/anonymous 200"])
+                    return
+                }
+                for _ in 0..<2 {
+                    let refused = await #expect(throws: LatchkeyClientError.rejected) { try await client.signInAnonymously() }
+                    #expect(refused?.serverError?.error == "invalid_attestation", "\(refused?.reason ?? "")")
+                }
+                #expect(service.generated.count == 2 && Set(service.generated).count == 2)
+                #expect(transport.exchanges == Array(repeating: ["POST /v1/attest/challenge 200", "POST /v1/auth/anonymous 401"], count: 2).flatMap { $0 })
+            }
         }
     }
 
