@@ -100,7 +100,7 @@ public struct AppAttestation: Sendable {
     public func verify(_ evidence: AppAttestEvidence, dpopThumbprint: String?) async throws -> Outcome {
         try await spend(evidence.challenge)
         guard let keyID = Self.bytes(evidence.keyId), keyID.count == 32 else { throw Self.refused("keyId is not 32 bytes of base64") }
-        let clientDataHash = Array(SHA256.hash(data: Array((evidence.challenge + (dpopThumbprint.map { "." + $0 } ?? "")).utf8)))
+        let clientDataHash = Array(AppAttestClientData.hash(challenge: evidence.challenge, dpopThumbprint: dpopThumbprint))
         let now = timeSource.now
         switch (evidence.attestation, evidence.assertion) {
         case (let attestation?, nil):
