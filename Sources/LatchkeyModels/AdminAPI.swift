@@ -185,11 +185,15 @@ public struct WebhookDeliveryResponse: Codable, Sendable, Equatable {
     public var lastError: String?
     public var createdAt: Date
     public var finishedAt: Date?
+    /// The event as it is sent on every attempt; only for `GET /admin/v1/webhooks/deliveries/{id}`. The endpoint's
+    /// signing secret is never in it (the signature goes in a header, made at each attempt).
+    public var payload: JSONValue?
 
     public init(
         id: String, webhookId: String, endpoint: String, type: String, userId: String?, status: String, attempts: Int, nextAttemptAt: Date?,
-        lastError: String?, createdAt: Date, finishedAt: Date?
+        lastError: String?, createdAt: Date, finishedAt: Date?, payload: JSONValue? = nil
     ) {
+        self.payload = payload
         self.id = id
         self.webhookId = webhookId
         self.endpoint = endpoint
@@ -308,5 +312,91 @@ public struct ExportedWebhookDelivery: Codable, Sendable, Equatable {
         (self.id, self.type, self.endpoint, self.status, self.createdAt, self.finishedAt, self.payload) = (
             id, type, endpoint, status, createdAt, finishedAt, payload
         )
+    }
+}
+
+/// A key that signs (or signed) access tokens, as `GET /admin/v1/keys` shows it: never its key material.
+public struct SigningKeyResponse: Codable, Sendable, Equatable {
+    /// The `kid` of the tokens it signs, as `/.well-known/jwks.json` publishes it.
+    public var kid: String
+    public var algorithm: String
+    /// `active` (signs), `retiring` (published until the tokens it signed have expired) or `retired`.
+    public var state: String
+    public var createdAt: Date
+    /// For a retiring key: when it may be retired.
+    public var retireAfter: Date?
+
+    public init(kid: String, algorithm: String, state: String, createdAt: Date, retireAfter: Date?) {
+        (self.kid, self.algorithm, self.state, self.createdAt, self.retireAfter) = (kid, algorithm, state, createdAt, retireAfter)
+    }
+}
+
+/// `GET /admin/v1/keys`: every signing key, oldest first.
+public struct SigningKeyList: Codable, Sendable, Equatable {
+    public var keys: [SigningKeyResponse]
+
+    public init(keys: [SigningKeyResponse]) { self.keys = keys }
+}
+
+/// `POST /admin/v1/keys/rotate`: the new active key, when it starts signing, and the keys it retires.
+public struct SigningKeyRotation: Codable, Sendable, Equatable {
+    public var kid: String
+    /// Every instance publishes and accepts the key within one maintenance interval, and signs with it from then.
+    public var signsFrom: Date
+    /// The previously active keys, retiring now: they verify until the tokens they signed have expired.
+    public var retiring: [String]
+
+    public init(kid: String, signsFrom: Date, retiring: [String]) {
+        (self.kid, self.signsFrom, self.retiring) = (kid, signsFrom, retiring)
+    }
+}
+
+/// One of `GET /admin/v1/findings`: what `latchkey doctor` would say about this server's set-up, as far as the
+/// running server can tell.
+public struct SetupFinding: Codable, Sendable, Equatable {
+    /// `ok`, `warning` or `error`.
+    public var status: String
+    /// What was checked: a setting (`publicUrl`, `webhooks[0]`) or an area (`signingKeys`).
+    public var check: String
+    public var message: String
+    /// What to do about it, when it is not all right.
+    public var fix: String?
+
+    public init(status: String, check: String, message: String, fix: String? = nil) {
+        (self.status, self.check, self.message, self.fix) = (status, check, message, fix)
+    }
+}
+
+/// `GET /admin/v1/findings`: every finding, and how many are errors and warnings.
+public struct SetupFindingList: Codable, Sendable, Equatable {
+    public var findings: [SetupFinding]
+    public var errors: Int
+    public var warnings: Int
+
+    public init(findings: [SetupFinding]) {
+        self.findings = findings
+        errors = findings.filter { $0.status == "error" }.count
+        warnings = findings.filter { $0.status == "warning" }.count
+    }
+}
+
+/// `POST /admin/session`: the admin key the console signs in with (JSON, or the form field `key`).
+public struct ConsoleSignInRequest: Codable, Sendable, Equatable {
+    /// An admin key, `lka_…`.
+    public var key: String
+
+    public init(key: String) { self.key = key }
+}
+
+/// The admin console's session: which admin key it acts as, and until when.
+public struct ConsoleSessionResponse: Codable, Sendable, Equatable {
+    /// The admin key's name.
+    public var name: String
+    /// A read-only key's console shows no write controls, and its writes are refused.
+    public var readOnly: Bool
+    public var expiresAt: Date
+
+    public init(name: String, readOnly: Bool, expiresAt: Date) {
+        (self.name, self.readOnly, self.expiresAt) = (name, readOnly, expiresAt)
     }
 }

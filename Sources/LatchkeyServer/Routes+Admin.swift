@@ -26,9 +26,17 @@ extension LatchkeyServer {
         router.get("/admin/v1/invites") { request, _ in try await adminListInvites(request) }
         router.delete("/admin/v1/invites/:id") { request, context in try await adminRevokeInvite(request, id: try adminID(context)) }
         router.get("/admin/v1/webhooks/deliveries") { request, _ in try await adminDeliveries(request) }
+        router.get("/admin/v1/webhooks/deliveries/:id") { request, context in try await adminShowDelivery(request, id: try adminID(context)) }
         router.post("/admin/v1/webhooks/deliveries/:id/retry") { request, context in
             try await adminRetryDelivery(request, id: try adminID(context))
         }
+        router.get("/admin/v1/keys") { request, _ in try await adminListSigningKeys(request) }
+        router.post("/admin/v1/keys/rotate") { request, _ in try await adminRotateSigningKey(request) }
+        router.get("/admin/v1/findings") { request, _ in
+            _ = try await requireAdminKey(request, writing: false)
+            return JSONBody.response(SetupFindingList(findings: try await setupFindings()))
+        }
+        addConsoleRoutes(to: router)
     }
 
     /// The path's `{id}`; one holding a NUL character names nothing (and PostgreSQL refuses it in text).
@@ -40,17 +48,23 @@ extension LatchkeyServer {
 
     // MARK: - Keys
 
-    /// The request's admin key; 404 while the admin API is off, 401 for a wrong or revoked key, 403 for a read-only
-    /// key that would write.
+    /// The request's admin key: `Authorization: Bearer lka_…`, or without that header the admin console's cookie
+    /// (``consoleAuthentication(_:)``), whose writes must come from this server's origin. 404 while the admin API is
+    /// off, 401 for a wrong or revoked key (or an ended console session), 403 for a read-only key that would write
+    /// or a console write from elsewhere.
     func requireAdminKey(_ request: Request, writing: Bool) async throws -> AdminKey {
-        switch try await adminKeys.authenticate(request.bearerToken) {
+        let console = request.headers[.authorization] == nil && Self.cookie(Self.consoleCookie, in: request) != nil
+        let authentication = console ? try await consoleAuthentication(request).0 : try await adminKeys.authenticate(request.bearerToken)
+        switch authentication {
         case .disabled:
-            throw APIError(status: .notFound, code: "not_found", description: "no such endpoint (the admin API is off until `latchkey admin-keys create`)")
+            throw Self.adminOff
         case .refused:
+            if console { throw Self.consoleSessionEnded }
             throw APIError(
                 status: .unauthorized, code: "invalid_token", description: "send Authorization: Bearer lka_… with an admin key that is not revoked",
                 headers: [.wwwAuthenticate: #"Bearer realm="latchkey-admin", error="invalid_token""#])
         case .key(let key):
+            if writing && console { try checkConsoleOrigin(request, required: true) }
             if writing && key.readOnly {
                 throw APIError(
                     status: .forbidden, code: "insufficient_scope", description: "the admin key \(key.name) is read-only",
@@ -60,7 +74,7 @@ extension LatchkeyServer {
         }
     }
 
-    private var administration: Administration { sessions.administration }
+    var administration: Administration { sessions.administration }
 
     // MARK: - Users
 
@@ -230,6 +244,15 @@ extension LatchkeyServer {
         return JSONBody.response(WebhookDeliveryList(deliveries: deliveries.map(Self.deliveryResponse)))
     }
 
+    /// One delivery with the event it carries.
+    func adminShowDelivery(_ request: Request, id: String) async throws -> Response {
+        _ = try await requireAdminKey(request, writing: false)
+        guard let delivery = try await store.webhookDelivery(id: id) else { throw Self.noSuch("delivery", id) }
+        var shown = Self.deliveryResponse(delivery)
+        shown.payload = (try? LeanJSONDecoder().decode(JSONValue.self, from: Array(delivery.payload.utf8))) ?? .string(delivery.payload)
+        return JSONBody.response(shown)
+    }
+
     func adminRetryDelivery(_ request: Request, id: String) async throws -> Response {
         let key = try await requireAdminKey(request, writing: true)
         guard try await administration.retryDelivery(id: id, by: .key(key.name)) else {
@@ -238,6 +261,31 @@ extension LatchkeyServer {
                 description: "no failed delivery \(id.prefix(80)) (a pending one is sent on its schedule, a delivered one not again)")
         }
         return JSONBody.response(DeliveryRetry(retrying: id), status: .accepted)
+    }
+
+    // MARK: - Signing keys
+
+    func adminListSigningKeys(_ request: Request) async throws -> Response {
+        _ = try await requireAdminKey(request, writing: false)
+        let keys = try await store.signingKeys().sorted { ($0.createdAt, $0.keyID) < ($1.createdAt, $1.keyID) }
+        return JSONBody.response(
+            SigningKeyList(
+                keys: keys.map {
+                    SigningKeyResponse(kid: $0.keyID, algorithm: $0.algorithm, state: $0.state.rawValue, createdAt: $0.createdAt, retireAfter: $0.retireAfter)
+                }))
+    }
+
+    /// What `latchkey keys rotate` does: a new active key, published at once and signing after every instance has
+    /// loaded it; the previous one retiring. This instance loads it now.
+    func adminRotateSigningKey(_ request: Request) async throws -> Response {
+        let key = try await requireAdminKey(request, writing: true)
+        let retiring = try await store.signingKeys().filter { $0.state == .active }.map(\.keyID)
+        let now = timeSource.now
+        let fresh = try await KeyMaintenance.rotate(store: store, box: box, now: now, overlap: configuration.signingKeyOverlap)
+        try await administration.record("admin_signing_key_rotated", "kid=\(fresh.keyID) retiring=\(retiring.joined(separator: ","))", by: .key(key.name))
+        try await accessKeys.load(try await store.signingKeys(), box: box)
+        return JSONBody.response(
+            SigningKeyRotation(kid: fresh.keyID, signsFrom: fresh.createdAt.addingTimeInterval(configuration.keyPropagationDelay), retiring: retiring))
     }
 
     // MARK: - Shapes

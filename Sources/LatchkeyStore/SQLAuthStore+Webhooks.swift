@@ -94,6 +94,12 @@ extension SQLAuthStore {
         }
     }
 
+    public func webhookDelivery(id: String) async throws -> WebhookDelivery? {
+        try await read { db in
+            try await db.raw("SELECT * FROM webhook_deliveries WHERE id = \(bind: id)").first().map(Self.webhookDelivery)
+        }
+    }
+
     public func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount] {
         try await read { db in
             try await db.raw("SELECT endpoint, status, COUNT(*) AS count FROM webhook_deliveries GROUP BY endpoint, status ORDER BY endpoint, status").all()

@@ -3,6 +3,7 @@ import Configuration
 import Foundation
 import LatchkeyCore
 import LatchkeyJOSE
+import LatchkeyModels
 import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyStore
@@ -106,26 +107,12 @@ struct DoctorCommand: AsyncParsableCommand {
 
     /// E-mail codes: where they go, and App Review addresses that have expired or will within 7 days.
     private func checkEmail(_ email: EmailSettings, _ add: (Finding.Status, String, String, String?) -> Void) {
-        if email.smtpURL != nil {
-            add(.ok, "email", "sign-in codes are sent by SMTP from \(email.from)", nil)
-        } else {
-            add(.warning, "email", "no email.smtp.url: sign-in codes go to the development mailbox only", "set email.smtp.url to your SMTP server")
-        }
-        let now = Date()
-        for access in email.policy.reviewAccess {
-            let days = Int((access.expiresAt.timeIntervalSince(now) / 86_400).rounded(.down))
-            if access.expiresAt <= now {
-                add(
-                    .error, "email.reviewAccess", "the App Review access of \(access.address) expired",
-                    "set a new expiresAt and code, and update the review notes")
-            } else if days < 7 {
-                add(
-                    .warning, "email.reviewAccess", "the App Review access of \(access.address) expires in \(days) day(s)",
-                    "move expiresAt past the review, or App Review cannot sign in")
-            } else {
-                add(.ok, "email.reviewAccess", "App Review signs in as \(access.address) until \(describeInstant(access.expiresAt))", nil)
-            }
-        }
+        report(SetupChecks.email(email, now: Date(), describe: { describeInstant($0) }), add)
+    }
+
+    /// Findings the server's checks made (``SetupChecks``), in this report.
+    private func report(_ findings: [SetupFinding], _ add: (Finding.Status, String, String, String?) -> Void) {
+        for finding in findings { add(Finding.Status(rawValue: finding.status) ?? .error, finding.check, finding.message, finding.fix) }
     }
 
     /// What the store holds that needs the operator: Apple identities whose grant deletion cannot revoke, and an app
@@ -237,26 +224,14 @@ struct DoctorCommand: AsyncParsableCommand {
         checkWebhooks(configuration, add)
     }
 
-    /// The browser flow: each registered client, and the callback Apple must accept.
     /// What each webhook endpoint receives (its URL and secret were checked as the configuration was read).
     private func checkWebhooks(_ configuration: ServerConfiguration, _ add: (Finding.Status, String, String, String?) -> Void) {
-        for (index, endpoint) in configuration.webhooks.enumerated() {
-            let events = endpoint.events.map { $0.map(\.rawValue).sorted().joined(separator: ", ") } ?? "every event type"
-            add(.ok, "webhooks[\(index)]", "\(endpoint.url) receives \(events); `latchkey webhooks test \(index)` sends it a signed test event", nil)
-        }
+        report(SetupChecks.webhooks(configuration), add)
     }
 
+    /// The browser flow: each registered client, and the callback each provider must accept.
     private func checkBrowserFlow(_ configuration: ServerConfiguration, _ add: (Finding.Status, String, String, String?) -> Void) {
-        for client in configuration.clients {
-            add(
-                .ok, "clients",
-                "\(client.clientID): \(client.kind.rawValue) client, \(client.redirectURIs.count) redirect URI(s), providers \((client.providers ?? configuration.providerNames.filter { $0 != "facebook" }).joined(separator: ", "))",
-                nil)
-        }
-        for module in configuration.providerModules where configuration.clients.contains(where: { $0.allows(provider: type(of: module).name) }) {
-            let callback = LatchkeyServer.callbackURL(issuer: configuration.issuer, provider: type(of: module).name)
-            for finding in module.callbackFindings(callback) { add(Finding.Status(finding.level), finding.key, finding.message, finding.fix) }
-        }
+        report(SetupChecks.browserFlow(configuration), add)
     }
 
     private func report(_ findings: [Finding]) {

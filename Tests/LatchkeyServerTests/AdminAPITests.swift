@@ -270,4 +270,65 @@ struct AdminAPITests {
             #expect(try await harness.store.webhookDeliveries(status: .pending, limit: 10).map(\.id) == [failed.id])
         }
     }
+
+    @Test("signing keys: listed without key material; a rotation publishes the new key at once, retires the old and is audited")
+    func signingKeys() async throws {
+        try await ServerHarness.with { harness in
+            let keys = AdminKeys(store: harness.store)
+            let key = try await keys.create(name: "ops", readOnly: false).secret
+            let listed = try await harness.send("GET", "/admin/v1/keys", bearer: key)
+            #expect(listed.status == 200)
+            let before = try listed.decode(SigningKeyList.self)
+            #expect(before.keys.map(\.state) == ["active"] && before.keys.allSatisfy { $0.algorithm == "ES256" })
+            // Never the sealed private key, nor the public key's PEM.
+            #expect(!listed.text.contains("v1.") && !listed.text.contains("BEGIN") && !listed.text.contains("sealed"))
+
+            let rotation = try await harness.send("POST", "/admin/v1/keys/rotate", bearer: key).decode(SigningKeyRotation.self)
+            #expect(rotation.retiring == before.keys.map(\.kid) && rotation.kid != before.keys[0].kid)
+            let propagation = harness.server.configuration.keyPropagationDelay
+            #expect(abs(rotation.signsFrom.timeIntervalSince(harness.clock.now) - propagation) < 2)
+            let after = try await harness.send("GET", "/admin/v1/keys", bearer: key).decode(SigningKeyList.self)
+            #expect(Set(after.keys.map { "\($0.kid) \($0.state)" }) == ["\(before.keys[0].kid) retiring", "\(rotation.kid) active"])
+            #expect(after.keys.first { $0.state == "retiring" }?.retireAfter != nil)
+            // This instance publishes the new key at once.
+            let jwks = try await harness.send("GET", "/.well-known/jwks.json").json["keys"] as? [[String: Any]]
+            #expect(Set(jwks?.compactMap { $0["kid"] as? String } ?? []) == Set(after.keys.map(\.kid)))
+            let audit = try await harness.send("GET", "/admin/v1/audit?type=admin_signing_key_rotated", bearer: key).decode(AuditEventList.self)
+            #expect(audit.events.map(\.detail) == ["key=ops kid=\(rotation.kid) retiring=\(before.keys[0].kid)"])
+        }
+    }
+
+    @Test("findings: what doctor would say that the server can tell, errors and warnings counted; a delivery shows its payload")
+    func findingsAndDelivery() async throws {
+        let endpoint = WebhookEndpoint(url: "https://backend.example/hooks", secret: Secret(WebhookEndpoint.generateSecret()))
+        try await ServerHarness.with(configure: { $0.webhooks = [endpoint] }) { harness in
+            let key = try await AdminKeys(store: harness.store).create(name: "ops", readOnly: true).secret
+            var failed = WebhookEndpoints([endpoint]).deliveries(.userCreated("u", provider: "apple", at: harness.clock.now))[0]
+            (failed.status, failed.finishedAt, failed.attempts, failed.lastError) = (.failed, harness.clock.now, 10, "HTTP 503")
+            try await harness.store.enqueueWebhookDeliveries([failed])
+
+            let list = try await harness.send("GET", "/admin/v1/findings", bearer: key).decode(SetupFindingList.self)
+            let checks = Set(list.findings.map(\.check))
+            for check in ["mode", "providers", "encryptionKey", "publicUrl", "signingKeys", "adminKeys", "webhooks[0]", "webhooks", "passkeys"] {
+                #expect(checks.contains(check), "\(check) in \(checks.sorted())")
+            }
+            #expect(list.findings.contains { $0.check == "webhooks" && $0.status == "warning" && $0.message.contains("1 deliveries to \(endpoint.url)") })
+            #expect(list.errors == list.findings.filter { $0.status == "error" }.count)
+            #expect(list.warnings == list.findings.filter { $0.status == "warning" }.count && list.warnings > 0)
+            // A key old enough is worth rotating.
+            harness.clock.advance(200 * 86_400)
+            let later = try await harness.send("GET", "/admin/v1/findings", bearer: key).decode(SetupFindingList.self)
+            #expect(later.findings.contains { $0.check == "signingKeys" && $0.status == "warning" && $0.fix?.contains("/admin/v1/keys/rotate") == true })
+
+            let shown = try await harness.send("GET", "/admin/v1/webhooks/deliveries/\(failed.id)", bearer: key)
+            #expect(shown.status == 200)
+            let delivery = try shown.decode(WebhookDeliveryResponse.self)
+            #expect(delivery.payload == (try JSONDecoder().decode(JSONValue.self, from: Data(failed.payload.utf8))))
+            #expect(!shown.text.contains(endpoint.secret.revealed) && !shown.text.contains("whsec_"))
+            #expect(try await harness.send("GET", "/admin/v1/webhooks/deliveries/nosuch", bearer: key).status == 404)
+            // The list leaves the payload out.
+            let listed = try await harness.send("GET", "/admin/v1/webhooks/deliveries", bearer: key).json["deliveries"] as? [[String: Any]]
+            #expect(listed?.first?["payload"] == nil && listed?.count == 1)
+        }
+    }
 }

@@ -118,7 +118,9 @@ struct OpenAPIContractTests {
         let invite = InviteResponse(id: "i", code: "inv_x", maxUses: 5, uses: 1, createdAt: date, expiresAt: date, revokedAt: date, note: "beta testers")
         let delivery = WebhookDeliveryResponse(
             id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: "u", status: "pending",
-            attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
+            attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date, payload: .object(["type": .string("user.created")]))
+        let signingKey = SigningKeyResponse(kid: "k", algorithm: "ES256", state: "retiring", createdAt: date, retireAfter: date)
+        let finding = SetupFinding(status: "warning", check: "signingKeys", message: "the active key k is 200 days old", fix: "rotate it")
         let passkey = PasskeyResponse(id: "p", name: "Jane's iPhone", createdAt: date, lastUsedAt: date, backedUp: true, cloneSuspected: true)
         let minimalPasskey = PasskeyResponse(id: "p", name: "n", createdAt: date, backedUp: false)
         let evidence = AppAttestEvidence(keyId: "k", attestation: "a", assertion: "b", challenge: "c")
@@ -190,10 +192,17 @@ struct OpenAPIContractTests {
                     "WebhookDeliveryResponse",
                     WebhookDeliveryResponse(
                         id: "msg_x.0", webhookId: "msg_x", endpoint: "https://api.example.com/hooks", type: "user.created", userId: "u", status: "pending",
-                        attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date)
+                        attempts: 1, nextAttemptAt: date, lastError: "HTTP 503", createdAt: date, finishedAt: date, payload: .object([:]))
                 ),
                 ("EmailStartRequest", EmailStartRequest(email: "jane@example.com", inviteCode: "inv_x")),
                 ("EmailVerifyRequest", verify),
+                ("SigningKeyResponse", signingKey),
+                ("SigningKeyList", SigningKeyList(keys: [signingKey])),
+                ("SigningKeyRotation", SigningKeyRotation(kid: "k2", signsFrom: date, retiring: ["k"])),
+                ("SetupFinding", finding),
+                ("SetupFindingList", SetupFindingList(findings: [finding])),
+                ("ConsoleSignInRequest", ConsoleSignInRequest(key: "lka_x")),
+                ("ConsoleSessionResponse", ConsoleSessionResponse(name: "support", readOnly: true, expiresAt: date)),
             ] + OpenAPI.answers(date: date, session: session, claims: claims, delivery: delivery, invite: invite, passkey: passkey)
         // Every optional member nil and every array empty: what is left must be required. An answer omits exactly its nil
         // members, so it requires exactly the rest, except members the server always sends though the type allows leaving them out;
@@ -264,6 +273,13 @@ struct OpenAPIContractTests {
                 ),
                 ("EmailStartRequest", EmailStartRequest(email: "jane@example.com")),
                 ("EmailVerifyRequest", EmailVerifyRequest(email: "jane@example.com", code: "123456")),
+                ("SigningKeyResponse", SigningKeyResponse(kid: "k", algorithm: "ES256", state: "active", createdAt: date, retireAfter: nil)),
+                ("SigningKeyList", SigningKeyList(keys: [])),
+                ("SigningKeyRotation", SigningKeyRotation(kid: "k", signsFrom: date, retiring: [])),
+                ("SetupFinding", SetupFinding(status: "ok", check: "passkeys", message: "off")),
+                ("SetupFindingList", SetupFindingList(findings: [])),
+                ("ConsoleSignInRequest", ConsoleSignInRequest(key: "lka_x")),
+                ("ConsoleSessionResponse", ConsoleSessionResponse(name: "support", readOnly: false, expiresAt: date)),
             ] + OpenAPI.answers(date: date, session: session, claims: claims, delivery: delivery, invite: invite, passkey: minimalPasskey)
         #expect(Set(full.map(\.0)) == Set(OpenAPI.wireTypes.keys))
         for (name, value) in full {
@@ -406,14 +422,18 @@ struct OpenAPIContractTests {
         // The harness runs no webhook dispatcher: each user's deliveries stay pending, so one can be retried.
         try await ServerHarness.with(configure: { $0.webhooks = [endpoint] }) { harness in
             let contract = try await OpenAPI.fetch(harness)
-            let routes = harness.server.routes.filter { $0.path.hasPrefix("/admin/") }
-            #expect(routes.count == 15)
+            // The admin API, and the console's page, files and session.
+            let admin = harness.server.routes.filter { $0.path == "/admin" || $0.path.hasPrefix("/admin/") }
+            #expect(admin.count == 25)
+            let routes = admin.filter { $0.path.hasPrefix("/admin/v1/") }
+            #expect(routes.count == 19)
             let unknown = UUID().uuidString.lowercased()
 
-            // Off: no key was ever made, so every operation answers 404, whatever it is sent.
-            for (method, path) in routes {
+            // Off: no key was ever made, so every operation answers 404, whatever it is sent (the console's page says so
+            // in HTML).
+            for (method, path) in admin {
                 let answer = try await harness.send(method, path.replacingOccurrences(of: "{id}", with: unknown), bearer: "lka_x")
-                contract.expectConforms(answer, method, path, status: 404, error: "not_found")
+                contract.expectConforms(answer, method, path, status: 404, error: path == "/admin" ? nil : "not_found")
             }
 
             let keys = AdminKeys(store: harness.store)
@@ -546,6 +566,43 @@ struct OpenAPIContractTests {
             let retry = try await call("POST", "/admin/v1/webhooks/deliveries/{id}/retry", id: delivery, status: 202)
             #expect(retry.json["retrying"] as? String == delivery)
             _ = try await call("POST", "/admin/v1/webhooks/deliveries/{id}/retry", status: 404, error: "not_found")
+            let one = try await call("GET", "/admin/v1/webhooks/deliveries/{id}", id: delivery, status: 200).decode(WebhookDeliveryResponse.self)
+            guard case .object(let payload)? = one.payload else { throw HarnessError("no payload: \(one)") }
+            #expect(one.id == delivery && payload["type"] == .string("user.created") && payload["data"] != nil)
+            _ = try await call("GET", "/admin/v1/webhooks/deliveries/{id}", status: 404, error: "not_found")
+
+            // Signing keys, listed and rotated; the set-up findings.
+            let before = try await call("GET", "/admin/v1/keys", status: 200).decode(SigningKeyList.self)
+            let rotation = try await call("POST", "/admin/v1/keys/rotate", status: 200).decode(SigningKeyRotation.self)
+            #expect(rotation.retiring == before.keys.filter { $0.state == "active" }.map(\.kid))
+            _ = try await call("GET", "/admin/v1/keys", bearer: reader, status: 200)
+            _ = try await call("GET", "/admin/v1/findings", bearer: reader, status: 200)
+
+            // The console: its page and files, a session signed in by JSON and by form, refusals, signing out.
+            let origin = harness.server.configuration.issuer
+            for path in ["/admin", "/admin/console.js", "/admin/console.css"] { _ = try await call("GET", path, status: 200) }
+            let signedIn = try await harness.send("POST", "/admin/session", body: #"{"key": "\#(reader)"}"#, headers: [("Origin", origin)])
+            contract.expectConforms(signedIn, "POST", "/admin/session", status: 200)
+            let cookie = try #require(signedIn.headers["set-cookie"]?.components(separatedBy: ";").first)
+            let form = try await harness.send("POST", "/admin/session", body: "key=\(key)", contentType: "application/x-www-form-urlencoded")
+            contract.expectConforms(form, "POST", "/admin/session", status: 303)
+            for (body, status, error) in [(#"{"key": "\#(revoked)"}"#, 401, "invalid_token"), ("{}", 400, "invalid_request")] {
+                contract.expectConforms(try await harness.send("POST", "/admin/session", body: body), "POST", "/admin/session", status: status, error: error)
+            }
+            let elsewhere = try await harness.send("POST", "/admin/session", body: #"{"key": "\#(key)"}"#, headers: [("Origin", "https://evil.example")])
+            contract.expectConforms(elsewhere, "POST", "/admin/session", status: 403, error: "invalid_origin")
+            contract.expectConforms(
+                try await harness.send("POST", "/admin/session", body: String(repeating: "k", count: 40_000)), "POST", "/admin/session", status: 413)
+            contract.expectConforms(try await harness.send("GET", "/admin/session", headers: [("Cookie", cookie)]), "GET", "/admin/session", status: 200)
+            contract.expectConforms(try await harness.send("GET", "/admin/session"), "GET", "/admin/session", status: 401, error: "invalid_token")
+            let write = try await harness.send("POST", "/admin/v1/keys/rotate", headers: [("Cookie", cookie)])
+            contract.expectConforms(write, "POST", "/admin/v1/keys/rotate", status: 403, error: "invalid_origin")
+            let readOnly = try await harness.send("POST", "/admin/v1/keys/rotate", headers: [("Cookie", cookie), ("Origin", origin)])
+            contract.expectConforms(readOnly, "POST", "/admin/v1/keys/rotate", status: 403, error: "insufficient_scope")
+            let out = try await harness.send("POST", "/admin/session/logout", headers: [("Cookie", cookie), ("Origin", origin)])
+            contract.expectConforms(out, "POST", "/admin/session/logout", status: 204)
+            let outElsewhere = try await harness.send("POST", "/admin/session/logout", headers: [("Origin", "https://evil.example")])
+            contract.expectConforms(outElsewhere, "POST", "/admin/session/logout", status: 403, error: "invalid_origin")
 
             // Disabling and enabling: the user's state, whether it changed, the sessions that ended; unknown users are 404.
             let disabled = try await call("POST", "/admin/v1/users/{id}/disable", id: userID, status: 200).decode(AdminUserDisable.self)
@@ -736,6 +793,9 @@ struct OpenAPI: Sendable {
         "AdminUserDisable": AdminUserDisable.self, "ImportedFrom": ImportedFromResponse.self, "EmailStartRequest": EmailStartRequest.self,
         "EmailVerifyRequest": EmailVerifyRequest.self, "EmailSent": StatusResponse.self, "AppAttestEvidence": AppAttestEvidence.self,
         "AppAttestKeyResponse": AppAttestKeyResponse.self, "ExportedWebhookDelivery": ExportedWebhookDelivery.self, "UserDataExport": UserDataExport.self,
+        "SigningKeyResponse": SigningKeyResponse.self, "SigningKeyList": SigningKeyList.self, "SigningKeyRotation": SigningKeyRotation.self,
+        "SetupFinding": SetupFinding.self, "SetupFindingList": SetupFindingList.self, "ConsoleSignInRequest": ConsoleSignInRequest.self,
+        "ConsoleSessionResponse": ConsoleSessionResponse.self,
     ]
 
     /// The answers that wrap other wire types or a count, built from `passkey` and the others given.

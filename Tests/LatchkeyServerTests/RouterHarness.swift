@@ -20,6 +20,8 @@ struct RouterHarness: Sendable {
     let providers: InMemoryTransport
     let store: SQLAuthStore
     let server: LatchkeyServer
+    /// The server's clock, which only tests move.
+    let clock: MutableClock
 
     static func with(configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: @Sendable (RouterHarness) async throws -> Void) async throws {
         var configuration = ServerConfiguration()
@@ -38,11 +40,12 @@ struct RouterHarness: Sendable {
         logger.logLevel = .critical
         let providers = InMemoryTransport.answering(503, "")
         try await withTemporaryStore { store in
+            let clock = MutableClock(Date())
             let server = try await LatchkeyServer.make(
-                configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), transport: providers,
-                timeSource: MutableClock(Date()).source, logger: logger)
+                configuration: configuration, store: store, encryptionKey: SecretBox.generateKey(), transport: providers, timeSource: clock.source,
+                logger: logger)
             try await server.makeApplication().test(.router) { client in
-                try await body(RouterHarness(client: client, providers: providers, store: store, server: server))
+                try await body(RouterHarness(client: client, providers: providers, store: store, server: server, clock: clock))
             }
         }
     }

@@ -254,6 +254,8 @@ public protocol WebhookStore: Sendable {
     func webhookDeliveries(userID: String, limit: Int) async throws -> [WebhookDelivery]
     /// How many deliveries each endpoint has in each status.
     func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount]
+    /// One delivery, with its payload; nil when there is none with this id (or the sweep removed it).
+    func webhookDelivery(id: String) async throws -> WebhookDelivery?
 }
 
 /// A count of ``WebhookStore/webhookDeliveryCounts()``.

@@ -132,6 +132,13 @@ public struct Administration: Sendable {
         }
     }
 
+    /// Records an administrative action done outside the user store's transactions (a signing-key rotation, a console
+    /// sign-in), as an audit event naming who did it.
+    public func record(_ kind: String, _ detail: String = "", userID: String? = nil, by actor: AdminActor) async throws {
+        let audited = Self.event(actor, userID, kind, detail, at: timeSource.now)
+        try await store.write { tx in try await tx.audit(audited) }
+    }
+
     /// Makes a failed webhook delivery due now; false when there is no failed delivery with this id.
     public func retryDelivery(id: String, by actor: AdminActor) async throws -> Bool {
         let now = timeSource.now
