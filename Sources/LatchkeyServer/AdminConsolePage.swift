@@ -72,9 +72,9 @@ enum AdminConsolePage {
         </form>
         <p id="signin-error" class="error" role="alert"></p>
         </section>
+        <p id="status" role="status" aria-live="polite"></p>
         <div id="view"></div>
         </main>
-        <p id="status" role="status" aria-live="polite"></p>
         </body></html>
         """#
 
@@ -88,12 +88,12 @@ enum AdminConsolePage {
         nav a[aria-current=page]{font-weight:700;text-decoration-thickness:3px}
         #whoami{margin-left:auto;display:flex;align-items:center;gap:.75rem;flex-wrap:wrap}
         a{color:var(--link)}
-        main{padding:1rem 1.5rem 4rem;max-width:80rem}
+        main{padding:1rem 1.5rem 3rem;max-width:80rem}
         h1{font-size:1.6rem;margin:.5rem 0 1rem}
         h2{font-size:1.2rem;margin:1.75rem 0 .5rem}
         :focus-visible{outline:3px solid #c25e00;outline-offset:2px}
         h1:focus{outline:none}
-        button{font:inherit;padding:.35rem .9rem;border:1px solid var(--link);border-radius:.35rem;background:var(--link);color:#fff;cursor:pointer}
+        button{font:inherit;white-space:nowrap;padding:.35rem .9rem;border:1px solid var(--link);border-radius:.35rem;background:var(--link);color:#fff;cursor:pointer}
         button:hover{background:#083f78}
         button.secondary{background:#fff;color:var(--link)}
         button.secondary:hover{background:#e8f0f9}
@@ -106,9 +106,11 @@ enum AdminConsolePage {
         .fields{display:flex;flex-wrap:wrap;gap:.75rem 1rem;align-items:flex-end;margin:.5rem 0 1rem}
         .help{color:var(--muted);margin:.1rem 0 .4rem}
         table{border-collapse:collapse;width:100%;margin:.25rem 0 1rem;font-size:.95rem}
-        caption{text-align:left;font-weight:600;padding:.25rem 0;color:var(--muted)}
-        th,td{text-align:left;vertical-align:top;padding:.4rem .55rem;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
-        th{background:var(--panel)}
+        caption{position:absolute;width:1px;height:1px;margin:-1px;padding:0;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap;border:0}
+        th,td{text-align:left;vertical-align:top;padding:.4rem .55rem;border-bottom:1px solid var(--line)}
+        th{background:var(--panel);white-space:nowrap}
+        td code,td a{overflow-wrap:anywhere}
+        td code.nowrap{white-space:nowrap;overflow-wrap:normal}
         code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.9em}
         pre{background:var(--panel);border:1px solid var(--line);padding:.75rem;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere}
         dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1.25rem;margin:0 0 1rem}
@@ -126,7 +128,7 @@ enum AdminConsolePage {
         .paging{display:flex;gap:1.5rem}
         #signin{max-width:34rem}
         #signin input{width:100%;margin-bottom:.75rem}
-        #status{position:fixed;bottom:0;left:0;right:0;margin:0;padding:.5rem 1.5rem;background:#0f2a44;color:#fff}
+        #status{margin:0 0 .75rem;padding:.5rem 1rem;border-left:4px solid var(--link);background:#e8f0f9;max-width:60rem}
         #status:empty{display:none}
         .skip{position:absolute;left:-10000px;top:.5rem}
         .skip:focus{left:1rem;background:#fff;padding:.5rem;z-index:2}
@@ -586,10 +588,10 @@ enum AdminConsolePage {
               title: "Set-up findings",
               nodes: [
                 h("h1", { tabindex: "-1" }, "Set-up findings"),
-                h("p", { id: "findings-summary" }, list.errors + " error(s), " + list.warnings + " warning(s). What `latchkey doctor` finds that the running "
-                  + "server can tell; `latchkey doctor --live` also asks the providers."),
+                h("p", { id: "findings-summary" }, list.errors + " error(s), " + list.warnings + " warning(s). What ", h("code", {}, "latchkey doctor"),
+                  " finds that the running server can tell; ", h("code", {}, "latchkey doctor --live"), " also asks the providers."),
                 table("Findings", ["Status", "Check", "Finding", "Fix"], findings.map((finding) => [
-                  h("span", { class: "status-" + finding.status }, label[finding.status] || finding.status), h("code", {}, finding.check), finding.message,
+                  h("span", { class: "status-" + finding.status }, label[finding.status] || finding.status), h("code", { class: "nowrap" }, finding.check), finding.message,
                   finding.fix || "—",
                 ]), "No finding."),
               ],
