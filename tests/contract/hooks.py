@@ -7,7 +7,9 @@ Real sessions come from the dev server's Apple emulator, never from a fixed toke
   real identity token, refresh token or session id instead of a generated one, so the success answers are
   checked against the document too, not only the refusals.
 
-The admin API (/admin/) gets the real admin key run.sh made with `latchkey admin-keys create` (read-write). Every
+The admin API (/admin/) gets the real admin key run.sh made with `latchkey admin-keys create` (read-write); every
+other positive call to POST /admin/session sends it in the body, and every other one to GET /admin/session carries the
+console's cookie of a session signed in with it. Every
 other positive generated call to an admin operation on one user, session, invite or delivery names a real one instead
 of a generated id: a user or session this module makes for that call alone (so deleting the user, ending its sessions
 or replacing its claims touches no session another operation is using), an invite it makes, a pending delivery.
@@ -128,6 +130,16 @@ def _with_id(case, value: str) -> None:
     case.path_parameters = {**(case.path_parameters or {}), "id": value}
 
 
+def console_cookie() -> str:
+    """A console session signed in with the run's admin key: the value of its cookie."""
+    request = urllib.request.Request(
+        f"{SERVER}/admin/session", data=json.dumps({"key": ADMIN_KEY}).encode(), headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        cookie = response.headers["Set-Cookie"]
+    assert cookie and cookie.startswith("latchkey_admin="), cookie
+    return cookie.split(";", 1)[0].split("=", 1)[1]
+
+
 def pending_delivery() -> str | None:
     """A real webhook delivery: a failed one if there is one (only those are retried; the endpoint run.sh configured
     never answers, so within a run they stay pending, and retrying one is a documented 404)."""
@@ -175,8 +187,15 @@ def before_call(context, case, kwargs):
             status, invite = admin("POST", "/admin/v1/invites", {"note": "contract run"})
             assert status == 201, f"POST /admin/v1/invites answered {status}: {invite}"
             _with_id(case, invite["id"])
-    elif operation == "POST /admin/v1/webhooks/deliveries/{id}/retry":
+    elif operation in ("POST /admin/v1/webhooks/deliveries/{id}/retry", "GET /admin/v1/webhooks/deliveries/{id}"):
         if _every_other(operation):
             delivery = pending_delivery()
             if delivery is not None:
                 _with_id(case, delivery)
+    elif operation == "POST /admin/session":
+        # The real admin key in the JSON or the form, so the answers that set the console's cookie are checked too.
+        if isinstance(case.body, dict) and _every_other(operation):
+            case.body = {**case.body, "key": ADMIN_KEY}
+    elif operation == "GET /admin/session":
+        if _every_other(operation):
+            case.cookies = {**(case.cookies or {}), "latchkey_admin": console_cookie()}
