@@ -194,6 +194,7 @@ def screenshot(driver, folder: Path, name: str) -> None:
     """The whole page, however long."""
     height = driver.execute_script("return Math.min(5000, Math.max(900, document.documentElement.scrollHeight))")
     driver.set_window_size(1280, height)
+    driver.execute_script("window.scrollTo(0, 0)")
     try:
         assert driver.save_screenshot(str(folder / f"{name}.png"))
     finally:
