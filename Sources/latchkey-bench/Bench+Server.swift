@@ -413,7 +413,8 @@ struct ServerBench {
         let workers = Array(tokens.prefix(64).enumerated())
         let deadline = ContinuousClock.now.advanced(by: .nanoseconds(Int64((seconds ?? self.seconds) * 1e9)))
         let start = ContinuousClock.now
-        let (total, last) = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+        // Each worker's last token in the workers' order: with `dpop`, the token at an index is the key's at that index.
+        let (total, last) = try await withThrowingTaskGroup(of: (Int, Int, String).self) { group in
             for (index, token) in workers {
                 group.addTask {
                     var current = token
@@ -427,13 +428,11 @@ struct ServerBench {
                         current = next
                         count += 1
                     }
-                    return (count, current)
+                    return (index, count, current)
                 }
             }
-            return try await group.reduce(into: (0, [String]())) { sum, worker in
-                sum.0 += worker.0
-                sum.1.append(worker.1)
-            }
+            let finished = try await group.reduce(into: [(Int, Int, String)]()) { $0.append($1) }.sorted { $0.0 < $1.0 }
+            return (finished.reduce(0) { $0 + $1.1 }, finished.map(\.2))
         }
         return RotationRun(rate: Double(total) / (ContinuousClock.now - start).seconds, count: total, tokens: last)
     }
