@@ -9,7 +9,7 @@ struct Latchkey: AsyncParsableCommand {
         subcommands: [
             Serve.self, Demo.self, Emulate.self, ClientSecretCommand.self, TokenCommand.self, DoctorCommand.self, PKCECommand.self, KeysCommand.self,
             UsersCommand.self, SessionsCommand.self, InvitesCommand.self, WebhooksCommand.self, AdminKeysCommand.self, Migrate.self,
-            AppleCommand.self, AttestCommand.self, AuditCommand.self,
+            AppleCommand.self, AttestCommand.self, AuditCommand.self, HealthcheckCommand.self,
         ]
     )
 }
