@@ -34,16 +34,17 @@ struct HealthcheckCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let url: String
+        var overrides: [String: String] = [:]
+        if let port { overrides["port"] = String(port) }
+        if let host { overrides["host"] = host }
+        let configuration: ServerConfiguration
         do {
-            var overrides: [String: String] = [:]
-            if let port { overrides["port"] = String(port) }
-            if let host { overrides["host"] = host }
-            let configuration = try await Runtime.configuration(file: config, overrides: overrides, administrationOnly: true)
-            url = Self.healthURL(host: configuration.host, port: configuration.port)
+            configuration = try await Runtime.configuration(file: config, overrides: overrides, administrationOnly: true)
         } catch {
             throw Self.unhealthy("cannot read the configuration: \(Runtime.describe(error))")
         }
+        guard configuration.port != 0 else { throw Self.unhealthy("the configured port is 0 (any free port): pass the port the server took with --port") }
+        let url = Self.healthURL(host: configuration.host, port: configuration.port)
         if let problem = await Self.check(url, timeout: timeout) { throw Self.unhealthy(problem) }
         print("healthy: \(url) answered 200 {\"status\":\"ok\"}")
     }

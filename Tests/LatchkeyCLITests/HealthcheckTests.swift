@@ -45,6 +45,13 @@ struct HealthcheckTests {
             missing.stderr == "latchkey healthcheck: cannot read the configuration: configuration file \(directory)/missing.json does not exist\n",
             "\(missing.stderr)")
 
+        // serve --port 0 takes any free port, which the configuration cannot tell.
+        let anyPort = try await CLI.run(["healthcheck"], environment: ["LATCHKEY_PORT": "0"])
+        #expect(anyPort.status == 1)
+        #expect(
+            anyPort.stderr == "latchkey healthcheck: the configured port is 0 (any free port): pass the port the server took with --port\n",
+            "\(anyPort.stderr)")
+
         let usage = try await CLI.run(["healthcheck", "--timeout", "0"])
         #expect(usage.status == 64, "\(usage.stderr)")
     }
