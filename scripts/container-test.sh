@@ -71,6 +71,7 @@ cleanup() {
   set +e
   if [ "$status" != 0 ]; then
     for container in "${containers[@]}"; do
+      podman container exists "$container" || continue
       echo "--- podman logs $container (last 40 lines)" >&2
       podman logs --tail 40 "$container" >&2 2>&1
     done
@@ -103,7 +104,9 @@ if [ -n "${LATCHKEY_CONTAINER_FRESH_BASE:-}" ] || ! podman image exists docker.i
   rm -rf "$work"/rootfs/var/lib/apt/lists/* "$work"/rootfs/var/cache/apt/*.bin "$work"/rootfs/usr/share/doc/* \
     "$work"/rootfs/usr/share/man/* "$work"/rootfs/usr/share/info/*
   find "$work/rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  previous="$(podman image inspect --format '{{.Id}}' docker.io/library/debian:bookworm-slim 2>/dev/null || true)"
   tar -C "$work/rootfs" -c . | podman import --quiet - docker.io/library/debian:bookworm-slim >/dev/null
+  [ -z "$previous" ] || podman rmi "$previous" >/dev/null 2>&1 || true
   rm -rf "$work/rootfs"
 else
   say "using the debian:bookworm-slim Podman already has (LATCHKEY_CONTAINER_FRESH_BASE=1 makes it again)"
@@ -129,8 +132,11 @@ mkdir "$work/context"
 cp "$binary" "$work/context/latchkey"
 strip --strip-debug "$work/context/latchkey"
 say "building $image (target runtime-prebuilt)"
+previous="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
 podman build --pull=never --format docker --target runtime-prebuilt -f Containerfile -t "$image" "$work/context" >"$work/image.log" 2>&1 ||
   { tail -30 "$work/image.log" >&2; fail "podman build failed"; }
+# The image this replaces, if no container uses it.
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$image")" ]; then podman rmi "$previous" >/dev/null 2>&1 || true; fi
 if pm run --rm --entrypoint ldd "$image" /usr/local/bin/latchkey | grep "not found"; then fail "the image lacks a library the binary needs"; fi
 
 # --- HTTP from this machine: Python's standard library (the image and this script need no curl).
