@@ -51,7 +51,7 @@ struct OutboundCallTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await app.runService(gracefulShutdownSignals: []) }
                 defer { group.cancelAll() }
-                try await poll(until: "the receiver to listen", within: .seconds(10)) { port.withLock { $0 } != nil }
+                try await poll(until: "the receiver to listen", within: .seconds(60)) { port.withLock { $0 } != nil }
                 try await body("http://127.0.0.1:\(port.withLock { $0 }!)")
             }
         }
