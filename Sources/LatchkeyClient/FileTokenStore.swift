@@ -60,8 +60,21 @@ public struct FileTokenStore: TokenStore {
     /// Writes a temporary file with mode 0600, flushes it, then renames it over the session file.
     private func replaceFile(with data: Data) throws {
         let temporary = url.path + ".tmp-\(UUID().uuidString)"
-        let file = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-        guard file >= 0 else { throw Self.posixError("create temporary file") }
+        try Self.writeFlushed(data, to: temporary, creating: "temporary file", writing: "session file")
+        guard rename(temporary, url.path) == 0 else {
+            let error = Self.posixError("write session file")
+            unlink(temporary)
+            throw error
+        }
+        // After the rename: the attributes belong to the file that now has the name.
+        Self.protect(url)
+    }
+
+    /// Writes `data` to a new file at `path` (mode 0600, created exclusively) and flushes it to storage; a failed write
+    /// removes the file. `creating` and `writing` name the file in the errors.
+    static func writeFlushed(_ data: Data, to path: String, creating: String, writing: String) throws {
+        let file = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard file >= 0 else { throw posixError("create \(creating)") }
         var written = 0
         let ok = data.withUnsafeBytes { bytes -> Bool in
             while written < bytes.count {
@@ -72,16 +85,14 @@ public struct FileTokenStore: TokenStore {
             return fsync(file) == 0
         }
         close(file)
-        guard ok, rename(temporary, url.path) == 0 else {
-            let error = Self.posixError("write session file")
-            unlink(temporary)
+        guard ok else {
+            let error = posixError("write \(writing)")
+            unlink(path)
             throw error
         }
-        // After the rename: the attributes belong to the file that now has the name.
-        Self.protect(url)
     }
 
-    private static func posixError(_ operation: String) -> any Error {
+    static func posixError(_ operation: String) -> any Error {
         NSError(domain: NSPOSIXErrorDomain, code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "\(operation) failed"])
     }
 

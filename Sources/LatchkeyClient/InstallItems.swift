@@ -60,7 +60,7 @@ struct FileInstallItems: InstallItemStore {
         // link(2) fails with EEXIST when the name is taken: the add is atomic across processes.
         guard link(temporary, path(name)) == 0 else {
             if errno == EEXIST { return false }
-            throw Self.posixError("link \(name)")
+            throw FileTokenStore.posixError("link \(name)")
         }
         FileTokenStore.protect(URL(fileURLWithPath: path(name)))
         return true
@@ -68,12 +68,12 @@ struct FileInstallItems: InstallItemStore {
 
     func replace(_ name: String, with data: Data?) throws {
         guard let data else {
-            guard unlink(path(name)) == 0 || errno == ENOENT else { throw Self.posixError("unlink \(name)") }
+            guard unlink(path(name)) == 0 || errno == ENOENT else { throw FileTokenStore.posixError("unlink \(name)") }
             return
         }
         let temporary = try writeTemporary(data, for: name)
         guard rename(temporary, path(name)) == 0 else {
-            let error = Self.posixError("rename \(name)")
+            let error = FileTokenStore.posixError("rename \(name)")
             unlink(temporary)
             throw error
         }
@@ -82,28 +82,8 @@ struct FileInstallItems: InstallItemStore {
 
     private func writeTemporary(_ data: Data, for name: String) throws -> String {
         let temporary = path(name) + ".tmp-\(UUID().uuidString)"
-        let file = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-        guard file >= 0 else { throw Self.posixError("create \(name)") }
-        var written = 0
-        let ok = data.withUnsafeBytes { bytes -> Bool in
-            while written < bytes.count {
-                let count = write(file, bytes.baseAddress! + written, bytes.count - written)
-                guard count > 0 else { return false }
-                written += count
-            }
-            return fsync(file) == 0
-        }
-        close(file)
-        guard ok else {
-            let error = Self.posixError("write \(name)")
-            unlink(temporary)
-            throw error
-        }
+        try FileTokenStore.writeFlushed(data, to: temporary, creating: name, writing: name)
         return temporary
-    }
-
-    private static func posixError(_ operation: String) -> any Error {
-        NSError(domain: NSPOSIXErrorDomain, code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "\(operation) failed"])
     }
 }
 
