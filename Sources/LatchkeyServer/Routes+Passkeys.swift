@@ -9,7 +9,7 @@ extension LatchkeyServer {
         router.post("/oauth2/passkey") { request, _ in try await passkeyAuthorization(request) }
         router.post("/v1/me/passkeys/options") { request, _ in
             let (token, _) = try await authenticate(request)
-            // Each call writes a challenge row: one user's token may not write them without bound, from any address.
+            // Each call reads the user and their passkeys: one user's token may not start them without bound, from any address.
             if let wait = subjectLimiter.check("passkey-options:" + token.userID) {
                 throw APIError(
                     status: .tooManyRequests, code: "rate_limited", description: "too many passkey registrations started for this user; retry in \(wait) s",

@@ -6,6 +6,7 @@ import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyTestSupport
 import Testing
+@testable import LatchkeyStore
 
 /// Passkeys end to end over HTTP: a user signed in with Apple adds a passkey made by a software authenticator and signs
 /// in with it; every refusal the relying party owes is a 4xx with its code.
@@ -143,6 +144,51 @@ struct PasskeyTests {
             let unknown = try await harness.send(
                 "POST", "/v1/auth/passkey", body: try Self.json(PasskeySignInRequest(challengeId: "made-up", credential: late)))
             #expect((unknown.status, unknown.error) == (400, "challenge_expired"))
+        }
+    }
+
+    @Test("sign-in options write nothing; a refused answer leaves its challenge usable; a replay blocks nothing; an altered challenge is unknown")
+    func sealedChallenges() async throws {
+        try await ServerHarness.with(configure: Self.configure()) { harness in
+            let (_, apple) = try await harness.signedIn()
+            var authenticator = SoftwareAuthenticator()
+            authenticator.signCount = 1
+            let (added, handle) = try await Self.register(harness, authenticator, bearer: apple.accessToken)
+            #expect(added.status == 201)
+            // Options while every table a challenge could be kept in refuses inserts.
+            try await harness.store.sqlWrite { db in
+                try await db.raw("CREATE TRIGGER no_records BEFORE INSERT ON one_time_records BEGIN SELECT RAISE(ABORT, 'no writes'); END").run()
+                try await db.raw("CREATE TRIGGER no_claims BEFORE INSERT ON used_sign_in_tokens BEGIN SELECT RAISE(ABORT, 'no writes'); END").run()
+            }
+            let options = try await Self.signInOptions(harness)
+            try await harness.store.sqlWrite { db in
+                try await db.raw("DROP TRIGGER no_records").run()
+                try await db.raw("DROP TRIGGER no_claims").run()
+            }
+            let challengeID = try #require(options.challengeId)
+
+            let wrong = authenticator.assert(challenge: Self.bytes(options.challenge), userHandle: handle, .init(origin: "https://evil.example"))
+            let refused = try await harness.send("POST", "/v1/auth/passkey", body: try Self.json(PasskeySignInRequest(challengeId: challengeID, credential: wrong)))
+            #expect((refused.status, refused.error) == (401, "invalid_credential"), "\(refused.text)")
+            let right = authenticator.assert(challenge: Self.bytes(options.challenge), userHandle: handle)
+            let body = try Self.json(PasskeySignInRequest(challengeId: challengeID, credential: right))
+            let signedIn = try await harness.send("POST", "/v1/auth/passkey", body: body)
+            #expect(signedIn.status == 200, "\(signedIn.text)")
+
+            // The replay repeats a counter already seen, which would suggest a clone: it is a used challenge instead.
+            let replay = try await harness.send("POST", "/v1/auth/passkey", body: body)
+            #expect((replay.status, replay.error) == (400, "challenge_expired"), "\(replay.text)")
+            let identity = try #require(try await harness.store.identity(provider: "passkey", subject: base64URL(authenticator.credentialID)))
+            #expect(identity.claims["cloneSuspectedAt"] == nil)
+            #expect(try await Self.signIn(harness, &authenticator, userHandle: handle).answer.status == 200)
+
+            let other = try await Self.signInOptions(harness)
+            var characters = Array(other.challenge)
+            characters[characters.count / 2] = characters[characters.count / 2] == "A" ? "B" : "A"
+            let altered = String(characters)
+            let forged = authenticator.assert(challenge: Self.bytes(altered), userHandle: handle)
+            let unknown = try await harness.send("POST", "/v1/auth/passkey", body: try Self.json(PasskeySignInRequest(challengeId: altered, credential: forged)))
+            #expect((unknown.status, unknown.error) == (400, "challenge_expired"), "\(unknown.text)")
         }
     }
 

@@ -44,17 +44,19 @@ public struct SignInService: Sendable {
     /// Records a verified sign-in and starts a session. Users are found by provider and subject only.
     /// E-mail and name from the first sign-in are kept; later sign-ins fill gaps but never blank them.
     /// With `claiming`, the identity token is claimed in the same store step (see ``claimSignIn(_:provider:identity:)``):
-    /// a token that started a session before throws `token_already_used`, and a failure releases the claim.
+    /// a token that started a session before throws `token_already_used`, and a failure releases the claim. `spending`
+    /// is such a claim made by the caller (a passkey challenge's), recorded the same way.
     /// `identityClaims` are written on the identity with the sign-in; `accounts` limits where it may land (an account it
     /// rules out is `invalid_credential`).
     public func signIn(
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
         providerRefreshToken: String? = nil, userAgent: String? = nil, inviteCode: String? = nil, claiming token: String? = nil,
-        identityClaims: [String: String] = [:], accounts: SignInPlan.Accounts = .existingOrNew
+        spending claim: SignInTokenClaim? = nil, identityClaims: [String: String] = [:], accounts: SignInPlan.Accounts = .existingOrNew
     ) async throws -> SignInOutcome {
         let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            startsSession: true, userAgent: userAgent, inviteCode: inviteCode, claiming: token, identityClaims: identityClaims, accounts: accounts)
+            startsSession: true, userAgent: userAgent, inviteCode: inviteCode, claiming: token, spending: claim, identityClaims: identityClaims,
+            accounts: accounts)
         let resolved = try await withSpan("sign-in store transaction") { span in
             span.attributes["latchkey.provider"] = provider
             return try await resolve(plan)
@@ -65,28 +67,30 @@ public struct SignInService: Sendable {
             tokens: try issuer.issue(session), user: resolved.account.user, identities: resolved.account.identities, isNewUser: resolved.account.isNewUser)
     }
 
-    /// Finds or creates the user of a verified sign-in exactly as ``signIn(identity:provider:givenName:familyName:providerRefreshToken:userAgent:inviteCode:claiming:)``
+    /// Finds or creates the user of a verified sign-in exactly as ``signIn(identity:provider:givenName:familyName:providerRefreshToken:userAgent:inviteCode:claiming:spending:identityClaims:accounts:)``
     /// does (sign-up policy and claim included), without starting a session: the browser flow starts it when the app redeems its code.
     public func resolveAccount(
         identity verified: VerifiedIdentity, provider: String, givenName: String? = nil, familyName: String? = nil,
-        providerRefreshToken: String? = nil, inviteCode: String? = nil, claiming token: String? = nil, identityClaims: [String: String] = [:],
-        accounts: SignInPlan.Accounts = .existingOrNew
+        providerRefreshToken: String? = nil, inviteCode: String? = nil, claiming token: String? = nil, spending claim: SignInTokenClaim? = nil,
+        identityClaims: [String: String] = [:], accounts: SignInPlan.Accounts = .existingOrNew
     ) async throws -> ResolvedAccount {
         let plan = try makePlan(
             identity: verified, provider: provider, givenName: givenName, familyName: familyName, providerRefreshToken: providerRefreshToken,
-            startsSession: false, userAgent: nil, inviteCode: inviteCode, claiming: token, identityClaims: identityClaims, accounts: accounts)
+            startsSession: false, userAgent: nil, inviteCode: inviteCode, claiming: token, spending: claim, identityClaims: identityClaims,
+            accounts: accounts)
         return try await resolve(plan).account
     }
 
     /// Draws everything random a sign-in needs, so the store can write it in the step that finds the account.
     func makePlan(
         identity verified: VerifiedIdentity, provider: String, givenName: String?, familyName: String?, providerRefreshToken: String?,
-        startsSession: Bool, userAgent: String?, inviteCode: String?, claiming token: String?, identityClaims: [String: String] = [:],
+        startsSession: Bool, userAgent: String?, inviteCode: String?, claiming token: String?, spending claim: SignInTokenClaim? = nil,
+        identityClaims: [String: String] = [:],
         accounts: SignInPlan.Accounts = .existingOrNew
     ) throws -> SignInPlan {
         let now = timeSource.now
         return SignInPlan(
-            provider: provider, subject: verified.subject, claim: token.map { signInClaim($0, provider: provider, identity: verified) },
+            provider: provider, subject: verified.subject, claim: claim ?? token.map { signInClaim($0, provider: provider, identity: verified) },
             requiresInvite: policy.requireInvite, inviteCodeHash: inviteCode.flatMap { $0.isEmpty ? nil : sha256Hex($0) }, verified: verified, now: now,
             email: verified.email.flatMap { $0.isEmpty ? nil : $0 },
             givenName: givenName.flatMap { $0.isEmpty ? nil : $0 } ?? verified.givenName,

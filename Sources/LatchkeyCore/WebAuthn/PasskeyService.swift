@@ -34,8 +34,10 @@ public struct PasskeySettings: Sendable, Equatable {
 /// ``provider`` with the credential id (base64url) as its subject, so it is listed, unlinked (never the last) and deleted
 /// with the account like any other. Its public key, counter and flags live in the identity's claims.
 ///
-/// Every ceremony starts with options holding a fresh challenge, kept sealed as a single-use record for
-/// ``challengeLifetime`` and bound to what it was made for: adding a passkey to one user, signing in, or one sign-up.
+/// Every ceremony starts with options holding a fresh challenge that carries what it was made for (adding a passkey to
+/// one user, signing in, or one sign-up) and its expiry, sealed under a key of its own: nothing is written when it is
+/// issued. Its single use is recorded when it is answered, in the same store step as the sign-in it starts, so a
+/// passkey sign-in is one durable write.
 public struct PasskeyService: Sendable {
     /// The provider name of passkey identities, and the `idp` of the sessions they start.
     public static let provider = "passkey"
@@ -45,19 +47,20 @@ public struct PasskeyService: Sendable {
     public let settings: PasskeySettings
     let relyingParty: WebAuthnRelyingParty
     let signIns: SignInService
-    let store: any OneTimeRecordStore & UserStore & TransactionalStore
-    let box: SecretBox
+    let store: any ReplayStore & UserStore & TransactionalStore
+    /// Seals challenges, under a key derived for them alone.
+    let challengeBox: SecretBox
 
-    /// - Parameter store: challenges (one-time records), users and their passkey identities (written with their audits).
-    public init(
-        settings: PasskeySettings, signIns: SignInService, store: any OneTimeRecordStore & UserStore & TransactionalStore, box: SecretBox
-    ) {
+    /// - Parameters:
+    ///   - store: the record of each answered challenge, users and their passkey identities (written with their audits).
+    ///   - box: the server's secret box; challenges are sealed under a key derived from it.
+    public init(settings: PasskeySettings, signIns: SignInService, store: any ReplayStore & UserStore & TransactionalStore, box: SecretBox) {
         self.settings = settings
         relyingParty = WebAuthnRelyingParty(
             rpID: settings.rpID, origins: Set(settings.origins), requireUserVerification: settings.userVerification == .required)
         self.signIns = signIns
         self.store = store
-        self.box = box
+        challengeBox = SecretBox(key: box.derivedKey(purpose: "latchkey passkey challenges"))
     }
 
     private var now: Date { signIns.timeSource.now }
@@ -70,7 +73,7 @@ public struct PasskeyService: Sendable {
         let passkeys = try await store.identities(userID: userID).filter { $0.provider == Self.provider }
         let handle = passkeys.lazy.compactMap { $0.claims[Claim.userHandle] }.first ?? base64URL(Array(userID.utf8))
         let label = user.email ?? [user.givenName, user.familyName].compactMap { $0 }.joined(separator: " ")
-        let challenge = try await issueChallenge(Challenge(purpose: .register, userID: userID, userHandle: handle))
+        let challenge = try issueChallenge(Challenge(purpose: .register, userID: userID, userHandle: handle))
         return creationOptions(
             challenge: challenge, userHandle: handle, name: label.isEmpty ? userID : label,
             excluding: passkeys.map { PublicKeyCredentialDescriptorJSON(id: $0.subject, transports: Self.transports($0)) })
@@ -78,9 +81,11 @@ public struct PasskeyService: Sendable {
 
     /// Adds the credential made for one of `userID`'s registration challenges.
     public func register(userID: String, credential: RegistrationResponseJSON, name: String?) async throws -> PasskeyResponse {
-        let challenge = try await takeChallenge(named: try WebAuthnRelyingParty.challenge(in: credential.response.clientDataJSON), for: .register)
+        let challengeID = try WebAuthnRelyingParty.challenge(in: credential.response.clientDataJSON)
+        let challenge = try openChallenge(named: challengeID, for: .register)
         guard challenge.userID == userID else { throw Self.refusal("the challenge was issued to another user") }
-        let registered = try relyingParty.verifyRegistration(credential, challenge: try challenge.bytes())
+        let registered = try relyingParty.verifyRegistration(credential, challenge: try Self.bytes(challengeID))
+        try await spend(challengeID, challenge)
         let at = now
         let identity = LinkedIdentity(
             id: newIdentifier(), userID: userID, provider: Self.provider, subject: base64URL(registered.credentialID),
@@ -120,7 +125,7 @@ public struct PasskeyService: Sendable {
 
     /// Request options for a discoverable passkey (usable with conditional mediation), with the `challengeId` to send back.
     public func signInOptions() async throws -> PublicKeyCredentialRequestOptionsJSON {
-        let challenge = try await issueChallenge(Challenge(purpose: .signIn))
+        let challenge = try issueChallenge(Challenge(purpose: .signIn))
         return PublicKeyCredentialRequestOptionsJSON(
             challenge: challenge, timeout: Int(Self.challengeLifetime * 1000), rpId: settings.rpID, userVerification: settings.userVerification.rawValue,
             challengeId: challenge)
@@ -129,22 +134,28 @@ public struct PasskeyService: Sendable {
     /// Signs in with an assertion for the sign-in challenge `challengeID`: the same outcome as any provider's sign-in,
     /// with `idp` `passkey`. A counter that went backwards blocks the passkey (`credential_clone_suspected`).
     public func signIn(challengeID: String, credential: AuthenticationResponseJSON, userAgent: String?) async throws -> SignInService.SignInOutcome {
-        let (identity, claims) = try await verifiedAssertion(challengeID: challengeID, credential: credential)
-        return try await signIns.signIn(
-            identity: identity, provider: Self.provider, userAgent: userAgent, identityClaims: claims, accounts: .existingOnly)
+        let (identity, claims, spent) = try await verifiedAssertion(challengeID: challengeID, credential: credential)
+        return try await Self.spending {
+            try await signIns.signIn(
+                identity: identity, provider: Self.provider, userAgent: userAgent, spending: spent, identityClaims: claims, accounts: .existingOnly)
+        }
     }
 
     /// For the browser flow: the account of an assertion for the sign-in challenge `challengeID`, with the sign-in
     /// recorded (its counter, its time) but no session started; the app's code starts it.
     public func authenticate(challengeID: String, credential: AuthenticationResponseJSON) async throws -> SignInService.ResolvedAccount {
-        let (identity, claims) = try await verifiedAssertion(challengeID: challengeID, credential: credential)
-        return try await signIns.resolveAccount(identity: identity, provider: Self.provider, identityClaims: claims, accounts: .existingOnly)
+        let (identity, claims, spent) = try await verifiedAssertion(challengeID: challengeID, credential: credential)
+        return try await Self.spending {
+            try await signIns.resolveAccount(identity: identity, provider: Self.provider, spending: spent, identityClaims: claims, accounts: .existingOnly)
+        }
     }
 
-    /// Checks an assertion against its challenge and stored passkey: who it vouches for, and what it changes in the
-    /// passkey's claims.
-    private func verifiedAssertion(challengeID: String, credential: AuthenticationResponseJSON) async throws -> (VerifiedIdentity, [String: String]) {
-        let challenge = try await takeChallenge(named: challengeID, for: .signIn)
+    /// Checks an assertion against its challenge and stored passkey: who it vouches for, what it changes in the
+    /// passkey's claims, and the record that spends the challenge (written with the sign-in).
+    private func verifiedAssertion(challengeID: String, credential: AuthenticationResponseJSON) async throws -> (
+        VerifiedIdentity, [String: String], SignInTokenClaim
+    ) {
+        let challenge = try openChallenge(named: challengeID, for: .signIn)
         let subject = base64URL(try WebAuthnRelyingParty.credentialID(credential.rawId))
         guard let identity = try await store.identity(provider: Self.provider, subject: subject), let passkey = Self.registered(identity) else {
             throw Self.refusal("this passkey is not registered here: it was deleted, or was made for another server")
@@ -153,17 +164,22 @@ public struct PasskeyService: Sendable {
             throw LatchkeyError(
                 .credentialCloneSuspected, "this passkey is blocked: its signature counter once went backwards; sign in otherwise and delete it")
         }
-        let issued = try challenge.bytes()
+        let issued = try Self.bytes(challengeID)
         let checked = Result { () throws(LatchkeyError) -> PasskeyAssertion in try relyingParty.verifyAssertion(credential, challenge: issued, passkey: passkey)
         }
         if case .failure(let error) = checked, error.code == .credentialCloneSuspected {
+            // A replayed assertion repeats a counter already seen: only one answering an unspent challenge blocks.
+            try await spend(challengeID, challenge)
             try await block(identity)
         }
         let assertion = try checked.get()
         if let sent = assertion.userHandle, let handle = identity.claims[Claim.userHandle], !constantTimeEquals(base64URL(sent), handle) {
             throw Self.refusal("the passkey's user handle is not the one it was registered with")
         }
-        return (VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now), Self.used(assertion, at: now))
+        return (
+            VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now), Self.used(assertion, at: now),
+            challenge.spent(challengeID)
+        )
     }
 
     /// Marks a passkey whose counter went backwards: no sign-in with it succeeds again.
@@ -190,7 +206,7 @@ public struct PasskeyService: Sendable {
         }
         let displayName = try Self.name(displayName)
         let handle = base64URL(systemRandomBytes(16))
-        let challenge = try await issueChallenge(Challenge(purpose: .signUp, userHandle: handle, displayName: displayName, inviteCode: inviteCode))
+        let challenge = try issueChallenge(Challenge(purpose: .signUp, userHandle: handle, displayName: displayName, inviteCode: inviteCode))
         var options = creationOptions(challenge: challenge, userHandle: handle, name: displayName ?? "Passkey", excluding: [])
         options.challengeId = challenge
         return options
@@ -201,22 +217,24 @@ public struct PasskeyService: Sendable {
         -> SignInService.SignInOutcome
     {
         guard settings.allowSignUp else { throw LatchkeyError(.signupClosed, "passkey sign-up is off on this server (passkeys.allowSignUp)") }
-        let challenge = try await takeChallenge(named: challengeID, for: .signUp)
-        let registered = try relyingParty.verifyRegistration(credential, challenge: try challenge.bytes())
+        let challenge = try openChallenge(named: challengeID, for: .signUp)
+        let registered = try relyingParty.verifyRegistration(credential, challenge: try Self.bytes(challengeID))
         let subject = base64URL(registered.credentialID)
         // The sign-in step refuses it too; this says why when sign-up also needs an invite.
         guard try await store.identity(provider: Self.provider, subject: subject) == nil else { throw Self.refusal("this passkey is registered already") }
         var claims = Self.claims(registered, name: try Self.name(name) ?? challenge.displayName, userHandle: challenge.userHandle)
         claims[Claim.lastUsedAt] = Self.timestamp(now)
-        return try await signIns.signIn(
-            identity: VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now),
-            provider: Self.provider, givenName: challenge.displayName, userAgent: userAgent, inviteCode: challenge.inviteCode, identityClaims: claims,
-            accounts: .newOnly)
+        return try await Self.spending {
+            try await signIns.signIn(
+                identity: VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now),
+                provider: Self.provider, givenName: challenge.displayName, userAgent: userAgent, inviteCode: challenge.inviteCode,
+                spending: challenge.spent(challengeID), identityClaims: claims, accounts: .newOnly)
+        }
     }
 
     // MARK: - Challenges
 
-    /// What a challenge was issued for, sealed in its single-use record.
+    /// What a challenge was issued for: sealed, it is the challenge.
     struct Challenge: Codable {
         enum Purpose: String, Codable {
             case register, signIn = "sign_in", signUp = "sign_up"
@@ -231,42 +249,48 @@ public struct PasskeyService: Sendable {
         }
 
         var purpose: Purpose
-        /// base64url; filled in when issued.
-        var challenge = ""
+        /// 16 fresh random bytes (base64url): no two challenges are alike, whatever else they carry.
+        var nonce = ""
+        /// Seconds since 1970 after which it is refused; filled in when issued.
+        var expiresAt = 0
         var userID: String?
         var userHandle: String?
         var displayName: String?
         var inviteCode: String?
 
-        func bytes() throws(LatchkeyError) -> [UInt8] { try WebAuthnRelyingParty.decoded(challenge, "challenge") }
+        enum CodingKeys: String, CodingKey {
+            case purpose = "p", nonce = "n", expiresAt = "e", userID = "u", userHandle = "h", displayName = "d", inviteCode = "i"
+        }
+
+        /// The record that spends challenge `name`, kept until it expires (after that it is refused as expired).
+        func spent(_ name: String) -> SignInTokenClaim {
+            SignInTokenClaim(
+                provider: PasskeyService.provider, subject: "challenge", tokenHash: sha256Hex(name),
+                expiresAt: Date(timeIntervalSince1970: TimeInterval(expiresAt)))
+        }
     }
 
-    /// Keeps `challenge` with 32 fresh random bytes for ``challengeLifetime``; returns them (base64url), which also
-    /// name the challenge.
-    private func issueChallenge(_ challenge: Challenge) async throws -> String {
+    /// A fresh challenge for ``challengeLifetime``: `challenge` with its nonce and expiry, sealed, in base64url. It
+    /// also names itself (`challengeId`).
+    private func issueChallenge(_ challenge: Challenge) throws -> String {
         var challenge = challenge
-        challenge.challenge = base64URL(systemRandomBytes(32))
-        let payload = String(decoding: try JSONEncoder().encode(challenge), as: UTF8.self)
-        try await store.saveOneTimeRecord(
-            OneTimeRecord(
-                kind: Self.recordKind, keyHash: sha256Hex(challenge.challenge), sealedPayload: try box.seal(payload),
-                expiresAt: now.addingTimeInterval(Self.challengeLifetime)))
-        return challenge.challenge
+        challenge.nonce = base64URL(systemRandomBytes(16))
+        challenge.expiresAt = Int(now.addingTimeInterval(Self.challengeLifetime).timeIntervalSince1970.rounded(.up))
+        let sealed = try challengeBox.seal(String(decoding: try JSONEncoder().encode(challenge), as: UTF8.self))
+        return String(sealed.dropFirst(Self.sealVersion.count))
     }
 
-    /// Uses the challenge `name` once: unknown, used or expired is `challenge_expired`; one issued for another
-    /// ceremony is `invalid_credential`.
-    private func takeChallenge(named name: String, for purpose: Challenge.Purpose) async throws -> Challenge {
-        let at = now
-        guard name.utf8.count <= 256, let record = try await store.useOneTimeRecord(kind: Self.recordKind, keyHash: sha256Hex(name), at: at) else {
+    /// Opens the challenge `name`: one this server did not seal, or that has expired, is `challenge_expired`; one
+    /// issued for another ceremony is `invalid_credential`. Whether it was answered before is the store's to tell,
+    /// when the answer is recorded.
+    private func openChallenge(named name: String, for purpose: Challenge.Purpose) throws(LatchkeyError) -> Challenge {
+        guard name.utf8.count <= Self.maximumChallengeLength, let opened = try? challengeBox.open(Self.sealVersion + name),
+            let challenge = try? JSONDecoder().decode(Challenge.self, from: Data(opened.utf8))
+        else {
             throw LatchkeyError(.challengeExpired, "the challenge is unknown: ask for new options")
         }
-        guard record.usedAt == nil else { throw LatchkeyError(.challengeExpired, "the challenge was used already: ask for new options") }
-        guard record.expiresAt > at else {
+        guard Double(challenge.expiresAt) > now.timeIntervalSince1970 else {
             throw LatchkeyError(.challengeExpired, "the challenge has expired (it may be answered for \(Int(Self.challengeLifetime)) s): ask for new options")
-        }
-        guard let challenge = try? JSONDecoder().decode(Challenge.self, from: Data(try box.open(record.sealedPayload).utf8)) else {
-            throw LatchkeyError(.challengeExpired, "the challenge cannot be read: ask for new options")
         }
         guard challenge.purpose == purpose else {
             throw Self.refusal("the challenge was issued for \(challenge.purpose.ceremony), not for \(purpose.ceremony)")
@@ -274,7 +298,32 @@ public struct PasskeyService: Sendable {
         return challenge
     }
 
-    static let recordKind = "passkey"
+    /// Records the answer to challenge `name` on its own (adding a passkey, or blocking one): a second answer is
+    /// `challenge_expired`.
+    private func spend(_ name: String, _ challenge: Challenge) async throws {
+        let record = challenge.spent(name)
+        guard try await store.recordSignInToken(provider: record.provider, subject: record.subject, tokenHash: record.tokenHash, expiresAt: record.expiresAt)
+        else { throw Self.challengeUsed }
+    }
+
+    /// Runs a sign-in that spends a challenge in its own store step: a challenge answered before is `challenge_expired`.
+    private static func spending<T>(_ signIn: () async throws -> T) async throws -> T {
+        do {
+            return try await signIn()
+        } catch let error as LatchkeyError where error.code == .tokenAlreadyUsed {
+            throw challengeUsed
+        }
+    }
+
+    static let challengeUsed = LatchkeyError(.challengeExpired, "the challenge was used already: ask for new options")
+
+    /// The challenge's bytes, which the client signs.
+    private static func bytes(_ name: String) throws(LatchkeyError) -> [UInt8] { try WebAuthnRelyingParty.decoded(name, "challenge") }
+
+    /// ``SecretBox``'s prefix, which challenges leave out.
+    private static let sealVersion = "v1."
+    /// A sign-up's challenge carries its display name and invite code: longer than this, it was not made here.
+    private static let maximumChallengeLength = 4096
 
     // MARK: - Identity claims
 
