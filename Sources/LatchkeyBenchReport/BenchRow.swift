@@ -13,6 +13,9 @@ public enum BenchUnit: String, Sendable, CaseIterable {
     case calls
     case descriptors
     case requests
+    /// Machine instructions, counted by callgrind.
+    case instructions
+    case threads
 
     /// The name in JSON output: ASCII, as in the rows' names (`us`, not `µs`).
     public var code: String { rawValue }

@@ -69,33 +69,14 @@ extension ServerBench {
     func passkeyRows(server: ChildServer, http: HTTPClient, sessions: [Session], google: (rate: Double, cpuMicroseconds: Double)) async throws
         -> [BenchRow]
     {
-        var passkeys: [BenchPasskey] = []
-        for session in sessions {
-            let options = try await post(http, server.url + "/v1/me/passkeys/options", [:], bearer: session.accessToken)
-            guard let challenge = options["challenge"] as? String, let user = options["user"] as? [String: Any], let handle = user["id"] as? String else {
-                throw BenchError("no passkey creation options: \(options)")
-            }
-            let passkey = BenchPasskey(userHandle: handle)
-            let added = try await post(
-                http, server.url + "/v1/me/passkeys", ["credential": passkey.registration(challenge: challenge)], bearer: session.accessToken)
-            guard added["id"] != nil else { throw BenchError("the passkey was not added: \(added)") }
-            passkeys.append(passkey)
-        }
+        let passkeys = try await registerPasskeys(server: server, http: http, sessions: sessions)
         let count = max(400, Int(600 * seconds))
         let (_, cpu, wall) = try await server.metered {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<count {
                     if index >= concurrency { try await group.next() }
                     let passkey = passkeys[index % passkeys.count]
-                    group.addTask {
-                        let options = try await post(http, server.url + "/v1/auth/passkey/options", [:])
-                        guard let challenge = options["challenge"] as? String, let challengeID = options["challengeId"] as? String else {
-                            throw BenchError("no passkey request options: \(options)")
-                        }
-                        let answer = try await post(
-                            http, server.url + "/v1/auth/passkey", ["challengeId": challengeID, "credential": try passkey.assertion(challenge: challenge)])
-                        guard answer["accessToken"] != nil else { throw BenchError("passkey sign-in failed: \(answer)") }
-                    }
+                    group.addTask { try await Self.passkeySignIn(server: server, http: http, passkey: passkey) }
                 }
                 try await group.waitForAll()
             }
@@ -108,6 +89,34 @@ extension ServerBench {
                 name: "server_cpu_us_per_passkey_sign_in", opsPerSecond: cpu / Double(count) * 1e6, baselineName: "server_cpu_us_per_google_sign_in",
                 baselineOpsPerSecond: google.cpuMicroseconds, unit: .microseconds),
         ]
+    }
+
+    /// Each of `sessions`' users adds a passkey.
+    func registerPasskeys(server: ChildServer, http: HTTPClient, sessions: [Session]) async throws -> [BenchPasskey] {
+        var passkeys: [BenchPasskey] = []
+        for session in sessions {
+            let options = try await post(http, server.url + "/v1/me/passkeys/options", [:], bearer: session.accessToken)
+            guard let challenge = options["challenge"] as? String, let user = options["user"] as? [String: Any], let handle = user["id"] as? String else {
+                throw BenchError("no passkey creation options: \(options)")
+            }
+            let passkey = BenchPasskey(userHandle: handle)
+            let added = try await post(
+                http, server.url + "/v1/me/passkeys", ["credential": passkey.registration(challenge: challenge)], bearer: session.accessToken)
+            guard added["id"] != nil else { throw BenchError("the passkey was not added: \(added)") }
+            passkeys.append(passkey)
+        }
+        return passkeys
+    }
+
+    /// One passkey sign-in: request options, then the assertion.
+    static func passkeySignIn(server: ChildServer, http: HTTPClient, passkey: BenchPasskey) async throws {
+        let options = try await post(http, server.url + "/v1/auth/passkey/options", [:])
+        guard let challenge = options["challenge"] as? String, let challengeID = options["challengeId"] as? String else {
+            throw BenchError("no passkey request options: \(options)")
+        }
+        let answer = try await post(
+            http, server.url + "/v1/auth/passkey", ["challengeId": challengeID, "credential": try passkey.assertion(challenge: challenge)])
+        guard answer["accessToken"] != nil else { throw BenchError("passkey sign-in failed: \(answer)") }
     }
 }
 

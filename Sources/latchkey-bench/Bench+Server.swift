@@ -70,15 +70,11 @@ struct ServerBench {
         defer { _ = http.shutdown() }
         var rows: [BenchRow] = []
         do {
-            let environment = [
-                "LATCHKEY_APPLE_TEAM_ID": team.teamID, "LATCHKEY_APPLE_KEY_ID": team.keyID, "LATCHKEY_APPLE_PRIVATE_KEY_FILE": team.keyFile,
-                "LATCHKEY_APPLE_CLIENT_IDS": "com.example.app", "LATCHKEY_APPLE_BASE_URL": emulator.baseURL,
-                "LATCHKEY_GOOGLE_CLIENT_IDS": "com.example.app", "LATCHKEY_GOOGLE_DISCOVERY_URL": emulator.baseURL + "/google/.well-known/openid-configuration",
-                "LATCHKEY_ENCRYPTION_KEY": SecretBox.generateKey(), "LATCHKEY_RATE_LIMIT_PER_IP": "100000000", "LATCHKEY_RATE_LIMIT_PER_SUBJECT": "100000000",
-            ].merging(Self.passkeySettings) { $1 }
+            let environment = Self.environment(team: team, emulator: emulator)
             let server = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/batched.sqlite"]) { $1 })
             defer { server.stop() }
             let idleRSS = server.residentMegabytes
+            let idleMap = MemoryMap(pid: server.process.processIdentifier)
             // The baseline of the ×-one-commit rows runs alongside, and the two take turns: measured minutes apart, the
             // machine's drift (CPU-bound batches slow down, fsync-bound single commits do not) decided the ratios.
             let unbatchedServer = try ChildServer(
@@ -197,6 +193,18 @@ struct ServerBench {
                 BenchRow(
                     name: "rss_after_26000_sign_ins_and_refreshes", opsPerSecond: try await heavyLoadRSS(server: server, emulator: emulator, http: http),
                     baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS, unit: .megabytes))
+            // Where it is (smaps by kind of mapping), after the load against idle.
+            let loadedMap = MemoryMap(pid: server.process.processIdentifier)
+            for kind in MemoryMap.Kind.allCases where loadedMap.megabytes[kind] != nil || idleMap.megabytes[kind] != nil {
+                rows.append(
+                    BenchRow(
+                        name: "rss_\(kind.rawValue)_after_26000", opsPerSecond: loadedMap.megabytes[kind] ?? 0, baselineName: "idle",
+                        baselineOpsPerSecond: idleMap.megabytes[kind] ?? 0, unit: .megabytes))
+            }
+            rows.append(
+                BenchRow(
+                    name: "server_threads_after_26000", opsPerSecond: Double(loadedMap.threads), baselineName: "idle",
+                    baselineOpsPerSecond: Double(idleMap.threads), unit: .threads))
             server.stop()
             rows += try await importRows(directory: directory, signInsPerSecond: googleRate)
 
@@ -210,6 +218,17 @@ struct ServerBench {
         }
         await emulator.stop()
         return rows
+    }
+
+    /// The settings of every bench server: Apple and Google at the emulator, passkeys, a fresh encryption key, and rate
+    /// limits out of the way.
+    static func environment(team: (teamID: String, keyID: String, keyFile: String), emulator: RunningEmulator) -> [String: String] {
+        [
+            "LATCHKEY_APPLE_TEAM_ID": team.teamID, "LATCHKEY_APPLE_KEY_ID": team.keyID, "LATCHKEY_APPLE_PRIVATE_KEY_FILE": team.keyFile,
+            "LATCHKEY_APPLE_CLIENT_IDS": "com.example.app", "LATCHKEY_APPLE_BASE_URL": emulator.baseURL,
+            "LATCHKEY_GOOGLE_CLIENT_IDS": "com.example.app", "LATCHKEY_GOOGLE_DISCOVERY_URL": emulator.baseURL + "/google/.well-known/openid-configuration",
+            "LATCHKEY_ENCRYPTION_KEY": SecretBox.generateKey(), "LATCHKEY_RATE_LIMIT_PER_IP": "100000000", "LATCHKEY_RATE_LIMIT_PER_SUBJECT": "100000000",
+        ].merging(passkeySettings) { $1 }
     }
 
     /// PostgreSQL at `url`: durable rotations with one instance against SQLite's, and with two instances on the same
@@ -526,10 +545,17 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
     let process = Process()
     let url: String
 
-    init(environment: [String: String]) throws {
+    /// - Parameter launcher: a command that runs the server (`valgrind --tool=callgrind …`), or none.
+    init(environment: [String: String], launcher: [String] = []) throws {
         let output = Pipe()
-        process.executableURL = try BenchSetUp.serverExecutable()
-        process.arguments = ["serve", "--port", "0"]
+        let server = try BenchSetUp.serverExecutable()
+        if let first = launcher.first {
+            process.executableURL = URL(fileURLWithPath: first)
+            process.arguments = launcher.dropFirst() + [server.path, "serve", "--port", "0"]
+        } else {
+            process.executableURL = server
+            process.arguments = ["serve", "--port", "0"]
+        }
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment) { $1 }
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice

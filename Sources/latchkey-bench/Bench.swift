@@ -22,6 +22,7 @@ struct Bench: AsyncParsableCommand {
               swift run -c release latchkey-bench
               swift run -c release latchkey-bench --json > bench.jsonl
               swift run -c release latchkey-bench --soak 10   # 10 minutes of mixed traffic
+              swift run -c release latchkey-bench --only instructions --profiles profiles   # under valgrind
             Each row is Latchkey's figure and the baseline's, both in the row's unit, and their ratio. \
             BENCHMARKS.md says what each row measures and its target.
             """
@@ -37,9 +38,15 @@ struct Bench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Which rows: all, core (token verification, client secret), server (HTTP, rotations, sign-ins, memory) or emulator (authorizations with many users)."
+            "Which rows: all, core (token verification, client secret), server (HTTP, rotations, sign-ins, memory), emulator (authorizations with many users), or instructions (the server under valgrind's callgrind: instructions per operation; not part of all)."
     )
     var only = "all"
+
+    @Option(help: "With --only instructions: N, the operations of each path's first counted batch (its second has 2N; /healthz and rotations 4N and 8N).")
+    var operations = 100
+
+    @Option(help: "With --only instructions: a directory for each path's top 15 functions by inclusive instructions (callgrind_annotate).")
+    var profiles: String?
 
     @Option(
         help:
@@ -51,7 +58,14 @@ struct Bench: AsyncParsableCommand {
     var profileIterations: Int?
 
     func run() async throws {
-        guard ["all", "core", "server", "emulator"].contains(only) else { throw ValidationError("--only is all, core, server or emulator") }
+        guard ["all", "core", "server", "emulator", "instructions"].contains(only) else {
+            throw ValidationError("--only is all, core, server, emulator or instructions")
+        }
+        if only == "instructions" {
+            guard operations > 0 else { throw ValidationError("--operations takes a number above 0") }
+            printRows(try await ServerBench(seconds: seconds).instructionRows(operations: operations, profiles: profiles))
+            return
+        }
         if let soak {
             guard soak > 0 else { throw ValidationError("--soak takes a number of minutes above 0") }
             let rows = try await SoakBench(minutes: soak).rows { line in

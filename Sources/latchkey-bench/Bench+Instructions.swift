@@ -1,0 +1,269 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import LatchkeyBenchReport
+import LatchkeyCore
+import LatchkeyEmulator
+import LatchkeyJOSE
+import NIOCore
+import NIOHTTP1
+
+/// `latchkey-bench --only instructions`: machine instructions per operation of a `latchkey serve` run under
+/// `valgrind --tool=callgrind`. Unlike seconds, the count of one binary on one input does not move with what else the
+/// machine is doing. Each path runs a warm-up, then N and then 2N operations, the counters dumped after each: the
+/// difference of the two last dumps, divided by N, is the path's cost with what a batch costs once (its first
+/// connections, say) taken out.
+extension ServerBench {
+    func instructionRows(operations: Int, profiles: String?) async throws -> [BenchRow] {
+        let (logger, directory, team, emulatorConfiguration) = try BenchSetUp.quietEmulator(clientID: "com.example.app")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = http.shutdown() }
+        do {
+            let rows = try await instructionRows(
+                operations: operations, profiles: profiles, directory: directory, environment: Self.environment(team: team, emulator: emulator),
+                emulator: emulator, http: http)
+            await emulator.stop()
+            return rows
+        } catch {
+            await emulator.stop()
+            throw error
+        }
+    }
+
+    private func instructionRows(
+        operations n: Int, profiles: String?, directory: String, environment: [String: String], emulator: RunningEmulator, http: HTTPClient
+    ) async throws -> [BenchRow] {
+        let warmUp = max(8, n / 4)
+        let counted = try Callgrind(directory: directory + "/plain")
+        let server = try ChildServer(
+            environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/plain.sqlite"]) { $1 }, launcher: counted.launcher)
+        defer { server.stop() }
+        var costs: [String: Callgrind.Cost] = [:]
+
+        // What the server does with no request at all (its timers), per second: the rows below include it for as long as
+        // their batches take.
+        let idle = try await counted.cost(of: server, warmUp: {}, operations: 1) { try await Task.sleep(for: .seconds(5 * $0)) }
+        costs["healthz"] = try await counted.cost(of: server, warmUp: { try await self.healthChecks(server, http, warmUp) }, operations: 4 * n) {
+            try await self.healthChecks(server, http, $0)
+        }
+
+        let google = try await mintSignIns(emulator: emulator, http: http, count: warmUp + 3 * n, provider: "google")
+        var googleSlices = Self.slices(google, warmUp, n)
+        var sessions: [Session] = []
+        costs["google_sign_in"] = try await counted.cost(
+            of: server, warmUp: { sessions = try await self.signIn(googleSlices.removeFirst(), server: server, http: http).1 }, operations: n
+        ) { _ in _ = try await self.signIn(googleSlices.removeFirst(), server: server, http: http) }
+
+        let apple = try await mintSignIns(emulator: emulator, http: http, count: warmUp + 3 * n)
+        var appleSlices = Self.slices(apple, warmUp, n)
+        costs["apple_sign_in_with_code_exchange"] = try await counted.cost(
+            of: server, warmUp: { _ = try await self.signIn(appleSlices.removeFirst(), server: server, http: http) }, operations: n
+        ) { _ in _ = try await self.signIn(appleSlices.removeFirst(), server: server, http: http) }
+
+        var tokens = sessions.prefix(concurrency).map(\.refreshToken)
+        costs["rotation"] = try await counted.cost(
+            of: server, warmUp: { tokens = try await self.rotations(server, http, tokens, count: warmUp) }, operations: 4 * n
+        ) { tokens = try await self.rotations(server, http, tokens, count: $0) }
+
+        let passkeys = try await registerPasskeys(server: server, http: http, sessions: Array(sessions.prefix(8)))
+        costs["passkey_sign_in"] = try await counted.cost(
+            of: server, warmUp: { try await self.passkeySignIns(server, http, passkeys, count: warmUp) }, operations: n
+        ) { try await self.passkeySignIns(server, http, passkeys, count: $0) }
+        server.stop()
+
+        // A server with one webhook endpoint: Google sign-ins again, each batch counted once its deliveries arrived.
+        let receiver = DeliveryCounter()
+        let (port, receiving) = try await Self.receiver { router in
+            router.post("/hooks") { [receiver] _, _ -> HTTPResponse.Status in
+                receiver.count()
+                return .noContent
+            }
+        }
+        defer { receiving.cancel() }
+        let hookedCount = try Callgrind(directory: directory + "/hooked")
+        let hooked = try ChildServer(
+            environment: environment.merging([
+                "LATCHKEY_DATABASE_URL": directory + "/hooked.sqlite", "LATCHKEY_WEBHOOKS_0_URL": "http://127.0.0.1:\(port)/hooks",
+                "LATCHKEY_WEBHOOKS_0_SECRET": WebhookEndpoint.generateSecret(),
+            ]) { $1 }, launcher: hookedCount.launcher)
+        defer { hooked.stop() }
+        let hookedSignIns = try await mintSignIns(emulator: emulator, http: http, count: warmUp + 3 * n, provider: "google")
+        var hookedSlices = Self.slices(hookedSignIns, warmUp, n)
+        func delivered(_ batch: ArraySlice<MintedSignIn>) async throws {
+            let expected = receiver.total + batch.count
+            _ = try await signIn(batch, server: hooked, http: http)
+            let deadline = ContinuousClock.now + .seconds(600)
+            while receiver.total < expected {
+                guard ContinuousClock.now < deadline else { throw BenchError("only \(receiver.total) of \(expected) webhook deliveries arrived") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        costs["google_sign_in_with_one_webhook_endpoint"] = try await hookedCount.cost(
+            of: hooked, warmUp: { try await delivered(hookedSlices.removeFirst()) }, operations: n
+        ) { _ in try await delivered(hookedSlices.removeFirst()) }
+        hooked.stop()
+
+        if let profiles {
+            try FileManager.default.createDirectory(atPath: profiles, withIntermediateDirectories: true)
+            for (name, cost) in costs { try Callgrind.annotate(cost.profile, into: profiles + "/\(name).txt") }
+        }
+        func per(_ name: String) -> Double { costs[name]!.perOperation }
+        let healthz = per("healthz")
+        var rows = [
+            BenchRow(
+                name: "instructions_per_idle_second", opsPerSecond: idle.perOperation / 5, baselineName: "instructions_per_healthz",
+                baselineOpsPerSecond: healthz, unit: .instructions)
+        ]
+        for name in ["rotation", "google_sign_in", "apple_sign_in_with_code_exchange", "passkey_sign_in"] {
+            rows.append(
+                BenchRow(
+                    name: "instructions_per_\(name)", opsPerSecond: per(name), baselineName: "instructions_per_healthz", baselineOpsPerSecond: healthz,
+                    unit: .instructions))
+        }
+        let hookedSignIn = per("google_sign_in_with_one_webhook_endpoint")
+        rows += [
+            BenchRow(
+                name: "instructions_per_webhook_delivery", opsPerSecond: hookedSignIn - per("google_sign_in"), baselineName: "instructions_per_google_sign_in",
+                baselineOpsPerSecond: per("google_sign_in"), unit: .instructions),
+            BenchRow(
+                name: "instructions_per_passkey_sign_in", opsPerSecond: per("passkey_sign_in"), baselineName: "instructions_per_google_sign_in",
+                baselineOpsPerSecond: per("google_sign_in"), unit: .instructions),
+            BenchRow(
+                name: "instructions_per_google_sign_in_with_one_webhook_endpoint", opsPerSecond: hookedSignIn,
+                baselineName: "instructions_per_google_sign_in", baselineOpsPerSecond: per("google_sign_in"), unit: .instructions),
+        ]
+        return rows
+    }
+
+    /// `items` cut into a warm-up of `warmUp`, then `n`, then `2n`.
+    private static func slices<T>(_ items: [T], _ warmUp: Int, _ n: Int) -> [ArraySlice<T>] {
+        [items[0..<warmUp], items[warmUp..<warmUp + n], items[(warmUp + n)...]]
+    }
+
+    private func healthChecks(_ server: ChildServer, _ http: HTTPClient, _ count: Int) async throws {
+        try await inParallel(count) { _ in
+            let response = try await http.execute(HTTPClientRequest(url: server.url + "/healthz"), timeout: .seconds(60))
+            _ = try await response.body.collect(upTo: 1 << 16)
+            guard response.status == .ok else { throw BenchError("/healthz answered \(response.status.code)") }
+        }
+    }
+
+    /// `count` rotations spread over the sessions of `tokens`, one after another per session; their last tokens.
+    private func rotations(_ server: ChildServer, _ http: HTTPClient, _ tokens: [String], count: Int) async throws -> [String] {
+        try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for (index, token) in tokens.enumerated() {
+                let turns = count / tokens.count + (index < count % tokens.count ? 1 : 0)
+                group.addTask {
+                    var current = token
+                    for _ in 0..<turns {
+                        let answer = try await json(http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": current])
+                        guard let next = answer["refreshToken"] as? String else { throw BenchError("rotation failed: \(answer)") }
+                        current = next
+                    }
+                    return (index, current)
+                }
+            }
+            return try await group.reduce(into: [(Int, String)]()) { $0.append($1) }.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+    }
+
+    /// `count` calls of `body`, ``concurrency`` at a time.
+    private func inParallel(_ count: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<count {
+                if index >= concurrency { try await group.next() }
+                group.addTask { try await body(index) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    private func passkeySignIns(_ server: ChildServer, _ http: HTTPClient, _ passkeys: [BenchPasskey], count: Int) async throws {
+        try await inParallel(count) { index in
+            try await Self.passkeySignIn(server: server, http: http, passkey: passkeys[index % passkeys.count])
+        }
+    }
+}
+
+/// Counts a child server's instructions with callgrind: its launcher, and its counters dumped on demand.
+final class Callgrind {
+    /// Where the dumps go: `callgrind.out.1`, `.2`, … in the order asked.
+    let directory: String
+    private var dumps = 0
+
+    init(directory: String) throws {
+        self.directory = directory
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    var launcher: [String] {
+        ["/usr/bin/valgrind", "--tool=callgrind", "--callgrind-out-file=\(directory)/callgrind.out", "--dump-line=no", "--compress-strings=no"]
+    }
+
+    /// What one operation of a path costs, and the dump of its 2N batch.
+    struct Cost {
+        let perOperation: Double
+        let profile: String
+    }
+
+    /// Runs `warmUp`, then `body(operations)`, then `body(2 × operations)`, dumping the counters after each.
+    func cost(
+        of server: ChildServer, warmUp: () async throws -> Void, operations: Int, _ body: (Int) async throws -> Void
+    ) async throws -> Cost {
+        try await warmUp()
+        _ = try await dump(server)
+        try await body(operations)
+        let once = try await dump(server)
+        try await body(2 * operations)
+        let twice = try await dump(server)
+        return Cost(perOperation: Double(twice.instructions - once.instructions) / Double(operations), profile: twice.file)
+    }
+
+    /// Asks callgrind to write the counts since the last dump, and reads their total.
+    private func dump(_ server: ChildServer) async throws -> (file: String, instructions: Int) {
+        dumps += 1
+        let file = "\(directory)/callgrind.out.\(dumps)"
+        let control = Process()
+        control.executableURL = URL(fileURLWithPath: "/usr/bin/callgrind_control")
+        control.arguments = ["--dump", String(server.process.processIdentifier)]
+        control.standardOutput = FileHandle.nullDevice
+        control.standardError = FileHandle.nullDevice
+        try control.run()
+        control.waitUntilExit()
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            // The totals line is the dump's last: once it is there, the file is whole.
+            if let text = try? String(contentsOfFile: file, encoding: .utf8),
+                let line = text.split(separator: "\n").last(where: { $0.hasPrefix("totals:") }),
+                let total = Int(line.dropFirst("totals:".count).trimmingCharacters(in: .whitespaces))
+            {
+                return (file, total)
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw BenchError("callgrind wrote no \(file): is valgrind installed, and the server running under it?")
+    }
+
+    /// The dump's 15 most costly functions, inclusive, their Swift names demangled.
+    static func annotate(_ dump: String, into path: String) throws {
+        let annotate = Process()
+        annotate.executableURL = URL(fileURLWithPath: "/usr/bin/callgrind_annotate")
+        annotate.arguments = ["--inclusive=yes", "--threshold=100", dump]
+        let demangle = Process()
+        demangle.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        demangle.arguments = ["swift-demangle", "--simplified"]
+        let pipe = Pipe()
+        annotate.standardOutput = pipe
+        demangle.standardInput = pipe
+        guard FileManager.default.createFile(atPath: path, contents: nil) else { throw BenchError("cannot write \(path)") }
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? output.close() }
+        demangle.standardOutput = output
+        try annotate.run()
+        try demangle.run()
+        annotate.waitUntilExit()
+        demangle.waitUntilExit()
+    }
+}
