@@ -38,7 +38,8 @@ extension ServerBench {
         let warmUp = max(8, n / 4)
         let counted = try Callgrind(directory: directory + "/plain")
         let server = try ChildServer(
-            environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/plain.sqlite"]) { $1 }, launcher: counted.launcher)
+            environment: environment.merging(counted.environment) { $1 }.merging(["LATCHKEY_DATABASE_URL": directory + "/plain.sqlite"]) { $1 },
+            launcher: counted.launcher)
         defer { server.stop() }
         var costs: [String: Callgrind.Cost] = [:]
 
@@ -84,7 +85,7 @@ extension ServerBench {
         defer { receiving.cancel() }
         let hookedCount = try Callgrind(directory: directory + "/hooked")
         let hooked = try ChildServer(
-            environment: environment.merging([
+            environment: environment.merging(hookedCount.environment) { $1 }.merging([
                 "LATCHKEY_DATABASE_URL": directory + "/hooked.sqlite", "LATCHKEY_WEBHOOKS_0_URL": "http://127.0.0.1:\(port)/hooks",
                 "LATCHKEY_WEBHOOKS_0_SECRET": WebhookEndpoint.generateSecret(),
             ]) { $1 }, launcher: hookedCount.launcher)
@@ -193,13 +194,53 @@ final class Callgrind {
     let directory: String
     private var dumps = 0
 
+    /// The server as callgrind runs it: a copy of ``BenchSetUp/serverExecutable()`` without its debug information.
+    private let server: String
+    /// A library preloaded into the server; see ``sigsuspendShim``.
+    private let shim: String
+
     init(directory: String) throws {
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // valgrind 3.19 cannot read the DWARF 5 that Swift's toolchain writes ("ensure_valid failed"); the symbol table,
+        // which names every function, is enough.
+        server = directory + "/latchkey"
+        try Self.run("/usr/bin/objcopy", ["--strip-debug", try BenchSetUp.serverExecutable().path, server])
+        shim = directory + "/sigsuspend-shim.so"
+        try Self.sigsuspendShim.write(toFile: directory + "/sigsuspend-shim.c", atomically: true, encoding: .utf8)
+        try Self.run("/usr/bin/env", ["cc", "-O2", "-shared", "-fPIC", "-o", shim, directory + "/sigsuspend-shim.c"])
     }
 
+    /// valgrind 3.19 writes into the signal mask a program passes to `rt_sigsuspend`, and libdispatch's `dispatch_main`
+    /// (where a Swift async `main` parks its thread) passes one in read-only memory: valgrind then crashes at start-up.
+    /// This `sigsuspend` hands the system call a copy on the stack instead.
+    static let sigsuspendShim = """
+        #define _GNU_SOURCE
+        #include <signal.h>
+        #include <sys/syscall.h>
+        #include <unistd.h>
+        int sigsuspend(const sigset_t *mask) {
+            sigset_t copy = *mask;
+            return (int)syscall(SYS_rt_sigsuspend, &copy, 8);
+        }
+        """
+
+    /// The environment the server needs under callgrind, beside its own settings.
+    var environment: [String: String] { ["LD_PRELOAD": shim] }
+
     var launcher: [String] {
-        ["/usr/bin/valgrind", "--tool=callgrind", "--callgrind-out-file=\(directory)/callgrind.out", "--dump-line=no", "--compress-strings=no"]
+        ["/usr/bin/valgrind", "--tool=callgrind", "--callgrind-out-file=\(directory)/callgrind.out", "--dump-line=no", "--compress-strings=no", server]
+    }
+
+    private static func run(_ executable: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw BenchError("\(([executable] + arguments).joined(separator: " ")) exited with \(process.terminationStatus) (the instruction rows need valgrind, binutils and cc)")
+        }
     }
 
     /// What one operation of a path costs, and the dump of its 2N batch.

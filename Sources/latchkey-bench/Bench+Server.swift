@@ -545,15 +545,15 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
     let process = Process()
     let url: String
 
-    /// - Parameter launcher: a command that runs the server (`valgrind --tool=callgrind …`), or none.
+    /// - Parameter launcher: a command that runs a server executable given last (`valgrind --tool=callgrind … latchkey`), in
+    ///   place of the `latchkey` of ``BenchSetUp/serverExecutable()``.
     init(environment: [String: String], launcher: [String] = []) throws {
         let output = Pipe()
-        let server = try BenchSetUp.serverExecutable()
         if let first = launcher.first {
             process.executableURL = URL(fileURLWithPath: first)
-            process.arguments = launcher.dropFirst() + [server.path, "serve", "--port", "0"]
+            process.arguments = launcher.dropFirst() + ["serve", "--port", "0"]
         } else {
-            process.executableURL = server
+            process.executableURL = try BenchSetUp.serverExecutable()
             process.arguments = ["serve", "--port", "0"]
         }
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LATCHKEY_") }.merging(environment) { $1 }
