@@ -82,33 +82,40 @@ public struct WebhookDispatcher: Sendable {
     /// Attempts the deliveries to the endpoint at `url` due now (up to `limit`), ``concurrency`` at a time; returns how
     /// many were attempted. They are claimed in one step, with a lease that covers every attempt of the group (see
     /// ``lease(for:)``). Each attempt ends within the timeout, head and body, so a slow endpoint holds up only its own.
+    /// Outcomes are recorded ``concurrency`` at a time, each batch in one store step.
     @discardableResult
     public func deliverDue(to url: String, limit: Int = 64) async throws -> Int {
         let now = timeSource.now
         let due = try await store.claimDueWebhookDeliveries(
             now: now, limit: limit, leaseUntil: now.addingTimeInterval(lease(for: limit)), endpoints: [url])
-        await withTaskGroup(of: Void.self) { group in
+        await withTaskGroup(of: WebhookDelivery.self) { group in
             var waiting = due[...]
             for _ in 0..<Self.concurrency {
                 guard let next = waiting.popFirst() else { break }
-                group.addTask { await self.attemptAndRecord(next) }
+                group.addTask { await self.attempt(next) }
             }
-            while await group.next() != nil {
-                if let next = waiting.popFirst() { group.addTask { await self.attemptAndRecord(next) } }
+            var outcomes: [WebhookDelivery] = []
+            while let outcome = await group.next() {
+                outcomes.append(outcome)
+                if let next = waiting.popFirst() { group.addTask { await self.attempt(next) } }
+                if outcomes.count >= Self.concurrency {
+                    await record(outcomes)
+                    outcomes.removeAll(keepingCapacity: true)
+                }
             }
+            await record(outcomes)
         }
         return due.count
     }
 
-    private func attemptAndRecord(_ delivery: WebhookDelivery) async {
-        let updated = await attempt(delivery)
+    private func record(_ outcomes: [WebhookDelivery]) async {
         do {
-            try await store.updateWebhookDelivery(updated)
+            try await store.updateWebhookDeliveries(outcomes)
         } catch {
-            // Its lease runs out and it is attempted again: at least once.
+            // Their lease runs out and they are attempted again: at least once.
             logger.warning(
-                "could not record a webhook delivery's outcome; it will be attempted again",
-                metadata: ["delivery": "\(delivery.id)", "error": "\(MaintenanceService.describe(error))"])
+                "could not record webhook deliveries' outcomes; they will be attempted again",
+                metadata: ["deliveries": "\(outcomes.map(\.id).joined(separator: ","))", "error": "\(MaintenanceService.describe(error))"])
         }
     }
 

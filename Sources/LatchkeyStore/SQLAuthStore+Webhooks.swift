@@ -65,17 +65,20 @@ extension SQLAuthStore {
         }
     }
 
-    public func updateWebhookDelivery(_ delivery: WebhookDelivery) async throws {
+    public func updateWebhookDeliveries(_ deliveries: [WebhookDelivery]) async throws {
+        guard !deliveries.isEmpty else { return }
         // A delivery no longer pending stays as it is: an instance whose lease ran out mid-call may report late.
         try await sqlWrite { db in
-            try await db.raw(
-                """
-                UPDATE webhook_deliveries SET status = \(bind: delivery.status.rawValue), attempts = \(bind: delivery.attempts),
-                  next_attempt_at = \(bind: delivery.nextAttemptAt.millis), last_error = \(bind: delivery.lastError),
-                  finished_at = \(bind: delivery.finishedAt?.millis)
-                WHERE id = \(bind: delivery.id) AND status = 'pending'
-                """
-            ).run()
+            for delivery in deliveries {
+                try await db.raw(
+                    """
+                    UPDATE webhook_deliveries SET status = \(bind: delivery.status.rawValue), attempts = \(bind: delivery.attempts),
+                      next_attempt_at = \(bind: delivery.nextAttemptAt.millis), last_error = \(bind: delivery.lastError),
+                      finished_at = \(bind: delivery.finishedAt?.millis)
+                    WHERE id = \(bind: delivery.id) AND status = 'pending'
+                    """
+                ).run()
+            }
         }
     }
 

@@ -112,6 +112,46 @@ struct WebhookEventTests {
         }
     }
 
+    /// The server's store, counting the deliveries each call records.
+    final class CountingWebhookStore: WebhookStore {
+        let store: any WebhookStore
+        let recorded = Mutex<[Int]>([])
+        init(_ store: any WebhookStore) { self.store = store }
+
+        func enqueueWebhookDeliveries(_ deliveries: [WebhookDelivery]) async throws { try await store.enqueueWebhookDeliveries(deliveries) }
+        func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date, endpoints: [String]) async throws -> [WebhookDelivery] {
+            try await store.claimDueWebhookDeliveries(now: now, limit: limit, leaseUntil: leaseUntil, endpoints: endpoints)
+        }
+        func updateWebhookDeliveries(_ deliveries: [WebhookDelivery]) async throws {
+            recorded.withLock { $0.append(deliveries.count) }
+            try await store.updateWebhookDeliveries(deliveries)
+        }
+        func webhookDeliveries(status: WebhookDelivery.Status?, limit: Int) async throws -> [WebhookDelivery] {
+            try await store.webhookDeliveries(status: status, limit: limit)
+        }
+        func webhookDeliveries(userID: String, limit: Int) async throws -> [WebhookDelivery] { try await store.webhookDeliveries(userID: userID, limit: limit) }
+        func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount] { try await store.webhookDeliveryCounts() }
+        func webhookDelivery(id: String) async throws -> WebhookDelivery? { try await store.webhookDelivery(id: id) }
+    }
+
+    @Test("a round's outcomes are recorded eight at a time, each batch in one store call: 20 deliveries, three calls, all delivered")
+    func outcomesRecordedInBatches() async throws {
+        let endpoint = WebhookEndpoint(url: Self.endpointURL, secret: Secret(WebhookEndpoint.generateSecret()))
+        try await ServerHarness.with(configure: { $0.webhooks = [endpoint] }) { harness in
+            for index in 0..<20 { _ = try await harness.signedIn(email: "user\(index)@example.com") }
+            let backend = Backend()
+            backend.down.store(false, ordering: .relaxed)
+            let store = CountingWebhookStore(harness.store)
+            let dispatcher = WebhookDispatcher(store: store, endpoints: [endpoint], send: backend.send, timeSource: harness.clock.source)
+            #expect(try await dispatcher.deliverDue() == 20)
+            #expect(store.recorded.withLock { $0 } == [8, 8, 4])
+            let delivered = try await harness.store.webhookDeliveries(status: .delivered, limit: 100)
+            #expect(delivered.count == 20)
+            #expect(delivered.allSatisfy { $0.attempts == 1 && $0.lastError == nil })
+            #expect(try await dispatcher.deliverDue() == 0)
+        }
+    }
+
     @Test("an endpoint that never takes a delivery gets ten attempts over more than three days; then the delivery is failed, and retry sends it again")
     func givesUp() async throws {
         try await ServerHarness.with(configure: { $0.webhooks = [WebhookEndpoint(url: Self.endpointURL, secret: Secret(WebhookEndpoint.generateSecret()))] }) {

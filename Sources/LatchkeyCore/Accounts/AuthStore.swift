@@ -245,9 +245,9 @@ public protocol WebhookStore: Sendable {
     /// until `leaseUntil`; concurrent callers never get the same one. (An instance claims only the endpoints it knows:
     /// during a rolling change of settings, another instance sends the rest.)
     func claimDueWebhookDeliveries(now: Date, limit: Int, leaseUntil: Date, endpoints: [String]) async throws -> [WebhookDelivery]
-    /// Records an attempt's outcome (status, attempts, next attempt, last error, finish); a delivery no longer pending
-    /// is left as it is.
-    func updateWebhookDelivery(_ delivery: WebhookDelivery) async throws
+    /// Records attempts' outcomes (status, attempts, next attempt, last error, finish) in one step; a delivery no
+    /// longer pending is left as it is.
+    func updateWebhookDeliveries(_ deliveries: [WebhookDelivery]) async throws
     /// The latest `limit` deliveries (of one status, or all), newest first.
     func webhookDeliveries(status: WebhookDelivery.Status?, limit: Int) async throws -> [WebhookDelivery]
     /// The deliveries of events about one user, newest first.
@@ -256,6 +256,11 @@ public protocol WebhookStore: Sendable {
     func webhookDeliveryCounts() async throws -> [WebhookDeliveryCount]
     /// One delivery, with its payload; nil when there is none with this id (or the sweep removed it).
     func webhookDelivery(id: String) async throws -> WebhookDelivery?
+}
+
+extension WebhookStore {
+    /// Records one attempt's outcome (see ``updateWebhookDeliveries(_:)``).
+    public func updateWebhookDelivery(_ delivery: WebhookDelivery) async throws { try await updateWebhookDeliveries([delivery]) }
 }
 
 /// A count of ``WebhookStore/webhookDeliveryCounts()``.
