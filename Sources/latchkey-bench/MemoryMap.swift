@@ -23,7 +23,10 @@ struct MemoryMap {
 
     /// Reads `/proc/<pid>/smaps`; empty when it cannot be read.
     init(pid: Int32) {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/smaps", encoding: .utf8),
+        // Read to the end: the file's size says 0, and a read sized by it stops after the first pages.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/smaps") else { return }
+        defer { try? handle.close() }
+        guard let data = try? handle.readToEnd(), let text = String(data: data, encoding: .utf8),
             let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
         else { return }
         threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? 0
