@@ -24,3 +24,51 @@ int latchkey_malloc_tuned(void) { return tuned; }
 #else
 int latchkey_malloc_tuned(void) { return 0; }
 #endif
+
+#if defined(__linux__)
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+long latchkey_release_clean_file_pages(void) {
+    enum { most = 8192 };
+    static unsigned long starts[most], ends[most];
+    static long resident[most];
+    FILE *smaps = fopen("/proc/self/smaps", "r");
+    if (smaps == NULL) return 0;
+    char line[4096];
+    int count = 0, candidate = 0;
+    long rss = 0;
+    // A mapping qualifies when it maps a file (inode not 0), is not writable, and holds no page of its own: a page
+    // written once (a relocation in RELRO data) is anonymous, and dropping it would lose the write.
+    while (fgets(line, sizeof line, smaps) != NULL) {
+        unsigned long start, end, inode;
+        char permissions[5];
+        if (sscanf(line, "%lx-%lx %4s %*s %*s %lu", &start, &end, permissions, &inode) == 4) {
+            candidate = count < most && inode != 0 && permissions[1] != 'w';
+            if (candidate) {
+                starts[count] = start;
+                ends[count] = end;
+                resident[count] = 0;
+                count++;
+            }
+        } else if (candidate && strncmp(line, "Rss:", 4) == 0) {
+            sscanf(line + 4, "%ld", &resident[count - 1]);
+        } else if (candidate && strncmp(line, "Anonymous:", 10) == 0) {
+            long anonymous = 0;
+            sscanf(line + 10, "%ld", &anonymous);
+            if (anonymous != 0) {
+                count--;
+                candidate = 0;
+            }
+        }
+    }
+    fclose(smaps);
+    for (int index = 0; index < count; index++) {
+        if (madvise((void *)starts[index], ends[index] - starts[index], MADV_DONTNEED) == 0) rss += resident[index];
+    }
+    return rss;
+}
+#else
+long latchkey_release_clean_file_pages(void) { return 0; }
+#endif

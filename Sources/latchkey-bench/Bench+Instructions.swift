@@ -45,7 +45,7 @@ extension ServerBench {
 
         // What the server does with no request at all (its timers), per second: the rows below include it for as long as
         // their batches take.
-        let idle = try await counted.cost(of: server, warmUp: {}, operations: 1) { try await Task.sleep(for: .seconds(5 * $0)) }
+        let idle = try await counted.idleCost(of: server, seconds: 10)
         costs["healthz"] = try await counted.cost(of: server, warmUp: { try await self.healthChecks(server, http, warmUp) }, operations: 4 * n) {
             try await self.healthChecks(server, http, $0)
         }
@@ -108,13 +108,16 @@ extension ServerBench {
 
         if let profiles {
             try FileManager.default.createDirectory(atPath: profiles, withIntermediateDirectories: true)
-            for (name, cost) in costs { try Callgrind.annotate(cost.profile, into: profiles + "/\(name).txt") }
+            for (name, cost) in costs.sorted(by: { $0.key < $1.key }) {
+                try FileManager.default.copyItem(atPath: cost.profile, toPath: profiles + "/\(name).callgrind.out")
+                try Callgrind.profile(cost, name: name).write(toFile: profiles + "/\(name).md", atomically: true, encoding: .utf8)
+            }
         }
         func per(_ name: String) -> Double { costs[name]!.perOperation }
         let healthz = per("healthz")
         var rows = [
             BenchRow(
-                name: "instructions_per_idle_second", opsPerSecond: idle.perOperation / 5, baselineName: "instructions_per_healthz",
+                name: "instructions_per_idle_second", opsPerSecond: idle, baselineName: "instructions_per_healthz",
                 baselineOpsPerSecond: healthz, unit: .instructions)
         ]
         for name in ["rotation", "google_sign_in", "apple_sign_in_with_code_exchange", "passkey_sign_in"] {
@@ -247,6 +250,14 @@ final class Callgrind {
     struct Cost {
         let perOperation: Double
         let profile: String
+        let operations: Int
+    }
+
+    /// Instructions per second while the server waits for requests: its timers.
+    func idleCost(of server: ChildServer, seconds: Int) async throws -> Double {
+        _ = try await dump(server)
+        try await Task.sleep(for: .seconds(seconds))
+        return Double(try await dump(server).instructions) / Double(seconds)
     }
 
     /// Runs `warmUp`, then `body(operations)`, then `body(2 × operations)`, dumping the counters after each.
@@ -259,7 +270,7 @@ final class Callgrind {
         let once = try await dump(server)
         try await body(2 * operations)
         let twice = try await dump(server)
-        return Cost(perOperation: Double(twice.instructions - once.instructions) / Double(operations), profile: twice.file)
+        return Cost(perOperation: Double(twice.instructions - once.instructions) / Double(operations), profile: twice.file, operations: 2 * operations)
     }
 
     /// Asks callgrind to write the counts since the last dump, and reads their total.
@@ -287,24 +298,78 @@ final class Callgrind {
         throw BenchError("callgrind wrote no \(file): is valgrind installed, and the server running under it?")
     }
 
-    /// The dump's 15 most costly functions, inclusive, their Swift names demangled.
-    static func annotate(_ dump: String, into path: String) throws {
-        let annotate = Process()
-        annotate.executableURL = URL(fileURLWithPath: "/usr/bin/callgrind_annotate")
-        annotate.arguments = ["--inclusive=yes", "--threshold=100", dump]
-        let demangle = Process()
-        demangle.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        demangle.arguments = ["swift-demangle", "--simplified"]
-        let pipe = Pipe()
-        annotate.standardOutput = pipe
-        demangle.standardInput = pipe
-        guard FileManager.default.createFile(atPath: path, contents: nil) else { throw BenchError("cannot write \(path)") }
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        defer { try? output.close() }
-        demangle.standardOutput = output
-        try annotate.run()
-        try demangle.run()
-        annotate.waitUntilExit()
-        demangle.waitUntilExit()
+    /// A path's profile in Markdown: the 15 functions of Latchkey's own modules that cost most per operation, inclusive
+    /// (what they and their callees ran), then the 15 that ran most instructions themselves, from any module.
+    ///
+    /// Inclusive costs of async code mislead callgrind: a task's resumption is counted as called from
+    /// `swift_task_switch`, so the runtime's and Hummingbird's frames, and closures, thunks and recursion levels, carry
+    /// the whole program's cost. The first table keeps to named functions of `Latchkey*` modules for that reason.
+    static func profile(_ cost: Cost, name: String) throws -> String {
+        func table(_ inclusive: Bool, keep: (String) -> Bool) throws -> [String] {
+            let lines = try output("/usr/bin/callgrind_annotate", ["--inclusive=\(inclusive ? "yes" : "no")", "--threshold=100", cost.profile])
+                .split(separator: "\n").compactMap(Line.init)
+            let full = try demangled(lines.map(\.symbol), simplified: false)
+            let short = try demangled(lines.map(\.symbol), simplified: true)
+            var rows: [String] = []
+            for (index, line) in lines.enumerated() where rows.count < 15 && keep(full[index]) {
+                let perOperation = Double(line.instructions) / Double(cost.operations)
+                rows.append("| \(Int(perOperation.rounded())) | \(String(format: "%.1f", line.percent)) % | `\(short[index].replacingOccurrences(of: "|", with: "\\|"))` |")
+            }
+            return rows
+        }
+        let ours = try table(true) { symbol in
+            let noise = ["closure #", "thunk", "partial apply", "protocol witness", "'", "outlined", "merged "]
+            return symbol.hasPrefix("Latchkey") || symbol.hasPrefix("(extension in Latchkey")
+                ? !noise.contains { symbol.contains($0) } : false
+        }
+        let anyModule = try table(false) { _ in true }
+        let header = ["| instructions per operation | share | function |", "| ---: | ---: | --- |"]
+        return (["### `\(name)`", "", "Latchkey's functions, inclusive:", ""] + header + ours + ["", "Any function, self:", ""] + header + anyModule)
+            .joined(separator: "\n") + "\n"
+    }
+
+    /// One function's line of `callgrind_annotate`: `12,345 (1.23%)  file:function [object]`.
+    private struct Line {
+        let instructions: Int
+        let percent: Double
+        let symbol: String
+
+        init?(_ text: Substring) {
+            let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            guard parts.count == 3, let instructions = Int(parts[0].replacingOccurrences(of: ",", with: "")), parts[1].hasPrefix("("),
+                let percent = Double(parts[1].dropFirst().prefix { $0 != "%" }), percent <= 100
+            else { return nil }
+            // `???:name [object]` or `file:name [object]`: the name is between the first colon and the last ` [`.
+            var rest = Substring(parts[2])
+            if let object = rest.range(of: " [", options: .backwards) { rest = rest[..<object.lowerBound] }
+            guard let colon = rest.firstIndex(of: ":"), !rest.hasPrefix("PROGRAM TOTALS") else { return nil }
+            (self.instructions, self.percent, symbol) = (instructions, percent, String(rest[rest.index(after: colon)...]))
+        }
+    }
+
+    private static func demangled(_ symbols: [String], simplified: Bool) throws -> [String] {
+        let text = try output("/usr/bin/env", ["swift-demangle"] + (simplified ? ["--simplified"] : []), input: symbols.joined(separator: "\n") + "\n")
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        return symbols.indices.map { $0 < lines.count ? lines[$0] : symbols[$0] }
+    }
+
+    /// Runs `executable` to its end with `input` on its standard input; its standard output.
+    private static func output(_ executable: String, _ arguments: [String], input: String = "") throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let (stdin, stdout) = (Pipe(), Pipe())
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        try process.run()
+        // Written from another thread: a large input would fill the pipe while the output waits to be read.
+        let writer = Thread {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try? stdin.fileHandleForWriting.close()
+        }
+        writer.start()
+        let data = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
     }
 }

@@ -202,6 +202,9 @@ struct Serve: AsyncParsableCommand {
             logger.warning("no sign-in provider is configured; POST /v1/auth/{provider} answers 503 (use --dev, or set apple.* or another provider's settings)")
         }
         let application = server.makeApplication { bound in
+            // Start-up's code (configuration, migrations, key loading) need not stay resident; what serving uses faults back in.
+            let released = latchkey_release_clean_file_pages()
+            logger.debug("start-up pages released from the resident set", metadata: ["kilobytes": "\(released)"])
             print("Latchkey listening on http://\(configuration.host):\(bound) (\(configuration.mode.rawValue), database \(configuration.database))")
             if configuration.servesDemoPage { print("demo sign-in page: http://\(configuration.host):\(bound)/") }
             flushStandardOutput()
