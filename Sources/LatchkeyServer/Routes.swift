@@ -116,7 +116,7 @@ extension LatchkeyServer {
     }
 
     static func hasControlCharacters(_ text: String) -> Bool {
-        text.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        containsControlCharacter(text)
     }
 
     func signIn(_ request: Request, providerName: String) async throws -> Response {

@@ -1,4 +1,5 @@
 import Foundation
+import LatchkeyModels
 
 /// An e-mail address as the `email` provider keys it: the local part lower-cased, the domain lower-cased in IDNA
 /// (ASCII) form, so that one mailbox is one subject however it is typed.
@@ -13,7 +14,7 @@ public struct EmailAddress: Sendable, Hashable, CustomStringConvertible {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         let parts = trimmed.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, let local = parts.first, let domain = parts.last, !local.isEmpty, local.utf8.count <= 64,
-            !trimmed.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.properties.generalCategory == .control }),
+            !trimmed.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.isControlCharacter }),
             !local.contains("\""), !local.hasPrefix("."), !local.hasSuffix("."), !local.contains("..")
         else { return nil }
         var labels: [String] = []

@@ -336,10 +336,10 @@ public struct AuditEvent: Sendable, Codable, Equatable {
     /// `text` with each control character (a newline, an escape sequence's ESC, a NUL) written as `\u{1b}`, so that a
     /// name a caller chose cannot forge a line or drive the terminal of whoever reads the audit log.
     public static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return text }
+        guard containsControlCharacter(text) else { return text }
         var result = ""
         for scalar in text.unicodeScalars {
-            if scalar.properties.generalCategory == .control {
+            if scalar.isControlCharacter {
                 result += "\\u{" + String(scalar.value, radix: 16) + "}"
             } else {
                 result.unicodeScalars.append(scalar)

@@ -401,7 +401,7 @@ public struct PasskeyService: Sendable {
     /// A name a person typed: trimmed, up to 64 characters, no control characters; empty means none.
     private static func name(_ name: String?) throws(LatchkeyError) -> String? {
         guard let trimmed = name?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
-        guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard !containsControlCharacter(trimmed) else {
             throw LatchkeyError(.malformedRequest, "the name holds a control character")
         }
         return String(trimmed.prefix(64))
