@@ -43,12 +43,12 @@ extension ServerBench {
         defer { server.stop() }
         var costs: [String: Callgrind.Cost] = [:]
 
-        // What the server does with no request at all (its timers), per second: the rows below include it for as long as
-        // their batches take.
-        let idle = try await counted.idleCost(of: server, seconds: 10)
         costs["healthz"] = try await counted.cost(of: server, warmUp: { try await self.healthChecks(server, http, warmUp) }, operations: 4 * n) {
             try await self.healthChecks(server, http, $0)
         }
+        // What the server does with no request at all (its timers), per second, once start-up is over: the rows below
+        // include it for as long as their batches take.
+        let idle = try await counted.idleCost(of: server, seconds: 10)
 
         let google = try await mintSignIns(emulator: emulator, http: http, count: warmUp + 3 * n, provider: "google")
         var googleSlices = Self.slices(google, warmUp, n)
@@ -305,45 +305,90 @@ final class Callgrind {
     /// `swift_task_switch`, so the runtime's and Hummingbird's frames, and closures, thunks and recursion levels, carry
     /// the whole program's cost. The first table keeps to named functions of `Latchkey*` modules for that reason.
     static func profile(_ cost: Cost, name: String) throws -> String {
-        func table(_ inclusive: Bool, keep: (String) -> Bool) throws -> [String] {
-            let lines = try output("/usr/bin/callgrind_annotate", ["--inclusive=\(inclusive ? "yes" : "no")", "--threshold=100", cost.profile])
-                .split(separator: "\n").compactMap(Line.init)
-            let full = try demangled(lines.map(\.symbol), simplified: false)
-            let short = try demangled(lines.map(\.symbol), simplified: true)
+        let counts = try FunctionCosts(dump: cost.profile)
+        func table(_ costs: [String: Int], keep: (String) -> Bool) throws -> [String] {
+            let ranked = costs.filter { $0.value <= counts.total }.sorted { $0.value > $1.value }.prefix(4000)
+            let full = try demangled(ranked.map(\.key), simplified: false)
+            let short = try demangled(ranked.map(\.key), simplified: true)
             var rows: [String] = []
-            for (index, line) in lines.enumerated() where rows.count < 15 && keep(full[index]) {
-                let perOperation = Double(line.instructions) / Double(cost.operations)
-                rows.append("| \(Int(perOperation.rounded())) | \(String(format: "%.1f", line.percent)) % | `\(short[index].replacingOccurrences(of: "|", with: "\\|"))` |")
+            for (index, entry) in ranked.enumerated() where rows.count < 15 && keep(full[index]) {
+                let perOperation = Double(entry.value) / Double(cost.operations)
+                let share = Double(entry.value) / Double(max(1, counts.total)) * 100
+                let function = short[index].replacingOccurrences(of: "|", with: "\\|")
+                rows.append("| \(Int(perOperation.rounded())) | \(String(format: "%.1f", share)) % | `\(function)` |")
             }
             return rows
         }
-        let ours = try table(true) { symbol in
-            let noise = ["closure #", "thunk", "partial apply", "protocol witness", "'", "outlined", "merged "]
-            return symbol.hasPrefix("Latchkey") || symbol.hasPrefix("(extension in Latchkey")
-                ? !noise.contains { symbol.contains($0) } : false
+        let noise = ["closure #", "thunk", "partial apply", "protocol witness", "outlined", "merged ", "reabstraction"]
+        let ours = try table(counts.inclusive) { symbol in
+            (symbol.hasPrefix("Latchkey") || symbol.hasPrefix("(extension in Latchkey")) && !noise.contains { symbol.contains($0) }
         }
-        let anyModule = try table(false) { _ in true }
+        let anyModule = try table(counts.exclusive) { _ in true }
         let header = ["| instructions per operation | share | function |", "| ---: | ---: | --- |"]
-        return (["### `\(name)`", "", "Latchkey's functions, inclusive:", ""] + header + ours + ["", "Any function, self:", ""] + header + anyModule)
+        let modules = counts.byModule.sorted { $0.value > $1.value }.prefix(12).map { module, instructions in
+            "| \(Int((Double(instructions) / Double(cost.operations)).rounded())) | "
+                + "\(String(format: "%.1f", Double(instructions) / Double(max(1, counts.total)) * 100)) % | \(module) |"
+        }
+        return
+            ([
+                "### `\(name)`", "", "By module, self:", "", "| instructions per operation | share | module |", "| ---: | ---: | --- |",
+            ] + modules + ["", "Latchkey's functions, inclusive:", ""] + header + ours + ["", "Any function, self:", ""] + header + anyModule)
             .joined(separator: "\n") + "\n"
     }
 
-    /// One function's line of `callgrind_annotate`: `12,345 (1.23%)  file:function [object]`.
-    private struct Line {
-        let instructions: Int
-        let percent: Double
-        let symbol: String
+    /// Each function's instructions in a callgrind dump (`--dump-line=no`, names uncompressed): its own, and with
+    /// its callees'. A recursive function counts its inner calls again, as callgrind_annotate does; such totals above
+    /// the dump's are left out.
+    private struct FunctionCosts {
+        var exclusive: [String: Int] = [:]
+        var inclusive: [String: Int] = [:]
+        /// Own instructions by the module a function is in (Swift's from its mangled name, C's by prefix or library).
+        var byModule: [String: Int] = [:]
+        var total = 0
 
-        init?(_ text: Substring) {
-            let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-            guard parts.count == 3, let instructions = Int(parts[0].replacingOccurrences(of: ",", with: "")), parts[1].hasPrefix("("),
-                let percent = Double(parts[1].dropFirst().prefix { $0 != "%" }), percent <= 100
-            else { return nil }
-            // `???:name [object]` or `file:name [object]`: the name is between the first colon and the last ` [`.
-            var rest = Substring(parts[2])
-            if let object = rest.range(of: " [", options: .backwards) { rest = rest[..<object.lowerBound] }
-            guard let colon = rest.firstIndex(of: ":"), !rest.hasPrefix("PROGRAM TOTALS") else { return nil }
-            (self.instructions, self.percent, symbol) = (instructions, percent, String(rest[rest.index(after: colon)...]))
+        static func module(of symbol: String, object: String) -> String {
+            if symbol.hasPrefix("$s") {
+                let rest = symbol.dropFirst(2)
+                let digits = rest.prefix { $0.isNumber }
+                if let length = Int(digits), let name = Optional(rest.dropFirst(digits.count).prefix(length)), name.count == length {
+                    return String(name)
+                }
+                return "Swift"
+            }
+            if symbol.hasPrefix("CCryptoBoringSSL") || symbol.hasPrefix("__ecp_nistz256") || symbol.hasPrefix("ecp_nistz256") { return "BoringSSL" }
+            if symbol.hasPrefix("sqlite3") { return "SQLite" }
+            if symbol.hasPrefix("swift") || symbol.hasPrefix("_swift") || symbol.contains("swift::") { return "Swift runtime" }
+            let library = (object as NSString).lastPathComponent
+            return library.hasPrefix("libc.so") ? "libc (malloc, memcpy, system calls)" : library
+        }
+
+        init(dump path: String) throws {
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            var function = ""
+            var object = ""
+            var module = ""
+            var callCostNext = false
+            for line in text.split(separator: "\n") {
+                if line.hasPrefix("ob=") {
+                    object = String(line.dropFirst(3))
+                } else if line.hasPrefix("fn=") {
+                    function = String(line.dropFirst(3))
+                    module = Self.module(of: function, object: object)
+                } else if line.hasPrefix("calls=") {
+                    callCostNext = true
+                } else if line.hasPrefix("summary:") || line.hasPrefix("totals:") {
+                    total = Int(line.split(separator: " ").last ?? "") ?? total
+                } else if let first = line.first, first.isNumber || first == "+" || first == "-" || first == "*" {
+                    let cost = Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+                    inclusive[function, default: 0] += cost
+                    if callCostNext {
+                        callCostNext = false
+                    } else {
+                        exclusive[function, default: 0] += cost
+                        byModule[module, default: 0] += cost
+                    }
+                }
+            }
         }
     }
 

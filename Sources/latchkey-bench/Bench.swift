@@ -54,12 +54,19 @@ struct Bench: AsyncParsableCommand {
     )
     var soak: Double?
 
+    @Option(help: ArgumentHelp("Print the Markdown profile of a callgrind dump of --operations operations, and nothing else.", visibility: .hidden))
+    var annotate: String?
+
     @Option(help: ArgumentHelp("Run only Latchkey's token verification this many times (for a profiler).", visibility: .hidden))
     var profileIterations: Int?
 
     func run() async throws {
         guard ["all", "core", "server", "emulator", "instructions"].contains(only) else {
             throw ValidationError("--only is all, core, server, emulator or instructions")
+        }
+        if let annotate {
+            print(try Callgrind.profile(Callgrind.Cost(perOperation: 0, profile: annotate, operations: operations), name: annotate), terminator: "")
+            return
         }
         if only == "instructions" {
             guard operations > 0 else { throw ValidationError("--operations takes a number above 0") }

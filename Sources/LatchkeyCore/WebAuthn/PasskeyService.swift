@@ -276,7 +276,7 @@ public struct PasskeyService: Sendable {
         var challenge = challenge
         challenge.nonce = base64URL(systemRandomBytes(16))
         challenge.expiresAt = Int(now.addingTimeInterval(Self.challengeLifetime).timeIntervalSince1970.rounded(.up))
-        let sealed = try challengeBox.seal(String(decoding: try JSONEncoder().encode(challenge), as: UTF8.self))
+        let sealed = try challengeBox.seal(String(decoding: try LeanJSONEncoder().encode(challenge), as: UTF8.self))
         return String(sealed.dropFirst(Self.sealVersion.count))
     }
 
@@ -285,7 +285,7 @@ public struct PasskeyService: Sendable {
     /// when the answer is recorded.
     private func openChallenge(named name: String, for purpose: Challenge.Purpose) throws(LatchkeyError) -> Challenge {
         guard name.utf8.count <= Self.maximumChallengeLength, let opened = try? challengeBox.open(Self.sealVersion + name),
-            let challenge = try? JSONDecoder().decode(Challenge.self, from: Data(opened.utf8))
+            let challenge = try? LeanJSONDecoder().decode(Challenge.self, from: Array(opened.utf8))
         else {
             throw LatchkeyError(.challengeExpired, "the challenge is unknown: ask for new options")
         }
