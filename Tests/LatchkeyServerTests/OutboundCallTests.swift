@@ -17,8 +17,8 @@ import Testing
 /// crash the process when it is used.
 @Suite("Server: outbound calls end within their deadline, and no URL crashes the process")
 struct OutboundCallTests {
-    /// A loopback receiver: `/drip` answers 200 at once, then one byte every 100 ms for a minute; `/ok` answers 204 and
-    /// counts what it got.
+    /// A loopback receiver: `/drip` answers 200 at once, then one byte every 100 ms for a minute; `/endless` answers 200
+    /// with a body that never ends, as fast as it is read; `/ok` answers 204 and counts what it got.
     final class Receiver: Sendable {
         let received = Mutex<[String]>([])
         let dripsStarted = Atomic<Int>(0)
@@ -35,6 +35,14 @@ struct OutboundCallTests {
                             try await writer.write(ByteBuffer(string: " "))
                         }
                         try await writer.finish(nil)
+                    })
+            }
+            router.post("/endless") { _, _ -> Response in
+                Response(
+                    status: .ok,
+                    body: ResponseBody { writer in
+                        let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 4096)
+                        while true { try await writer.write(chunk) }
                     })
             }
             router.post("/ok") { [self] request, _ -> Response in
@@ -103,6 +111,15 @@ struct OutboundCallTests {
                     #expect(ContinuousClock.now - signedIn < .seconds(5))
                 }
             }
+        }
+    }
+
+    @Test("a webhook endpoint whose answer never ends is read up to 64 KiB: its status counts, long before the timeout")
+    func answerReadUpToLimit() async throws {
+        try await Receiver().run { base in
+            // Reading the whole answer would last until the deadline and fail; reading 64 KiB of it ends at once.
+            let outcome = await WebhookDispatcher.httpSend(base + "/endless", [], "{}", .seconds(120))
+            #expect(outcome == .answered(200))
         }
     }
 
