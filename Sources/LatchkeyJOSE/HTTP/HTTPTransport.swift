@@ -56,13 +56,28 @@ public func formURLEncoded(_ fields: [(String, String)]) -> String {
     fields.map { "\(formEscape($0.0))=\(formEscape($0.1))" }.joined(separator: "&")
 }
 
-private let formAllowed: CharacterSet = {
-    var set = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
-    set.insert(charactersIn: "-._*")
-    return set
-}()
-
 /// One value percent-encoded as a form field's: what RFC 6749 §2.3.1 asks of a client id and secret in a Basic header.
+/// ASCII letters, digits and `-._*` stay; every other UTF-8 byte is `%XX`. Byte by byte: Foundation's
+/// `addingPercentEncoding`, which gave the same, walked UTF-16 through a character set, about 200,000 instructions for
+/// the fields of one Apple code exchange.
 package func formEscape(_ value: String) -> String {
-    value.addingPercentEncoding(withAllowedCharacters: formAllowed) ?? ""
+    func allowed(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "*"): true
+        default: false
+        }
+    }
+    guard !value.utf8.allSatisfy(allowed) else { return value }
+    let digits = Array("0123456789ABCDEF".utf8)
+    var escaped: [UInt8] = []
+    escaped.reserveCapacity(value.utf8.count * 3)
+    for byte in value.utf8 {
+        if allowed(byte) {
+            escaped.append(byte)
+        } else {
+            escaped += [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]]
+        }
+    }
+    return String(decoding: escaped, as: UTF8.self)
 }
