@@ -420,8 +420,7 @@ extension LatchkeyServer {
         var fields: [String: String] = [:]
         for pair in String(decoding: bytes, as: UTF8.self).split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = parts[0].replacingOccurrences(of: "+", with: " ").removingPercentEncoding,
-                let value = (parts.count > 1 ? parts[1] : "").replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+            guard let name = formDecoded(parts[0]), let value = formDecoded(parts.count > 1 ? parts[1] : "")
             else { throw APIError.invalidRequest("the form body is not valid percent-encoding") }
             guard fields[name] == nil else { throw APIError.invalidRequest("parameter \(name.prefix(40)) appears twice") }
             fields[name] = value

@@ -28,4 +28,15 @@ struct FormEncodingTests {
         #expect(formURLEncoded([("grant_type", "authorization_code"), ("redirect_uri", "https://a.example/cb")])
             == "grant_type=authorization_code&redirect_uri=https%3A%2F%2Fa.example%2Fcb")
     }
+
+    @Test("a form name or value is decoded exactly as Foundation's removingPercentEncoding decoded it after + became a space, nil alike")
+    func decodedAsFoundation() {
+        var values = ["", "plain", "a+b", "%41%62c", "%e2%82%AC", "%", "%4", "%G1", "%zz", "100%", "%C3", "%C3%28", "%FF", "a%2Bb+c%20d", "名前+%F0%9F%99%82"]
+        let pieces = ["a", "+", "%", "%2", "%41", "%C3%A9", "%E2%82", "%AC", "%80", "%f0%9f%99%82", "Z", "~", "é", "%2B", "%25"]
+        for _ in 0..<1000 { values.append((0..<Int.random(in: 1...6)).map { _ in pieces.randomElement()! }.joined()) }
+        for value in values {
+            let foundation = value.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+            #expect(formDecoded(Substring(value)) == foundation, "\(value)")
+        }
+    }
 }

@@ -56,6 +56,44 @@ public func formURLEncoded(_ fields: [(String, String)]) -> String {
     fields.map { "\(formEscape($0.0))=\(formEscape($0.1))" }.joined(separator: "&")
 }
 
+/// One name or value of an `application/x-www-form-urlencoded` body decoded: `+` is a space, `%XX` a byte. Nil for a
+/// `%` not followed by two hex digits, or bytes that are not UTF-8: what Foundation's `removingPercentEncoding` (after
+/// replacing `+`) answered, without its UTF-16 round trip.
+package func formDecoded(_ text: Substring) -> String? {
+    let utf8 = text.utf8
+    guard utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else { return String(text) }
+    func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(utf8.count)
+    var index = utf8.startIndex
+    while index != utf8.endIndex {
+        let byte = utf8[index]
+        index = utf8.index(after: index)
+        switch byte {
+        case UInt8(ascii: "+"):
+            bytes.append(UInt8(ascii: " "))
+        case UInt8(ascii: "%"):
+            guard index != utf8.endIndex, let high = hexValue(utf8[index]) else { return nil }
+            index = utf8.index(after: index)
+            guard index != utf8.endIndex, let low = hexValue(utf8[index]) else { return nil }
+            index = utf8.index(after: index)
+            bytes.append(high << 4 | low)
+        default:
+            bytes.append(byte)
+        }
+    }
+    // Decoding repairs bytes that are not UTF-8 (String(validating:) needs iOS 18): a repaired string differs.
+    let decoded = String(decoding: bytes, as: UTF8.self)
+    return decoded.utf8.elementsEqual(bytes) ? decoded : nil
+}
+
 /// One value percent-encoded as a form field's: what RFC 6749 §2.3.1 asks of a client id and secret in a Basic header.
 /// ASCII letters, digits and `-._*` stay; every other UTF-8 byte is `%XX`. Byte by byte: Foundation's
 /// `addingPercentEncoding`, which gave the same, walked UTF-16 through a character set, about 200,000 instructions for
