@@ -242,7 +242,9 @@ final class Callgrind {
         try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw BenchError("\(([executable] + arguments).joined(separator: " ")) exited with \(process.terminationStatus) (the instruction rows need valgrind, binutils and cc)")
+            throw BenchError(
+                "\(([executable] + arguments).joined(separator: " ")) exited with \(process.terminationStatus) (the instruction rows need valgrind, binutils and cc)"
+            )
         }
     }
 

@@ -20,13 +20,16 @@ struct FormEncodingTests {
         ]
         for _ in 0..<500 {
             let scalars = (0..<Int.random(in: 0...20)).compactMap { _ in
-                Unicode.Scalar([UInt32.random(in: 0...0x7F), UInt32.random(in: 0x80...0x7FF), UInt32.random(in: 0x800...0xFFFF), UInt32.random(in: 0x10000...0x10FFFF)].randomElement()!)
+                Unicode.Scalar(
+                    [UInt32.random(in: 0...0x7F), UInt32.random(in: 0x80...0x7FF), UInt32.random(in: 0x800...0xFFFF), UInt32.random(in: 0x10000...0x10FFFF)]
+                        .randomElement()!)
             }
             values.append(String(String.UnicodeScalarView(scalars)))
         }
         for value in values { #expect(formEscape(value) == Self.foundation(value), "\(value.unicodeScalars.map { $0.value })") }
-        #expect(formURLEncoded([("grant_type", "authorization_code"), ("redirect_uri", "https://a.example/cb")])
-            == "grant_type=authorization_code&redirect_uri=https%3A%2F%2Fa.example%2Fcb")
+        #expect(
+            formURLEncoded([("grant_type", "authorization_code"), ("redirect_uri", "https://a.example/cb")])
+                == "grant_type=authorization_code&redirect_uri=https%3A%2F%2Fa.example%2Fcb")
     }
 
     @Test("a form name or value is decoded exactly as Foundation's removingPercentEncoding decoded it after + became a space, nil alike")

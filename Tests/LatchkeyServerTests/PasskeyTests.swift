@@ -6,6 +6,7 @@ import LatchkeyProviders
 import LatchkeyServer
 import LatchkeyTestSupport
 import Testing
+
 @testable import LatchkeyStore
 
 /// Passkeys end to end over HTTP: a user signed in with Apple adds a passkey made by a software authenticator and signs
@@ -168,7 +169,8 @@ struct PasskeyTests {
             let challengeID = try #require(options.challengeId)
 
             let wrong = authenticator.assert(challenge: Self.bytes(options.challenge), userHandle: handle, .init(origin: "https://evil.example"))
-            let refused = try await harness.send("POST", "/v1/auth/passkey", body: try Self.json(PasskeySignInRequest(challengeId: challengeID, credential: wrong)))
+            let refused = try await harness.send(
+                "POST", "/v1/auth/passkey", body: try Self.json(PasskeySignInRequest(challengeId: challengeID, credential: wrong)))
             #expect((refused.status, refused.error) == (401, "invalid_credential"), "\(refused.text)")
             let right = authenticator.assert(challenge: Self.bytes(options.challenge), userHandle: handle)
             let body = try Self.json(PasskeySignInRequest(challengeId: challengeID, credential: right))
@@ -187,7 +189,8 @@ struct PasskeyTests {
             characters[characters.count / 2] = characters[characters.count / 2] == "A" ? "B" : "A"
             let altered = String(characters)
             let forged = authenticator.assert(challenge: Self.bytes(altered), userHandle: handle)
-            let unknown = try await harness.send("POST", "/v1/auth/passkey", body: try Self.json(PasskeySignInRequest(challengeId: altered, credential: forged)))
+            let unknown = try await harness.send(
+                "POST", "/v1/auth/passkey", body: try Self.json(PasskeySignInRequest(challengeId: altered, credential: forged)))
             #expect((unknown.status, unknown.error) == (400, "challenge_expired"), "\(unknown.text)")
         }
     }
