@@ -75,20 +75,12 @@ extension ServerBench {
         server.stop()
 
         // A server with one webhook endpoint: Google sign-ins again, each batch counted once its deliveries arrived.
-        let receiver = DeliveryCounter()
-        let (port, receiving) = try await Self.receiver { router in
-            router.post("/hooks") { [receiver] _, _ -> HTTPResponse.Status in
-                receiver.count()
-                return .noContent
-            }
-        }
+        let (receiver, settings, receiving) = try await Self.countingEndpoint()
         defer { receiving.cancel() }
         let hookedCount = try Callgrind(directory: directory + "/hooked")
         let hooked = try ChildServer(
-            environment: environment.merging(hookedCount.environment) { $1 }.merging([
-                "LATCHKEY_DATABASE_URL": directory + "/hooked.sqlite", "LATCHKEY_WEBHOOKS_0_URL": "http://127.0.0.1:\(port)/hooks",
-                "LATCHKEY_WEBHOOKS_0_SECRET": WebhookEndpoint.generateSecret(),
-            ]) { $1 }, launcher: hookedCount.launcher)
+            environment: environment.merging(hookedCount.environment) { $1 }.merging(settings) { $1 }
+                .merging(["LATCHKEY_DATABASE_URL": directory + "/hooked.sqlite"]) { $1 }, launcher: hookedCount.launcher)
         defer { hooked.stop() }
         let hookedSignIns = try await mintSignIns(emulator: emulator, http: http, count: warmUp + 3 * n, provider: "google")
         var hookedSlices = Self.slices(hookedSignIns, warmUp, n)

@@ -13,18 +13,9 @@ extension ServerBench {
     /// the hooked server's CPU per delivery: its CPU for the sign-ins and for delivering every `user.created` they
     /// caused, less the plain server's for as many sign-ins, per delivery.
     func webhookRows(plain: ChildServer, environment: [String: String], emulator: RunningEmulator, http: HTTPClient) async throws -> [BenchRow] {
-        let receiver = DeliveryCounter()
-        let (port, receiving) = try await Self.receiver { router in
-            router.post("/hooks") { [receiver] _, _ -> HTTPResponse.Status in
-                receiver.count()
-                return .noContent
-            }
-        }
+        let (receiver, settings, receiving) = try await Self.countingEndpoint()
         defer { receiving.cancel() }
-        let hooked = try ChildServer(
-            environment: environment.merging([
-                "LATCHKEY_WEBHOOKS_0_URL": "http://127.0.0.1:\(port)/hooks", "LATCHKEY_WEBHOOKS_0_SECRET": WebhookEndpoint.generateSecret(),
-            ]) { $1 })
+        let hooked = try ChildServer(environment: environment.merging(settings) { $1 })
         defer { hooked.stop() }
 
         let count = max(800, Int(400 * seconds))
@@ -53,6 +44,21 @@ extension ServerBench {
                 name: "server_cpu_us_per_webhook_delivery", opsPerSecond: max(0, hookedCPU + drainCPU - plainCPU) / Double(receiver.total) * 1e6,
                 baselineName: "server_cpu_us_per_google_sign_in_without_webhooks", baselineOpsPerSecond: plainCPU / Double(count) * 1e6, unit: .microseconds),
         ]
+    }
+}
+
+extension ServerBench {
+    /// A webhook endpoint in this process that counts the deliveries it gets, and the settings that point a server at it.
+    static func countingEndpoint() async throws -> (counter: DeliveryCounter, settings: [String: String], task: Task<Void, any Error>) {
+        let counter = DeliveryCounter()
+        let (port, task) = try await receiver { router in
+            router.post("/hooks") { [counter] _, _ -> HTTPResponse.Status in
+                counter.count()
+                return .noContent
+            }
+        }
+        let settings = ["LATCHKEY_WEBHOOKS_0_URL": "http://127.0.0.1:\(port)/hooks", "LATCHKEY_WEBHOOKS_0_SECRET": WebhookEndpoint.generateSecret()]
+        return (counter, settings, task)
     }
 }
 
