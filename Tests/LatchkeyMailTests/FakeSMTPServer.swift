@@ -19,6 +19,8 @@ final class FakeSMTPServer: Sendable {
         var implicitTLS = false
         /// Close the connection after the first line of the message.
         var closeDuringData = false
+        /// Send every reply this long after its command (the greeting after the connection), instead of at once.
+        var replyDelay: TimeAmount?
     }
 
     struct Record: Sendable {
@@ -160,6 +162,9 @@ private final class FakeSMTPHandler: ChannelInboundHandler {
     }
 
     private func reply(_ text: String, _ context: ChannelHandlerContext) {
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text + "\r\n")), promise: nil)
+        let buffer = wrapOutboundOut(ByteBuffer(string: text + "\r\n"))
+        guard let delay = server.script.replyDelay else { return context.writeAndFlush(buffer, promise: nil) }
+        let loop = context.eventLoop.assumeIsolated()
+        loop.scheduleTask(in: delay) { context.writeAndFlush(buffer, promise: nil) }
     }
 }

@@ -143,6 +143,18 @@ struct SMTPClientTests {
         }
     }
 
+    @Test("a server that answers every step just within the step's timeout: timed_out once the whole send passes three times it")
+    func slowServerMeetsTheWholeSendDeadline() async throws {
+        var script = FakeSMTPServer.Script()
+        script.replyDelay = .milliseconds(900)
+        try await FakeSMTPServer.with(script) { _, port in
+            // Eight replies 0.9 s apart: each step is within its 2 s, but the send would take 7.2 s against its 6 s.
+            let error = try #require(await sendError(try client(port: port, timeout: .seconds(2))))
+            #expect(error.errorCode == "timed_out")
+            #expect(error.reason.contains("three times the timeout"), "\(error.reason)")
+        }
+    }
+
     @Test("a server that closes the connection in the middle of DATA: connection_closed, temporary")
     func closedDuringData() async throws {
         var script = FakeSMTPServer.Script()
