@@ -36,8 +36,8 @@ public struct PasskeySettings: Sendable, Equatable {
 ///
 /// Every ceremony starts with options holding a fresh challenge that carries what it was made for (adding a passkey to
 /// one user, signing in, or one sign-up) and its expiry, sealed under a key of its own: nothing is written when it is
-/// issued. Its single use is recorded when it is answered, in the same store step as the sign-in it starts, so a
-/// passkey sign-in is one durable write.
+/// issued. Its single use is recorded when it is answered: a sign-in's in the store step that starts the session, so a
+/// passkey sign-in is one durable write; adding a passkey's and a sign-up's on their own, before anything else.
 public struct PasskeyService: Sendable {
     /// The provider name of passkey identities, and the `idp` of the sessions they start.
     public static let provider = "passkey"
@@ -219,17 +219,17 @@ public struct PasskeyService: Sendable {
         guard settings.allowSignUp else { throw LatchkeyError(.signupClosed, "passkey sign-up is off on this server (passkeys.allowSignUp)") }
         let challenge = try openChallenge(named: challengeID, for: .signUp)
         let registered = try relyingParty.verifyRegistration(credential, challenge: try Self.bytes(challengeID))
+        // Spent on its own, before the checks below: a sign-up answered twice is a used challenge, whatever else it is.
+        try await spend(challengeID, challenge)
         let subject = base64URL(registered.credentialID)
         // The sign-in step refuses it too; this says why when sign-up also needs an invite.
         guard try await store.identity(provider: Self.provider, subject: subject) == nil else { throw Self.refusal("this passkey is registered already") }
         var claims = Self.claims(registered, name: try Self.name(name) ?? challenge.displayName, userHandle: challenge.userHandle)
         claims[Claim.lastUsedAt] = Self.timestamp(now)
-        return try await Self.spending {
-            try await signIns.signIn(
-                identity: VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now),
-                provider: Self.provider, givenName: challenge.displayName, userAgent: userAgent, inviteCode: challenge.inviteCode,
-                spending: challenge.spent(challengeID), identityClaims: claims, accounts: .newOnly)
-        }
+        return try await signIns.signIn(
+            identity: VerifiedIdentity(issuer: settings.rpID, subject: subject, audience: settings.rpID, checkedAt: now),
+            provider: Self.provider, givenName: challenge.displayName, userAgent: userAgent, inviteCode: challenge.inviteCode, identityClaims: claims,
+            accounts: .newOnly)
     }
 
     // MARK: - Challenges
@@ -298,8 +298,8 @@ public struct PasskeyService: Sendable {
         return challenge
     }
 
-    /// Records the answer to challenge `name` on its own (adding a passkey, or blocking one): a second answer is
-    /// `challenge_expired`.
+    /// Records the answer to challenge `name` on its own (adding a passkey, signing up, or blocking one): a second
+    /// answer is `challenge_expired`.
     private func spend(_ name: String, _ challenge: Challenge) async throws {
         let record = challenge.spent(name)
         guard try await store.recordSignInToken(provider: record.provider, subject: record.subject, tokenHash: record.tokenHash, expiresAt: record.expiresAt)
