@@ -91,17 +91,24 @@ enum HTMLPage {
           if (!response.ok) { throw new Error(answer.error + ": " + answer.error_description); }
           return answer;
         }
-        let conditional = null;
+        // The autofill's pending request: a browser takes one WebAuthn request at a time, and ends an aborted one later.
+        let conditional = null, conditionalEnded = Promise.resolve();
+        async function endConditional() {
+          if (conditional) { conditional.abort(); conditional = null; }
+          await conditionalEnded;
+        }
         async function passkeyAssertion(mediation) {
-          if (conditional) { conditional.abort(); }
+          await endConditional();
           const abort = new AbortController();
           if (mediation) { conditional = abort; }
           const options = await api("/v1/auth/passkey/options");
           // Offered quietly only where passkeys can work: on passkeys.rpId or a subdomain.
           const host = location.hostname;
           if (mediation && host !== options.rpId && !host.endsWith("." + options.rpId)) { return null; }
-          const credential = await navigator.credentials.get({ mediation, signal: abort.signal,
+          const request = navigator.credentials.get({ mediation, signal: abort.signal,
             publicKey: { ...options, challenge: bytes(options.challenge), allowCredentials: descriptors(options.allowCredentials) } });
+          if (mediation) { conditionalEnded = request.then(() => {}, () => {}); }
+          const credential = await request;
           const r = credential.response;
           return { challengeId: options.challengeId, credential: { id: credential.id, rawId: b64url(credential.rawId), type: credential.type,
             response: { clientDataJSON: b64url(r.clientDataJSON), authenticatorData: b64url(r.authenticatorData), signature: b64url(r.signature),
@@ -206,6 +213,7 @@ enum HTMLPage {
 
         \(passkeyJavaScript)
         async function addPasskey() {
+          await endConditional();
           const tokens = JSON.parse(sessionStorage.getItem("latchkey.demo.tokens"));
           const options = await api("/v1/me/passkeys/options", {}, tokens.access_token);
           const credential = await navigator.credentials.create({ publicKey: { ...options, challenge: bytes(options.challenge),
