@@ -1,10 +1,7 @@
 import AsyncHTTPClient
 import Foundation
-import Hummingbird
 import LatchkeyBenchReport
-import LatchkeyCore
 import LatchkeyEmulator
-import LatchkeyJOSE
 import NIOCore
 import NIOHTTP1
 
