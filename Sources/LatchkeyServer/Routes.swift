@@ -111,12 +111,8 @@ extension LatchkeyServer {
     /// PostgreSQL refuses in text) is refused.
     static func profileName(_ name: String?, _ field: String) throws -> String? {
         guard let name else { return nil }
-        guard !hasControlCharacters(name) else { throw APIError.invalidRequest("\(field) holds a control character") }
+        guard !containsControlCharacter(name) else { throw APIError.invalidRequest("\(field) holds a control character") }
         return String(name.prefix(maximumNameLength))
-    }
-
-    static func hasControlCharacters(_ text: String) -> Bool {
-        containsControlCharacter(text)
     }
 
     func signIn(_ request: Request, providerName: String) async throws -> Response {
@@ -252,7 +248,7 @@ extension LatchkeyServer {
     /// A path segment as the client meant it. The router leaves segments percent-encoded, and HTTP clients encode what
     /// a provider's subject may hold (`auth0|42`, a `/`); a malformed escape or a control character is refused.
     static func decodedPathSegment(_ raw: String, name: String) throws -> String {
-        guard let decoded = raw.removingPercentEncoding, !hasControlCharacters(decoded) else {
+        guard let decoded = raw.removingPercentEncoding, !containsControlCharacter(decoded) else {
             throw APIError.invalidRequest("the path's \(name) is not valid percent-encoded text")
         }
         return decoded
