@@ -162,22 +162,6 @@ extension ServerBench {
         }
     }
 
-    /// `count` calls of `body`, ``concurrency`` at a time.
-    private func inParallel(_ count: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<count {
-                if index >= concurrency { try await group.next() }
-                group.addTask { try await body(index) }
-            }
-            try await group.waitForAll()
-        }
-    }
-
-    private func passkeySignIns(_ server: ChildServer, _ http: HTTPClient, _ passkeys: [BenchPasskey], count: Int) async throws {
-        try await inParallel(count) { index in
-            try await Self.passkeySignIn(server: server, http: http, passkey: passkeys[index % passkeys.count])
-        }
-    }
 }
 
 /// Counts a child server's instructions with callgrind: its launcher, and its counters dumped on demand.
@@ -225,15 +209,9 @@ final class Callgrind {
     }
 
     private static func run(_ executable: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw BenchError(
-                "\(([executable] + arguments).joined(separator: " ")) exited with \(process.terminationStatus) (the instruction rows need valgrind, binutils and cc)"
-            )
+        let status = try runToEnd(URL(fileURLWithPath: executable), arguments).status
+        guard status == 0 else {
+            throw BenchError("\(([executable] + arguments).joined(separator: " ")) exited with \(status) (the instruction rows need valgrind, binutils and cc)")
         }
     }
 
@@ -384,28 +362,11 @@ final class Callgrind {
     }
 
     private static func demangled(_ symbols: [String], simplified: Bool) throws -> [String] {
-        let text = try output("/usr/bin/env", ["swift-demangle"] + (simplified ? ["--simplified"] : []), input: symbols.joined(separator: "\n") + "\n")
+        let text = try runToEnd(
+            URL(fileURLWithPath: "/usr/bin/env"), ["swift-demangle"] + (simplified ? ["--simplified"] : []),
+            input: Data((symbols.joined(separator: "\n") + "\n").utf8)
+        ).output
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         return symbols.indices.map { $0 < lines.count ? lines[$0] : symbols[$0] }
-    }
-
-    /// Runs `executable` to its end with `input` on its standard input; its standard output.
-    private static func output(_ executable: String, _ arguments: [String], input: String = "") throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let (stdin, stdout) = (Pipe(), Pipe())
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        try process.run()
-        // Written from another thread: a large input would fill the pipe while the output waits to be read.
-        let writer = Thread {
-            stdin.fileHandleForWriting.write(Data(input.utf8))
-            try? stdin.fileHandleForWriting.close()
-        }
-        writer.start()
-        let data = stdout.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
     }
 }

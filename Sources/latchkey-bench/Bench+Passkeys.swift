@@ -71,16 +71,7 @@ extension ServerBench {
     {
         let passkeys = try await registerPasskeys(server: server, http: http, sessions: sessions)
         let count = max(400, Int(600 * seconds))
-        let (_, cpu, wall) = try await server.metered {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for index in 0..<count {
-                    if index >= concurrency { try await group.next() }
-                    let passkey = passkeys[index % passkeys.count]
-                    group.addTask { try await Self.passkeySignIn(server: server, http: http, passkey: passkey) }
-                }
-                try await group.waitForAll()
-            }
-        }
+        let (_, cpu, wall) = try await server.metered { try await passkeySignIns(server, http, passkeys, count: count) }
         return [
             BenchRow(
                 name: "passkey_sign_in", opsPerSecond: Double(count) / wall, baselineName: "google_id_token_sign_in", baselineOpsPerSecond: google.rate,
@@ -106,6 +97,13 @@ extension ServerBench {
             passkeys.append(passkey)
         }
         return passkeys
+    }
+
+    /// `count` passkey sign-ins, ``concurrency`` at a time, taking `passkeys` in turn.
+    func passkeySignIns(_ server: ChildServer, _ http: HTTPClient, _ passkeys: [BenchPasskey], count: Int) async throws {
+        try await inParallel(count) { index in
+            try await Self.passkeySignIn(server: server, http: http, passkey: passkeys[index % passkeys.count])
+        }
     }
 
     /// One passkey sign-in: request options, then the assertion.

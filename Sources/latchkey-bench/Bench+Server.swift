@@ -293,15 +293,10 @@ struct ServerBench {
         while remaining > 0 {
             let minted = try await mintSignIns(emulator: emulator, http: http, count: min(2_000, remaining))
             let (_, sessions) = try await signIn(minted, server: server, http: http)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for (index, session) in sessions.enumerated() {
-                    if index >= concurrency { try await group.next() }
-                    group.addTask {
-                        let answer = try await json(http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": session.refreshToken])
-                        guard answer["refreshToken"] != nil else { throw BenchError("refresh failed: \(answer)") }
-                    }
-                }
-                try await group.waitForAll()
+            try await inParallel(sessions.count) { index in
+                let answer = try await json(
+                    http, server.url + "/v1/token", ["grant_type": "refresh_token", "refresh_token": sessions[index].refreshToken])
+                guard answer["refreshToken"] != nil else { throw BenchError("refresh failed: \(answer)") }
             }
             remaining -= minted.count
         }
@@ -336,23 +331,18 @@ struct ServerBench {
     /// status and standard output.
     private func runProcess(_ executable: URL, arguments: [String], input: Data) async throws -> (Int32, String) {
         try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(
-                    with: Result {
-                        let process = Process()
-                        process.executableURL = executable
-                        process.arguments = arguments
-                        let (stdin, stdout) = (Pipe(), Pipe())
-                        process.standardInput = stdin
-                        process.standardOutput = stdout
-                        try process.run()
-                        stdin.fileHandleForWriting.write(input)
-                        try stdin.fileHandleForWriting.close()
-                        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-                        process.waitUntilExit()
-                        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
-                    })
+            Thread.detachNewThread { continuation.resume(with: Result { try runToEnd(executable, arguments, input: input) }) }
+        }
+    }
+
+    /// `count` calls of `body`, ``concurrency`` at a time.
+    func inParallel(_ count: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<count {
+                if index >= concurrency { try await group.next() }
+                group.addTask { try await body(index) }
             }
+            try await group.waitForAll()
         }
     }
 
