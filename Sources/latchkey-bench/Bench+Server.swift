@@ -74,7 +74,7 @@ struct ServerBench {
             let server = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/batched.sqlite"]) { $1 })
             defer { server.stop() }
             let idleRSS = server.residentMegabytes
-            let idleMap = MemoryMap(pid: server.process.processIdentifier)
+            let idleMap = MemoryMap(pid: server.processIdentifier)
             // The baseline of the ×-one-commit rows runs alongside, and the two take turns: measured minutes apart, the
             // machine's drift (CPU-bound batches slow down, fsync-bound single commits do not) decided the ratios.
             let unbatchedServer = try ChildServer(
@@ -189,22 +189,7 @@ struct ServerBench {
                 BenchRow(
                     name: "peak_rss_megabytes", opsPerSecond: server.peakMegabytes, baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS,
                     unit: .megabytes))
-            rows.append(
-                BenchRow(
-                    name: "rss_after_26000_sign_ins_and_refreshes", opsPerSecond: try await heavyLoadRSS(server: server, emulator: emulator, http: http),
-                    baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idleRSS, unit: .megabytes))
-            // Where it is (smaps by kind of mapping), after the load against idle.
-            let loadedMap = MemoryMap(pid: server.process.processIdentifier)
-            for kind in MemoryMap.Kind.allCases where loadedMap.megabytes[kind] != nil || idleMap.megabytes[kind] != nil {
-                rows.append(
-                    BenchRow(
-                        name: "rss_\(kind.rawValue)_after_26000", opsPerSecond: loadedMap.megabytes[kind] ?? 0, baselineName: "idle",
-                        baselineOpsPerSecond: idleMap.megabytes[kind] ?? 0, unit: .megabytes))
-            }
-            rows.append(
-                BenchRow(
-                    name: "server_threads_after_26000", opsPerSecond: Double(loadedMap.threads), baselineName: "idle",
-                    baselineOpsPerSecond: Double(idleMap.threads), unit: .threads))
+            rows += try await memoryRows(server: server, idle: (idleRSS, idleMap), emulator: emulator, http: http)
             server.stop()
             rows += try await importRows(directory: directory, signInsPerSecond: googleRate)
 
@@ -285,6 +270,52 @@ struct ServerBench {
                 name: "machine_cpu_us_per_postgres_rotation", opsPerSecond: postgres.machineMicroseconds,
                 baselineName: "machine_cpu_us_per_sqlite_rotation_alongside", baselineOpsPerSecond: sqlite.machineMicroseconds, unit: .microseconds),
         ]
+    }
+
+    /// `--only memory`: a server of its own, idle, then after the load of ``heavyLoadRSS(server:emulator:http:)``. With
+    /// `LATCHKEY_BENCH_LAUNCHER` (a command and its arguments, split at spaces), the server runs under it: a heap
+    /// profiler, say (`heaptrack -o FILE`).
+    func memoryRows() async throws -> [BenchRow] {
+        let (logger, directory, team, emulatorConfiguration) = try BenchSetUp.quietEmulator(clientID: "com.example.app")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { _ = http.shutdown() }
+        do {
+            let launcher = (ProcessInfo.processInfo.environment["LATCHKEY_BENCH_LAUNCHER"] ?? "").split(separator: " ").map(String.init)
+            let server = try ChildServer(
+                environment: Self.environment(team: team, emulator: emulator).merging(["LATCHKEY_DATABASE_URL": directory + "/memory.sqlite"]) { $1 },
+                launcher: launcher.isEmpty ? [] : launcher + [try BenchSetUp.serverExecutable().path])
+            defer { server.stop() }
+            let rows = try await memoryRows(
+                server: server, idle: (server.residentMegabytes, MemoryMap(pid: server.processIdentifier)), emulator: emulator, http: http)
+            await emulator.stop()
+            return rows
+        } catch {
+            await emulator.stop()
+            throw error
+        }
+    }
+
+    /// The resident set after the heavy load against `idle`, in all and by kind of mapping, and the thread count.
+    private func memoryRows(server: ChildServer, idle: (rss: Double, map: MemoryMap), emulator: RunningEmulator, http: HTTPClient) async throws -> [BenchRow] {
+        var rows = [
+            BenchRow(
+                name: "rss_after_26000_sign_ins_and_refreshes", opsPerSecond: try await heavyLoadRSS(server: server, emulator: emulator, http: http),
+                baselineName: "idle_rss_megabytes", baselineOpsPerSecond: idle.rss, unit: .megabytes)
+        ]
+        let loadedMap = MemoryMap(pid: server.processIdentifier)
+        for kind in MemoryMap.Kind.allCases where loadedMap.megabytes[kind] != nil || idle.map.megabytes[kind] != nil {
+            rows.append(
+                BenchRow(
+                    name: "rss_\(kind.rawValue)_after_26000", opsPerSecond: loadedMap.megabytes[kind] ?? 0, baselineName: "idle",
+                    baselineOpsPerSecond: idle.map.megabytes[kind] ?? 0, unit: .megabytes))
+        }
+        rows.append(
+            BenchRow(
+                name: "server_threads_after_26000", opsPerSecond: Double(loadedMap.threads), baselineName: "idle",
+                baselineOpsPerSecond: Double(idle.map.threads), unit: .threads))
+        return rows
     }
 
     /// The server's resident memory after 26,000 sign-ins (each one a user) and a refresh of each of their sessions.
@@ -534,10 +565,12 @@ func json(_ http: HTTPClient, _ url: String, _ body: [String: String], headers: 
 final class ChildServer: @unchecked Sendable {  // `process` is only stopped once the bench is done with it
     let process = Process()
     let url: String
+    private let launched: Bool
 
     /// - Parameter launcher: a command that runs a server executable given last (`valgrind --tool=callgrind … latchkey`), in
     ///   place of the `latchkey` of ``BenchSetUp/serverExecutable()``.
     init(environment: [String: String], launcher: [String] = []) throws {
+        launched = !launcher.isEmpty
         let output = Pipe()
         if let first = launcher.first {
             process.executableURL = URL(fileURLWithPath: first)
@@ -565,7 +598,7 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
 
     /// The number after `field:` on its line of the server's `/proc/<pid>/<file>`; nil when there is none.
     private func procValue(_ file: String, _ field: String) -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/\(file)", encoding: .utf8),
+        guard let text = try? String(contentsOfFile: "/proc/\(processIdentifier)/\(file)", encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") })
         else { return nil }
         return Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
@@ -576,14 +609,24 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
 
     var residentMegabytes: Double { status("VmRSS") }
 
+    /// The server's process id: the launcher's child where the launcher runs it as one (a script such as `heaptrack`),
+    /// else the process started (valgrind runs the server in its own process).
+    var processIdentifier: Int32 {
+        let pid = process.processIdentifier
+        guard launched, let children = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8),
+            let child = children.split(separator: " ").first.flatMap({ Int32($0) })
+        else { return pid }
+        return child
+    }
+
     /// Descriptors the server process has open.
-    var openDescriptors: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd").count) ?? 0 }
+    var openDescriptors: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(processIdentifier)/fd").count) ?? 0 }
 
     /// CPU seconds (user and system) the server process has used so far, to the nanosecond: the kernel's CPU-time
     /// clock of the process (`/proc/<pid>/stat` counts 10 ms ticks, which moved a row of 1,000 sign-ins by up to
     /// 40 µs).
     var cpuSeconds: Double {
-        Self.cpuClockSeconds(process.processIdentifier) ?? Self.cpuSeconds(statFile: "/proc/\(process.processIdentifier)/stat")
+        Self.cpuClockSeconds(processIdentifier) ?? Self.cpuSeconds(statFile: "/proc/\(processIdentifier)/stat")
     }
 
     /// The kernel's CPU-time clock of process `pid`, in seconds; nil once it has ended.
@@ -596,7 +639,7 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
 
     /// CPU seconds of each of the server's threads so far, by thread id.
     var threadCPUSeconds: [String: Double] {
-        let tasks = "/proc/\(process.processIdentifier)/task"
+        let tasks = "/proc/\(processIdentifier)/task"
         let ids = (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []
         return Dictionary(uniqueKeysWithValues: ids.map { ($0, Self.cpuSeconds(statFile: "\(tasks)/\($0)/stat")) })
     }
@@ -634,6 +677,8 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
 
     func stop() {
         guard process.isRunning else { return }
+        // A launcher that runs the server as its child may not pass the signal on.
+        if processIdentifier != process.processIdentifier { kill(processIdentifier, SIGTERM) }
         process.terminate()
         process.waitUntilExit()
     }

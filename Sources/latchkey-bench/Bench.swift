@@ -38,7 +38,7 @@ struct Bench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Which rows: all, core (token verification, client secret), server (HTTP, rotations, sign-ins, memory), emulator (authorizations with many users), or instructions (the server under valgrind's callgrind: instructions per operation; not part of all)."
+            "Which rows: all, core (token verification, client secret), server (HTTP, rotations, sign-ins, memory), emulator (authorizations with many users), instructions (the server under valgrind's callgrind: instructions per operation; not part of all), or memory (the server's memory rows alone, a server of their own; LATCHKEY_BENCH_LAUNCHER runs it under a heap profiler)."
     )
     var only = "all"
 
@@ -61,11 +61,15 @@ struct Bench: AsyncParsableCommand {
     var profileIterations: Int?
 
     func run() async throws {
-        guard ["all", "core", "server", "emulator", "instructions"].contains(only) else {
-            throw ValidationError("--only is all, core, server, emulator or instructions")
+        guard ["all", "core", "server", "emulator", "instructions", "memory"].contains(only) else {
+            throw ValidationError("--only is all, core, server, emulator, instructions or memory")
         }
         if let annotate {
             print(try Callgrind.profile(Callgrind.Cost(perOperation: 0, profile: annotate, operations: operations), name: annotate), terminator: "")
+            return
+        }
+        if only == "memory" {
+            printRows(try await ServerBench(seconds: seconds).memoryRows())
             return
         }
         if only == "instructions" {
