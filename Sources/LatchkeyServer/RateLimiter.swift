@@ -3,14 +3,28 @@ import Synchronization
 
 /// Fixed one-minute windows per key; enough to stop hammering, cheap enough for every request.
 final class RateLimiter: Sendable {
+    /// 8 bytes: a window's bucket in the table is 16 with its key, where a `TimeInterval` start and an `Int` count made
+    /// it 24 (a refresh is a key of its own, so a busy server holds a minute's refreshes here).
     private struct Window {
-        var start: TimeInterval
-        var count: Int
+        /// Whole seconds since 1970 (`UInt32` lasts until 2106).
+        var start: UInt32
+        var count: UInt32
     }
 
+    private struct Table {
+        /// Keyed by the key's hash (SipHash with this process's random seed): a few dozen bytes a key, whatever its length.
+        var windows: [Int: Window] = [:]
+        /// Finished windows are dropped when the table reaches this size, which then becomes twice what is left: the table
+        /// holds about the last minute's keys and shrinks after a burst, at a constant cost per request.
+        var pruneAt = RateLimiter.smallestPrune
+    }
+
+    static let smallestPrune = 1_024
+    /// At most this many keys. Past it, with half of them or more in windows still open, the table starts over.
+    static let capacity = 100_000
+
     private let limit: Int
-    /// Keyed by the key's hash (SipHash with this process's random seed): a few dozen bytes a key, whatever its length.
-    private let windows = Mutex<[Int: Window]>([:])
+    private let table = Mutex(Table())
 
     init(perMinute limit: Int) { self.limit = limit }
 
@@ -18,17 +32,22 @@ final class RateLimiter: Sendable {
     func check(_ key: String, now: TimeInterval = Date().timeIntervalSince1970) -> Int? {
         guard limit > 0 else { return nil }
         let key = key.hashValue
-        return windows.withLock { windows in
-            // Bounded: past the cap, drop finished windows, and if that is not enough, start over.
-            if windows.count >= 100_000 {
-                windows = windows.filter { now - $0.value.start < 60 }
-                if windows.count >= 50_000 { windows.removeAll(keepingCapacity: true) }
+        let second = UInt32(clamping: Int(now))
+        return table.withLock { table in
+            if table.windows.count >= table.pruneAt {
+                let full = table.windows.count >= Self.capacity
+                table.windows = table.windows.filter { second - min(second, $0.value.start) < 60 }
+                if full && table.windows.count >= Self.capacity / 2 { table.windows = [:] }
+                table.pruneAt = min(Self.capacity, max(Self.smallestPrune, 2 * table.windows.count))
             }
-            var window = windows[key] ?? Window(start: now, count: 0)
-            if now - window.start >= 60 { window = Window(start: now, count: 0) }
-            window.count += 1
-            windows[key] = window
-            return window.count > limit ? max(1, Int(ceil(60 - (now - window.start)))) : nil
+            var window = table.windows[key] ?? Window(start: second, count: 0)
+            if second - min(second, window.start) >= 60 { window = Window(start: second, count: 0) }
+            if window.count < .max { window.count += 1 }
+            table.windows[key] = window
+            return Int(window.count) > limit ? max(1, Int(ceil(60 - (now - Double(window.start))))) : nil
         }
     }
+
+    /// Keys the table holds now, windows finished or not.
+    var keysHeld: Int { table.withLock { $0.windows.count } }
 }
