@@ -34,4 +34,27 @@ struct ValidationFlightsTests {
         #expect(flights.rememberedCount < ValidationFlights.remembered)
         #expect(!flights.isNotDue("live-0", now: now.addingTimeInterval(1)))
     }
+
+    @Test("identifiers are remembered exactly: one held as 16 bytes is told from its other spellings and from text ids")
+    func identities() {
+        let flights = ValidationFlights()
+        let id = newIdentifier()
+        guard case .hex = RememberedIdentity(id) else {
+            Issue.record("\(id) is not held as 16 bytes")
+            return
+        }
+        flights.remember(id, notDueUntil: now.addingTimeInterval(60), now: now)
+        #expect(flights.isNotDue(id, now: now))
+        #expect(!flights.isNotDue(id.uppercased(), now: now))
+        #expect(!flights.isNotDue(id.replacingOccurrences(of: "-", with: ""), now: now))
+        #expect(!flights.isNotDue(newIdentifier(), now: now))
+        // The same 128 bits, written another way, are another identity.
+        #expect(RememberedIdentity(id) != RememberedIdentity(id.uppercased()))
+        #expect(RememberedIdentity("00000000-0000-7000-8000-00000000000g") == .text("00000000-0000-7000-8000-00000000000g"))
+        #expect(RememberedIdentity("0123456789ab-cdef-0123-4567-89abcdef") == .text("0123456789ab-cdef-0123-4567-89abcdef"))
+        #expect(RememberedIdentity("01234567-89ab-cdef-0123-456789abcdef") == .hex(0x0123_4567_89ab_cdef, 0x0123_4567_89ab_cdef))
+        let imported = "auth0|5f7c8ec7c33c6c004bbafe82"
+        flights.remember(imported, notDueUntil: now.addingTimeInterval(60), now: now)
+        #expect(flights.isNotDue(imported, now: now))
+    }
 }

@@ -326,13 +326,15 @@ final class ValidationFlights: Sendable {
     private let failures = Mutex<[String: (at: Date, reason: String)]>([:])
     /// Grants (or their absence) seen validated recently, until their next validation is due. Never too long: a
     /// grant only becomes due later than it was (validated, postponed, replaced by a newer one) or goes away.
-    private let notDue = Mutex<[String: Date]>([:])
+    private let notDue = Mutex<[RememberedIdentity: Date]>([:])
 
     func isNotDue(_ key: String, now: Date) -> Bool {
-        notDue.withLock { notDue in notDue[key].map { now < $0 } ?? false }
+        let key = RememberedIdentity(key)
+        return notDue.withLock { notDue in notDue[key].map { now < $0 } ?? false }
     }
 
     func remember(_ key: String, notDueUntil: Date, now: Date) {
+        let key = RememberedIdentity(key)
         notDue.withLock { notDue in
             if notDue.count >= Self.remembered {
                 notDue = notDue.filter { now < $0.value }
@@ -344,7 +346,7 @@ final class ValidationFlights: Sendable {
 
     var rememberedCount: Int { notDue.withLock { $0.count } }
 
-    /// At most this many grants are remembered as not due (about 100 bytes each).
+    /// At most this many grants are remembered as not due (about 50 bytes each).
     static let remembered = 20_000
 
     /// The answer of the flight for `key`, started with `work` unless one is under way; nil when `waitingAtMost` passed
@@ -389,6 +391,39 @@ final class ValidationFlights: Sendable {
             if failures.count > 10_000 { failures = failures.filter { at.timeIntervalSince($0.value.at) < Self.failureBackoff } }
             failures[key] = (at, reason)
         }
+    }
+}
+
+/// A remembered grant's identity: 16 bytes in the table when its id is a lowercase 8-4-4-4-12 hex identifier, as
+/// ``newIdentifier()`` writes them (one text per value, so no two ids share a key), else the id's text. A 36-byte
+/// string is a heap allocation of 80 bytes besides its place in the table.
+enum RememberedIdentity: Hashable {
+    case hex(UInt64, UInt64)
+    case text(String)
+
+    init(_ id: String) {
+        var id = id
+        self = id.withUTF8 { Self.hex($0) } ?? .text(id)
+    }
+
+    private static func hex(_ bytes: UnsafeBufferPointer<UInt8>) -> RememberedIdentity? {
+        guard bytes.count == 36 else { return nil }
+        var (high, low, digits): (UInt64, UInt64, Int) = (0, 0, 0)
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            let value: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            if digits < 16 { high = high << 4 | UInt64(value) } else { low = low << 4 | UInt64(value) }
+            digits += 1
+        }
+        return .hex(high, low)
     }
 }
 
