@@ -12,20 +12,9 @@ import NIOHTTP1
 /// connections, say) taken out.
 extension ServerBench {
     func instructionRows(operations: Int, profiles: String?) async throws -> [BenchRow] {
-        let (logger, directory, team, emulatorConfiguration) = try BenchSetUp.quietEmulator(clientID: "com.example.app")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton)
-        defer { _ = http.shutdown() }
-        do {
-            let rows = try await instructionRows(
-                operations: operations, profiles: profiles, directory: directory, environment: Self.environment(team: team, emulator: emulator),
-                emulator: emulator, http: http)
-            await emulator.stop()
-            return rows
-        } catch {
-            await emulator.stop()
-            throw error
+        try await withEmulator { directory, environment, emulator, http in
+            try await instructionRows(
+                operations: operations, profiles: profiles, directory: directory, environment: environment, emulator: emulator, http: http)
         }
     }
 

@@ -276,21 +276,29 @@ struct ServerBench {
     /// `LATCHKEY_BENCH_LAUNCHER` (a command and its arguments, split at spaces), the server runs under it: a heap
     /// profiler, say (`heaptrack -o FILE`).
     func memoryRows() async throws -> [BenchRow] {
+        try await withEmulator { directory, environment, emulator, http in
+            let launcher = (ProcessInfo.processInfo.environment["LATCHKEY_BENCH_LAUNCHER"] ?? "").split(separator: " ").map(String.init)
+            let server = try ChildServer(
+                environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/memory.sqlite"]) { $1 },
+                launcher: launcher.isEmpty ? [] : launcher + [try BenchSetUp.serverExecutable().path])
+            defer { server.stop() }
+            return try await memoryRows(
+                server: server, idle: (server.residentMegabytes, MemoryMap(pid: server.processIdentifier)), emulator: emulator, http: http)
+        }
+    }
+
+    /// Runs `body` with a temporary directory, the settings of ``environment(team:emulator:)`` and a running emulator
+    /// (stopped afterwards, whatever `body` does), and a client to drive them.
+    func withEmulator<T>(_ body: (String, [String: String], RunningEmulator, HTTPClient) async throws -> T) async throws -> T {
         let (logger, directory, team, emulatorConfiguration) = try BenchSetUp.quietEmulator(clientID: "com.example.app")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = http.shutdown() }
         do {
-            let launcher = (ProcessInfo.processInfo.environment["LATCHKEY_BENCH_LAUNCHER"] ?? "").split(separator: " ").map(String.init)
-            let server = try ChildServer(
-                environment: Self.environment(team: team, emulator: emulator).merging(["LATCHKEY_DATABASE_URL": directory + "/memory.sqlite"]) { $1 },
-                launcher: launcher.isEmpty ? [] : launcher + [try BenchSetUp.serverExecutable().path])
-            defer { server.stop() }
-            let rows = try await memoryRows(
-                server: server, idle: (server.residentMegabytes, MemoryMap(pid: server.processIdentifier)), emulator: emulator, http: http)
+            let result = try await body(directory, Self.environment(team: team, emulator: emulator), emulator, http)
             await emulator.stop()
-            return rows
+            return result
         } catch {
             await emulator.stop()
             throw error
