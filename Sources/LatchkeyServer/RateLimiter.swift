@@ -44,7 +44,7 @@ final class RateLimiter: Sendable {
             if second - min(second, window.start) >= 60 { window = Window(start: second, count: 0) }
             if window.count < .max { window.count += 1 }
             table.windows[key] = window
-            return Int(window.count) > limit ? max(1, Int(ceil(60 - (now - Double(window.start))))) : nil
+            return Int(window.count) > limit ? max(1, min(60, Int(ceil(60 - (now - Double(window.start)))))) : nil
         }
     }
 
