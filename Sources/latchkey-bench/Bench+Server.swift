@@ -573,12 +573,13 @@ func json(_ http: HTTPClient, _ url: String, _ body: [String: String], headers: 
 final class ChildServer: @unchecked Sendable {  // `process` is only stopped once the bench is done with it
     let process = Process()
     let url: String
-    private let launched: Bool
+    /// The server's process id: the launcher's child where the launcher runs it as one (a script such as `heaptrack`),
+    /// else the process started (valgrind runs the server in its own process). Read once it listens.
+    let processIdentifier: Int32
 
     /// - Parameter launcher: a command that runs a server executable given last (`valgrind --tool=callgrind … latchkey`), in
     ///   place of the `latchkey` of ``BenchSetUp/serverExecutable()``.
     init(environment: [String: String], launcher: [String] = []) throws {
-        launched = !launcher.isEmpty
         let output = Pipe()
         if let first = launcher.first {
             process.executableURL = URL(fileURLWithPath: first)
@@ -602,6 +603,9 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
             throw BenchError("no server URL in: \(collected)")
         }
         url = String(collected[range])
+        let pid = process.processIdentifier
+        let children = launcher.isEmpty ? nil : try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)
+        processIdentifier = children?.split(separator: " ").first.flatMap { Int32($0) } ?? pid
     }
 
     /// The number after `field:` on its line of the server's `/proc/<pid>/<file>`; nil when there is none.
@@ -616,16 +620,6 @@ final class ChildServer: @unchecked Sendable {  // `process` is only stopped onc
     private func status(_ field: String) -> Double { (procValue("status", field) ?? 0) / 1024 }
 
     var residentMegabytes: Double { status("VmRSS") }
-
-    /// The server's process id: the launcher's child where the launcher runs it as one (a script such as `heaptrack`),
-    /// else the process started (valgrind runs the server in its own process).
-    var processIdentifier: Int32 {
-        let pid = process.processIdentifier
-        guard launched, let children = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8),
-            let child = children.split(separator: " ").first.flatMap({ Int32($0) })
-        else { return pid }
-        return child
-    }
 
     /// Descriptors the server process has open.
     var openDescriptors: Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(processIdentifier)/fd").count) ?? 0 }
