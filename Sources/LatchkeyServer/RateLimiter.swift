@@ -9,6 +9,9 @@ final class RateLimiter: Sendable {
         /// Whole seconds since 1970 (`UInt32` lasts until 2106).
         var start: UInt32
         var count: UInt32
+
+        /// Whether the window is still open at `second` (one that starts later, after the clock stepped back, is).
+        func isOpen(at second: UInt32) -> Bool { second - min(second, start) < 60 }
     }
 
     private struct Table {
@@ -36,12 +39,12 @@ final class RateLimiter: Sendable {
         return table.withLock { table in
             if table.windows.count >= table.pruneAt {
                 let full = table.windows.count >= Self.capacity
-                table.windows = table.windows.filter { second - min(second, $0.value.start) < 60 }
+                table.windows = table.windows.filter { $0.value.isOpen(at: second) }
                 if full && table.windows.count >= Self.capacity / 2 { table.windows = [:] }
                 table.pruneAt = min(Self.capacity, max(Self.smallestPrune, 2 * table.windows.count))
             }
             var window = table.windows[key] ?? Window(start: second, count: 0)
-            if second - min(second, window.start) >= 60 { window = Window(start: second, count: 0) }
+            if !window.isOpen(at: second) { window = Window(start: second, count: 0) }
             if window.count < .max { window.count += 1 }
             table.windows[key] = window
             return Int(window.count) > limit ? max(1, min(60, Int(ceil(60 - (now - Double(window.start)))))) : nil
