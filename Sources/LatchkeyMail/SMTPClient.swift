@@ -90,10 +90,13 @@ public struct SMTPClient: Sendable {
                         }
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(SMTPReplyDecoder()))
                         try channel.pipeline.syncOperations.addHandler(TLSFailureRecorder(watchdog: watchdog, server: serverName))
+                        // The wait for the greeting starts here, on the event loop, as the connection opens: started once
+                        // this task resumes, a busy machine's delay would count against the whole send instead.
+                        watchdog.start(deadline: deadline, channel: channel, timeout: timeout)
+                        watchdog.arm(step: Self.greeting)
                         return try NIOAsyncChannel<SMTPReply, ByteBuffer>(wrappingChannelSynchronously: channel)
                     }
                 }
-            watchdog.start(deadline: deadline, channel: channel.channel, timeout: timeout)
             try await withTaskCancellationHandler {
                 try await channel.executeThenClose { inbound, outbound in
                     var conversation = SMTPConversation(
@@ -110,8 +113,10 @@ public struct SMTPClient: Sendable {
         }
     }
 
+    private static let greeting = "the greeting"
+
     private func run(_ conversation: inout SMTPConversation, message: MailMessage, sslContext: NIOSSLContext) async throws {
-        try await conversation.expect(220, step: "the greeting", command: nil)
+        try await conversation.expect(220, step: Self.greeting, command: nil)
         var extensions = try await conversation.expect(250, step: "EHLO", command: "EHLO \(heloName)").extensions
         if !server.implicitTLS {
             if extensions["STARTTLS"] != nil {
@@ -261,6 +266,7 @@ final class Watchdog: Sendable {
         var channel: (any Channel)?
         var timeout: Duration = .zero
         var step: Scheduled<Void>?
+        var stepName: String?
         var deadline: Scheduled<Void>?
         var reason: MailError?
         var tlsFailure: MailError?
@@ -289,11 +295,14 @@ final class Watchdog: Sendable {
         if cancelled { channel.close(promise: nil) }
     }
 
+    /// Starts the wait for `step`'s reply; a wait already running for the same step (the greeting's, armed as the
+    /// connection opened) keeps its start.
     func arm(step: String) {
         state.withLock { state in
-            guard let channel = state.channel else { return }
+            guard let channel = state.channel, state.step == nil || state.stepName != step else { return }
             let timeout = state.timeout
             state.step?.cancel()
+            state.stepName = step
             state.step = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { [self] in
                 abort(MailError(.timedOut, "the server did not answer \(step) within \(timeout)", isTemporary: true))
             }
@@ -304,6 +313,7 @@ final class Watchdog: Sendable {
         state.withLock {
             $0.step?.cancel()
             $0.step = nil
+            $0.stepName = nil
         }
     }
 

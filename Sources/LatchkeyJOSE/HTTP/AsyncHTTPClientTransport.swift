@@ -44,6 +44,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         let host = URL(string: request.url)?.host ?? "the provider"
         let limit = maximumResponseBytes
         do {
+            try Self.check(request.url)
             return try await Self.within(request.timeout, on: client.eventLoopGroup.next()) {
                 let response = try await execute(request)
                 let body = try await response.body.collect(upTo: limit)
@@ -65,6 +66,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     public func status(of request: OutboundRequest) async throws(LatchkeyError) -> Int {
         let limit = maximumResponseBytes
         do {
+            try Self.check(request.url)
             return try await Self.within(request.timeout, on: client.eventLoopGroup.next()) {
                 let response = try await execute(request)
                 _ = try? await response.body.collect(upTo: limit)
@@ -76,10 +78,14 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         }
     }
 
+    /// Configured URLs were checked at start-up; a URL made later (a discovery document's) is checked before the call,
+    /// since a port above 65535 on an IP-literal host traps inside the client instead of failing. It is checked before
+    /// the deadline starts, so that a busy machine cannot turn its refusal into a timeout.
+    private static func check(_ url: String) throws {
+        if let problem = OutboundURL.problem(url) { throw InvalidURL(problem: problem) }
+    }
+
     private func execute(_ request: OutboundRequest) async throws -> HTTPClientResponse {
-        // Configured URLs were checked at start-up; a URL made later (a discovery document's) is checked here, since a
-        // port above 65535 on an IP-literal host traps inside the client instead of failing.
-        if let problem = OutboundURL.problem(request.url) { throw InvalidURL(problem: problem) }
         var outbound = HTTPClientRequest(url: request.url)
         outbound.method = HTTPMethod(rawValue: request.method)
         for header in request.headers { outbound.headers.add(name: header.name, value: header.value) }
