@@ -54,6 +54,8 @@ struct ServerBench {
     let concurrency = 32
     /// Rows compared with a baseline measured alongside take this many turns each.
     static let rounds = 4
+    /// Operations a path runs before its CPU is measured, so that a row is the server's steady cost, not its start's.
+    static let warmUp = 128
 
     /// The `round`th of ``rounds`` nearly equal shares of `items`.
     static func share<T>(_ items: [T], _ round: Int) -> ArraySlice<T> {
@@ -81,8 +83,15 @@ struct ServerBench {
                 environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/unbatched.sqlite", "LATCHKEY_DATABASE_MAX_WRITE_BATCH": "1"]) { $1 })
             defer { unbatchedServer.stop() }
 
+            // A warm-up first, as every other row has one: measured on the fresh server, the first sign-ins paid for its
+            // start (code paged in, caches filled, the first connections to the emulator, the database file growing).
+            _ = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: Self.warmUp), server: server, http: http)
             let signIns = try await mintSignIns(emulator: emulator, http: http, count: max(200, Int(300 * seconds)))
             let ((signInRate, sessions), signInCPU, _) = try await server.metered { try await signIn(signIns, server: server, http: http) }
+            let paced = try await mintSignIns(emulator: emulator, http: http, count: signIns.count)
+            let appleAtEqualRate = try await atEqualRate(
+                "apple_sign_in", server: server, emulator: emulator, http: http, count: paced.count, pathRate: signInRate
+            ) { _ = try await signIn(paced[$0], server: server, http: http) }
             let accessToken = sessions[0].accessToken
             let (_, unbatchedSessions) = try await signIn(try await mintSignIns(emulator: emulator, http: http, count: 64), server: unbatchedServer, http: http)
 
@@ -126,13 +135,14 @@ struct ServerBench {
                 BenchRow(
                     name: "server_cpu_us_per_apple_sign_in", opsPerSecond: signInCPU / Double(signIns.count) * 1e6, baselineName: "server_cpu_us_per_healthz",
                     baselineOpsPerSecond: healthzMicroseconds, unit: .microseconds))
+            rows.append(appleAtEqualRate)
             rows.append(
                 BenchRow(
                     name: "server_cpu_us_per_google_sign_in", opsPerSecond: googleCPU / Double(googleSignIns.count) * 1e6,
                     baselineName: "server_cpu_us_per_healthz", baselineOpsPerSecond: healthzMicroseconds, unit: .microseconds))
 
             rows += try await passkeyRows(
-                server: server, http: http, sessions: Array(sessions.prefix(concurrency)),
+                server: server, emulator: emulator, http: http, sessions: Array(sessions.prefix(concurrency)),
                 google: (googleRate, googleCPU / Double(googleSignIns.count) * 1e6))
 
             if let batched = googleStorage.perOperation(googleSignIns.count),
@@ -385,6 +395,38 @@ struct ServerBench {
         }
     }
 
+    /// The server's CPU per operation, in µs, for `count` operations started at `rate` a second (at most ``concurrency``
+    /// at a time). A server near idle spends up to twice the CPU on each request that it spends when busy, and a path
+    /// that waits on the emulator cannot keep it busy: so two paths are compared at one rate, on one schedule.
+    func pacedCPUMicroseconds(
+        server: ChildServer, count: Int, rate: Double, _ operation: @escaping @Sendable (Int) async throws -> Void
+    ) async throws -> Double {
+        let (_, cpu, _) = try await server.metered {
+            let start = ContinuousClock.now
+            try await inParallel(count) { index in
+                try await Task.sleep(until: start + .seconds(Double(index) / rate), clock: .continuous)
+                try await operation(index)
+            }
+        }
+        return cpu / Double(count) * 1e6
+    }
+
+    /// A path's CPU per operation against a Google sign-in's, both paced at half the rate the path reached alone.
+    func atEqualRate(
+        _ name: String, server: ChildServer, emulator: RunningEmulator, http: HTTPClient, count: Int, pathRate: Double,
+        _ operation: @escaping @Sendable (Int) async throws -> Void
+    ) async throws -> BenchRow {
+        let google = try await mintSignIns(emulator: emulator, http: http, count: count, provider: "google")
+        let rate = pathRate / 2
+        let path = try await pacedCPUMicroseconds(server: server, count: count, rate: rate, operation)
+        let baseline = try await pacedCPUMicroseconds(server: server, count: count, rate: rate) {
+            _ = try await signIn(google[$0], server: server, http: http)
+        }
+        return BenchRow(
+            name: "server_cpu_us_per_\(name)_at_equal_rate", opsPerSecond: path, baselineName: "server_cpu_us_per_google_sign_in_at_equal_rate",
+            baselineOpsPerSecond: baseline, unit: .microseconds)
+    }
+
     struct Session: Sendable {
         let accessToken: String
         let refreshToken: String
@@ -426,19 +468,22 @@ struct ServerBench {
     }
 
     /// Each minted sign-in sent to the server, `concurrency` at a time; returns the rate and the sessions.
+    /// One sign-in with `minted`: its session.
+    func signIn(_ minted: MintedSignIn, server: ChildServer, http: HTTPClient) async throws -> Session {
+        let answer = try await json(http, server.url + minted.path, minted.body)
+        guard let access = answer["accessToken"] as? String, let refresh = answer["refreshToken"] as? String else {
+            throw BenchError("sign-in failed: \(answer)")
+        }
+        return Session(accessToken: access, refreshToken: refresh)
+    }
+
     func signIn(_ minted: some Collection<MintedSignIn>, server: ChildServer, http: HTTPClient) async throws -> (Double, [Session]) {
         let start = ContinuousClock.now
         let sessions = try await withThrowingTaskGroup(of: Session.self) { group in
             var sessions: [Session] = []
             for (index, item) in minted.enumerated() {
                 if index >= concurrency { sessions.append(try await group.next()!) }
-                group.addTask {
-                    let answer = try await json(http, server.url + item.path, item.body)
-                    guard let access = answer["accessToken"] as? String, let refresh = answer["refreshToken"] as? String else {
-                        throw BenchError("sign-in failed: \(answer)")
-                    }
-                    return Session(accessToken: access, refreshToken: refresh)
-                }
+                group.addTask { try await signIn(item, server: server, http: http) }
             }
             for try await session in group { sessions.append(session) }
             return sessions
