@@ -56,6 +56,13 @@ struct LeanJSONEncoderTests {
         try expectSame([String: [Int]]())
         try expectSame([[String: String]]())
         try expectSame(["status": "ok"])
+        // A dictionary of strings takes a path of its own: alone, inside a struct, empty, and with keys to sort and escape.
+        let strings = ["b": "1", "B": "2", "a1": "\u{1F600}", "é": "\"q\" / \\", "": "\n", "a": ""]
+        try expectSame(strings)
+        try expectSame([String: String]())
+        try expectSame(["outer": strings])
+        struct Claims: Codable { var claims: [String: String]; var more: [String: String]? }
+        try expectSame(Claims(claims: strings, more: [:]))
         try expectSame([Optional<Int>.none, 1])
     }
 

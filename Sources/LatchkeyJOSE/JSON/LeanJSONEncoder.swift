@@ -141,6 +141,14 @@ private final class NodeEncoder: Encoder {
         if let url = value as? URL { return .string(url.absoluteString) }
         if let data = value as? Data { return .string(data.base64EncodedString()) }
         if let decimal = value as? Decimal { return .number(decimal.description) }
+        // Claims: the standard library's generic dictionary encoding, a coding key and a container per member, cost
+        // about 60,000 instructions for eight of them.
+        if T.self == [String: String].self, let strings = value as? [String: String] {
+            let box = EncodedNode.ObjectBox()
+            box.entries.reserveCapacity(strings.count)
+            for (key, text) in strings { box.entries.append((key, .string(text))) }
+            return .object(box)
+        }
         let encoder = NodeEncoder(codingPath: codingPath)
         try value.encode(to: encoder)
         // A value that encodes nothing is an empty object, as with Foundation's encoder.
