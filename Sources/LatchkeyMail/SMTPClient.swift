@@ -265,8 +265,8 @@ final class Watchdog: Sendable {
     private struct State {
         var channel: (any Channel)?
         var timeout: Duration = .zero
-        var step: Scheduled<Void>?
-        var stepName: String?
+        /// The step whose reply is awaited, and its timeout.
+        var step: (name: String, timeout: Scheduled<Void>)?
         var deadline: Scheduled<Void>?
         var reason: MailError?
         var tlsFailure: MailError?
@@ -299,27 +299,28 @@ final class Watchdog: Sendable {
     /// connection opened) keeps its start.
     func arm(step: String) {
         state.withLock { state in
-            guard let channel = state.channel, state.step == nil || state.stepName != step else { return }
+            guard let channel = state.channel, state.step?.name != step else { return }
             let timeout = state.timeout
-            state.step?.cancel()
-            state.stepName = step
-            state.step = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { [self] in
-                abort(MailError(.timedOut, "the server did not answer \(step) within \(timeout)", isTemporary: true))
-            }
+            state.step?.timeout.cancel()
+            state.step = (
+                step,
+                channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { [self] in
+                    abort(MailError(.timedOut, "the server did not answer \(step) within \(timeout)", isTemporary: true))
+                }
+            )
         }
     }
 
     func disarm() {
         state.withLock {
-            $0.step?.cancel()
+            $0.step?.timeout.cancel()
             $0.step = nil
-            $0.stepName = nil
         }
     }
 
     func stop() {
         state.withLock {
-            $0.step?.cancel()
+            $0.step?.timeout.cancel()
             $0.deadline?.cancel()
             $0.step = nil
             $0.deadline = nil
