@@ -63,16 +63,10 @@ struct ServerBench {
     }
 
     func rows() async throws -> [BenchRow] {
-        let (logger, directory, team, emulatorConfiguration) = try BenchSetUp.quietEmulator(clientID: "com.example.app")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
         var clientConfiguration = HTTPClient.Configuration()
         clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 96
-        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
-        defer { _ = http.shutdown() }
-        var rows: [BenchRow] = []
-        do {
-            let environment = Self.environment(team: team, emulator: emulator)
+        return try await withEmulator(client: clientConfiguration) { directory, environment, emulator, http in
+            var rows: [BenchRow] = []
             let server = try ChildServer(environment: environment.merging(["LATCHKEY_DATABASE_URL": directory + "/batched.sqlite"]) { $1 })
             defer { server.stop() }
             let idleRSS = server.residentMegabytes
@@ -207,12 +201,8 @@ struct ServerBench {
                 rows.insert(
                     contentsOf: try await postgresRows(url: url, directory: directory, environment: environment, emulator: emulator, http: http), at: 3)
             }
-        } catch {
-            await emulator.stop()
-            throw error
+            return rows
         }
-        await emulator.stop()
-        return rows
     }
 
     /// The settings of every bench server: Apple and Google at the emulator, passkeys, a fresh encryption key, and rate
@@ -298,12 +288,14 @@ struct ServerBench {
     }
 
     /// Runs `body` with a temporary directory, the settings of ``environment(team:emulator:)`` and a running emulator
-    /// (stopped afterwards, whatever `body` does), and a client to drive them.
-    func withEmulator<T>(_ body: (String, [String: String], RunningEmulator, HTTPClient) async throws -> T) async throws -> T {
+    /// (stopped afterwards, whatever `body` does), and a client with `client`'s settings to drive them.
+    func withEmulator<T>(
+        client: HTTPClient.Configuration = HTTPClient.Configuration(), _ body: (String, [String: String], RunningEmulator, HTTPClient) async throws -> T
+    ) async throws -> T {
         let (logger, directory, team, emulatorConfiguration) = try BenchSetUp.quietEmulator(clientID: "com.example.app")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let emulator = try await Emulator.start(configuration: emulatorConfiguration, logger: logger)
-        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: client)
         defer { _ = http.shutdown() }
         do {
             let result = try await body(directory, Self.environment(team: team, emulator: emulator), emulator, http)
@@ -467,7 +459,6 @@ struct ServerBench {
         let body: [String: String]
     }
 
-    /// Each minted sign-in sent to the server, `concurrency` at a time; returns the rate and the sessions.
     /// One sign-in with `minted`: its session.
     func signIn(_ minted: MintedSignIn, server: ChildServer, http: HTTPClient) async throws -> Session {
         let answer = try await json(http, server.url + minted.path, minted.body)
@@ -477,6 +468,7 @@ struct ServerBench {
         return Session(accessToken: access, refreshToken: refresh)
     }
 
+    /// Each minted sign-in sent to the server, `concurrency` at a time; returns the rate and the sessions.
     func signIn(_ minted: some Collection<MintedSignIn>, server: ChildServer, http: HTTPClient) async throws -> (Double, [Session]) {
         let start = ContinuousClock.now
         let sessions = try await withThrowingTaskGroup(of: Session.self) { group in
