@@ -65,7 +65,7 @@ func parseForm(_ body: String) -> (fields: [String: String], duplicate: String?,
     return (fields, duplicate, malformed)
 }
 
-/// The bytes a form component may hold, built once: a set made per component cost more than the rest of the parse.
+/// The bytes a form component may hold, built once rather than for each component of every form.
 private let formAlphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~*+%!'()".utf8)
 
 /// Decodes one form component: `+` is a space, `%XX` a byte; anything outside the form alphabet is refused.
